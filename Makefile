@@ -1,0 +1,53 @@
+# Two commands on a fresh machine: `make run` and `make test`. Both set themselves up.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON_BOOT ?= python3
+VENV        := .venv
+PY          := $(VENV)/bin/python
+JARS        := .jars
+MVN         := mvn -q -B -f conf/maven/pom.xml
+SAMPLE      := samples/logdir
+WAREHOUSE   ?= warehouse
+# The sample was captured at this instant; replaying "as of" it makes `make run` repeatable.
+SAMPLE_NOW  ?= $(shell cat samples/NOW 2>/dev/null)
+RECORDS     ?= 5000000
+
+export PYSPARK_PYTHON        := $(CURDIR)/$(PY)
+export PYSPARK_DRIVER_PYTHON := $(CURDIR)/$(PY)
+export PYTHONPATH            := $(CURDIR)
+
+.PHONY: help setup run test bench clean jars venv
+
+help:
+	@echo "make run    - set up, replay the bundled sample log into ./$(WAREHOUSE) and print a summary"
+	@echo "make test   - set up, run every test"
+	@echo "make bench  - set up, generate a log of RECORDS records and measure the replay"
+	@echo "make setup  - virtualenv at $(VENV) and JVM jars in $(JARS)/ (idempotent)"
+
+setup: venv jars
+
+venv: $(VENV)/.stamp
+$(VENV)/.stamp: requirements.txt constraints.txt
+	@test -x $(PY) || $(PYTHON_BOOT) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -r requirements.txt -c constraints.txt
+	@touch $@
+
+jars: $(JARS)/spark/.stamp
+$(JARS)/spark/.stamp: conf/maven/pom.xml
+	@rm -rf $(JARS)/spark && mkdir -p $(JARS)/spark
+	$(MVN) -P spark dependency:copy-dependencies -DoutputDirectory=$(CURDIR)/$(JARS)/spark
+	@touch $@
+
+run: setup
+	$(PY) -m jobs.replay_offsets --input $(SAMPLE) --warehouse $(WAREHOUSE) --full $(if $(SAMPLE_NOW),--now $(SAMPLE_NOW),)
+
+test: setup
+	$(PY) -m pytest
+
+bench: setup
+	$(PY) -m jobs.bench --records $(RECORDS)
+
+clean:
+	rm -rf $(WAREHOUSE) spark-warehouse .pytest_cache

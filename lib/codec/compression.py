@@ -1,0 +1,84 @@
+"""The four codecs Kafka uses on disk (spec 1.5), via cramjam."""
+from __future__ import annotations
+
+import gzip
+import struct
+import zlib
+
+import cramjam
+import xxhash
+
+from lib.codec.errors import DecodeError
+
+CODEC_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+XERIAL_MAGIC = b"\x82SNAPPY\x00"
+LZ4_FRAME_MAGIC = b"\x04\x22\x4d\x18"
+
+
+def decompress(codec: int, data, magic: int) -> bytes:
+    try:
+        if codec == 1:
+            return gzip.decompress(bytes(data))
+        if codec == 2:
+            return _xerial_snappy(bytes(data))
+        if codec == 3:
+            frame = bytes(data)
+            if magic == 0:
+                frame = _fix_lz4_header_checksum(frame)
+            return bytes(cramjam.lz4.decompress(frame))
+        if codec == 4:
+            if magic < 2:
+                raise DecodeError("zstd compression in a magic 0/1 message (only valid in magic 2)")
+            return bytes(cramjam.zstd.decompress(bytes(data)))
+    except DecodeError:
+        raise
+    except (OSError, EOFError, zlib.error, ValueError, cramjam.DecompressionError, struct.error) as e:
+        raise DecodeError(f"cannot decompress {CODEC_NAMES.get(codec, codec)} data: {e}") from None
+    raise DecodeError(f"unknown compression codec id {codec}")
+
+
+def _xerial_snappy(data: bytes) -> bytes:
+    """snappy-java's SnappyOutputStream framing: magic, two int32, then [int32 len][raw block]..."""
+    if not data.startswith(XERIAL_MAGIC):
+        return bytes(cramjam.snappy.decompress_raw(data))
+    pos = 16
+    out = bytearray()
+    while pos < len(data):
+        if pos + 4 > len(data):
+            raise DecodeError("truncated xerial snappy block length")
+        (n,) = struct.unpack_from(">i", data, pos)
+        pos += 4
+        if n < 0 or pos + n > len(data):
+            raise DecodeError(f"xerial snappy block of {n} bytes runs past the end")
+        out += bytes(cramjam.snappy.decompress_raw(data[pos:pos + n]))
+        pos += n
+    return bytes(out)
+
+
+def _fix_lz4_header_checksum(frame: bytes) -> bytes:
+    """Magic-0 writers computed the LZ4 frame descriptor checksum over the wrong bytes; Kafka
+    ignores it for magic 0 (Lz4Compression.wrapForInput), so recompute it here."""
+    if len(frame) < 7 or not frame.startswith(LZ4_FRAME_MAGIC):
+        return frame
+    flg = frame[4]
+    hc_pos = 6 + (8 if flg & 0x08 else 0) + (4 if flg & 0x01 else 0)
+    if hc_pos >= len(frame):
+        return frame
+    hc = (xxhash.xxh32_intdigest(frame[4:hc_pos]) >> 8) & 0xFF
+    return frame[:hc_pos] + bytes([hc]) + frame[hc_pos + 1:]
+
+
+def compress(codec: int, data: bytes) -> bytes:
+    """For fixtures and generators: the byte streams Kafka's producers write."""
+    if codec == 0:
+        return data
+    if codec == 1:
+        return gzip.compress(data)
+    if codec == 2:
+        block = bytes(cramjam.snappy.compress_raw(data))
+        return XERIAL_MAGIC + struct.pack(">ii", 1, 1) + struct.pack(">i", len(block)) + block
+    if codec == 3:
+        return bytes(cramjam.lz4.compress(data))
+    if codec == 4:
+        return bytes(cramjam.zstd.compress(data))
+    raise ValueError(f"unknown codec {codec}")

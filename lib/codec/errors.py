@@ -1,0 +1,61 @@
+"""The one exception family the codec raises: it always says where the bytes came from."""
+from __future__ import annotations
+
+
+class DecodeError(Exception):
+    """Bytes that cannot be decoded. Carries the file, offsets partition and log offset when known."""
+
+    def __init__(self, message: str, *, file: str | None = None, partition: int | None = None,
+                 offset: int | None = None, position: int | None = None):
+        super().__init__(message)
+        self.message = message
+        self.file = file
+        self.partition = partition
+        self.offset = offset
+        self.position = position
+
+    def locate(self, *, file: str | None = None, partition: int | None = None,
+               offset: int | None = None, position: int | None = None) -> "DecodeError":
+        """Fill in location fields that are still unknown; returns self for `raise e.locate(...)`."""
+        if self.file is None:
+            self.file = file
+        if self.partition is None:
+            self.partition = partition
+        if self.offset is None:
+            self.offset = offset
+        if self.position is None:
+            self.position = position
+        return self
+
+    def __str__(self) -> str:
+        where = []
+        if self.file is not None:
+            where.append(f"file {self.file}")
+        if self.partition is not None:
+            where.append(f"partition {self.partition}")
+        if self.offset is not None:
+            where.append(f"log offset {self.offset}")
+        if self.position is not None:
+            where.append(f"byte position {self.position}")
+        return f"{self.message} ({', '.join(where)})" if where else self.message
+
+
+class CorruptBatchError(DecodeError):
+    """A batch or message whose framing or checksum is wrong."""
+
+
+class UnknownRecordTypeError(DecodeError):
+    """A coordinator key type this decoder does not know. Kafka skips such records."""
+
+    def __init__(self, record_type: int, **where):
+        super().__init__(f"unknown coordinator record type {record_type}", **where)
+        self.record_type = record_type
+
+
+class UnknownRecordVersionError(DecodeError):
+    """A value version outside its schema's range. Kafka fails the partition load on it."""
+
+    def __init__(self, record_type: int, version: int, **where):
+        super().__init__(f"unknown value version {version} for coordinator record type {record_type}", **where)
+        self.record_type = record_type
+        self.version = version
