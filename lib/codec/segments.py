@@ -336,3 +336,22 @@ def iter_segment(path: str, *, partition: int | None = None, verify_crc: bool = 
     """(reader, iterator of batches) for one segment file."""
     reader = SegmentReader(read_segment_bytes(path), file=path, partition=partition, verify_crc=verify_crc)
     return reader
+
+
+def scan_segment_end(path: str) -> tuple[int | None, int]:
+    """(next offset after the segment's last complete entry, trailing bytes) by hopping over
+    entry headers only: no CRC check, no decompression. None when the segment has no entry."""
+    buf = read_segment_bytes(path)
+    end = len(buf)
+    pos = 0
+    next_offset = None
+    while end - pos >= HEADER_SIZE_UP_TO_MAGIC:
+        offset, size = _ENTRY_HEAD.unpack_from(buf, pos)
+        if size < RECORD_OVERHEAD_V0 or pos + LOG_OVERHEAD + size > end:
+            break
+        if buf[pos + 16] == 2 and size >= RECORD_BATCH_OVERHEAD - LOG_OVERHEAD:
+            next_offset = offset + _I32.unpack_from(buf, pos + 23)[0] + 1
+        else:
+            next_offset = offset + 1
+        pos += LOG_OVERHEAD + size
+    return next_offset, end - pos

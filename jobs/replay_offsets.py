@@ -1,0 +1,103 @@
+"""Replay __consumer_offsets segment files into Delta tables.
+
+    python -m jobs.replay_offsets --input LOG_DIR --warehouse WAREHOUSE [--now TIME]
+        [--retention-minutes N] [--partitions 0,7,12] [--full] [--conf key=value ...]
+
+Works the same under spark-submit (the session picks up spark-submit's settings)."""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from lib.cli import format_ms, parse_partitions, parse_time_ms
+from lib.logdir import LogDirError, find_partitions
+from lib.transform.expiry import DEFAULT_RETENTION_MINUTES
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="replay_offsets", description=__doc__.splitlines()[0])
+    p.add_argument("--input", required=True, help="broker log dir holding __consumer_offsets-<P> folders")
+    p.add_argument("--warehouse", required=True, help="folder of the Delta tables")
+    p.add_argument("--now", help="expiry is judged as of this time: epoch ms or ISO-8601 (default: now)")
+    p.add_argument("--retention-minutes", type=int, default=DEFAULT_RETENTION_MINUTES,
+                   help="offsets.retention.minutes (default 10080)")
+    p.add_argument("--partitions", help="only these offsets partitions, e.g. 0,7,12 or 0-9")
+    p.add_argument("--full", action="store_true", help="rebuild the partitions from their first segment")
+    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting")
+    p.add_argument("--quiet", action="store_true", help="print only the one-line result")
+    return p.parse_args(argv)
+
+
+def fail(message: str) -> int:
+    print(f"replay_offsets: error: {message}", file=sys.stderr)
+    print("replay_offsets: no table was changed", file=sys.stderr)
+    return 2
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    try:
+        now_ms = parse_time_ms(args.now)
+        partitions = parse_partitions(args.partitions)
+        logs = find_partitions(args.input, partitions)
+    except (ValueError, LogDirError) as e:
+        return fail(str(e))
+    if args.retention_minutes <= 0:
+        return fail("--retention-minutes must be positive")
+
+    from lib.pipeline import ReplayError, run_replay, summarize
+    from lib.spark_session import build_session
+
+    overrides = dict(kv.split("=", 1) for kv in args.conf)
+    started = time.monotonic()
+    spark = build_session("replay_offsets", overrides)
+    try:
+        result = run_replay(spark, logs, args.warehouse, now_ms, args.retention_minutes)
+    except ReplayError as e:
+        return fail(str(e))
+    wall = time.monotonic() - started
+    summary = summarize(spark, args.warehouse, result.partitions)
+    print_summary(args, result, summary, wall)
+    return 0
+
+
+def print_summary(args, result, s: dict, wall: float) -> None:
+    rate = result.records / max(result.stage_seconds.get("decode", 0) + result.stage_seconds.get("replay", 0), 1e-9)
+    print(f"replayed {result.records} records from {len(result.partitions)} partitions of {args.input} "
+          f"into {args.warehouse} in {wall:.1f}s (run {result.run_id})")
+    if args.quiet:
+        return
+    print(f"  as of {format_ms(result.now_ms)}, retention {result.retention_minutes} min; stages: "
+          + ", ".join(f"{k} {v:.1f}s" for k, v in result.stage_seconds.items()) + f"; {rate:,.0f} records/s")
+    print("\npartitions:")
+    print(f"  {'partition':>9} {'records':>9} {'next_offset':>11} {'high_watermark':>14} {'trailing_bytes':>14}")
+    for p in s["partitions"]:
+        hw = "-" if p["high_watermark"] is None else p["high_watermark"]
+        print(f"  {p['offsets_partition']:>9} {p['records_read']:>9} {p['next_log_offset']:>11} {hw:>14} "
+              f"{p['trailing_bytes']:>14}")
+    print("\nrecords by type:")
+    for r in s["record_types"]:
+        name = "control (txn marker)" if r["is_control"] else (r["record_type_name"] or "unknown type")
+        print(f"  {name:<40} {r['count']:>9}")
+    print(f"\ngroups: {s['group_count']}   live offsets: {s['offset_count']}   "
+          f"pending transactional offsets: {s['pending_count']}   undecoded records: {s['unknown_records']}")
+    print(f"  {'group':<32} {'type':<9} {'protocol':<9} {'state':<12} {'gen':>5} {'members':>7} {'offsets':>7}"
+          "  last commit")
+    for g in s["groups"]:
+        last = g["last_commit"].strftime("%Y-%m-%d %H:%M:%S") if g["last_commit"] else "-"
+        print(f"  {g['group_id'][:32]:<32} {g['group_type']:<9} {(g['protocol_type'] or '-'):<9} "
+              f"{g['state']:<12} {g['generation'] if g['generation'] is not None else '-':>5} "
+              f"{g['members'] if g['members'] is not None else 0:>7} {g['offsets'] or 0:>7}  {last}")
+    if s["group_count"] > len(s["groups"]):
+        print(f"  ... and {s['group_count'] - len(s['groups'])} more")
+    print(f"\nexpired as of {format_ms(result.now_ms)}: {s['expired_offset_count']} offsets, "
+          f"{len(s['expired_groups'])} groups deleted")
+    for e in s["expired_offsets"]:
+        print(f"  offsets  {e['group_id']}: {e['offsets']}")
+    for g in s["expired_groups"]:
+        print(f"  group    {g}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

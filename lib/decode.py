@@ -1,0 +1,231 @@
+"""Segment files -> Arrow record batches in the offsets_log schema. Pure Python + pyarrow:
+this runs inside Spark's Python workers (mapInArrow) and in the JVM-free coordinator."""
+from __future__ import annotations
+
+import base64
+import json
+import os
+from typing import Iterator
+
+import pyarrow as pa
+
+from lib.codec.compression import CODEC_NAMES
+from lib.codec.coordinator import (decode_assignment, decode_control_key, decode_end_txn_marker, decode_key,
+                                   decode_offset_commit_value, decode_subscription, decode_value,
+                                   record_type_of, value_version)
+from lib.codec.errors import DecodeError, UnknownRecordTypeError
+from lib.codec.segments import Batch, SegmentReader, read_segment_bytes
+from schemas.records import CONTROL_TYPES, RECORD_TYPES
+from schemas.tables import OFFSETS_LOG
+
+SCHEMA = OFFSETS_LOG.arrow_schema
+COLUMNS = OFFSETS_LOG.column_names
+_TS_COLUMNS = ("log_timestamp", "commit_timestamp", "expire_timestamp")
+DEFAULT_CHUNK_ROWS = 65536
+
+
+class _Columns:
+    """Column-wise accumulator; one Python list per column."""
+
+    def __init__(self):
+        self.cols = {name: [] for name in COLUMNS}
+        self.rows = 0
+
+    def to_batch(self) -> pa.RecordBatch:
+        arrays = []
+        for field in SCHEMA:
+            values = self.cols[field.name]
+            if field.name in _TS_COLUMNS:
+                arr = pa.array(values, pa.int64()).cast(pa.timestamp("ms", tz="UTC")).cast(field.type)
+            elif field.name == "group_metadata":
+                arr = pa.array(values, field.type)
+            else:
+                arr = pa.array(values, field.type)
+            arrays.append(arr)
+        return pa.RecordBatch.from_arrays(arrays, schema=SCHEMA)
+
+
+def _ms(value: int) -> int | None:
+    return None if value is None or value < 0 else value
+
+
+def _us(ms: int) -> int | None:
+    return None if ms is None or ms < 0 else ms * 1000
+
+
+def decode_group_metadata(data: dict) -> dict:
+    """GroupMetadataValue (JsonConverter form) -> the group_metadata struct, with the
+    consumer-protocol bytes decoded when protocolType is "consumer" (spec 3)."""
+    is_consumer = data.get("protocolType") == "consumer"
+    members = []
+    for m in data.get("members") or []:
+        sub_raw = base64.b64decode(m["subscription"]) if m.get("subscription") is not None else None
+        asg_raw = base64.b64decode(m["assignment"]) if m.get("assignment") is not None else None
+        member = {
+            "member_id": m["memberId"], "group_instance_id": m.get("groupInstanceId"),
+            "client_id": m["clientId"], "client_host": m["clientHost"],
+            "rebalance_timeout_ms": m.get("rebalanceTimeout", -1), "session_timeout_ms": m["sessionTimeout"],
+            "subscription_version": None, "subscribed_topics": None, "owned_partitions": None,
+            "subscription_user_data": None, "generation_id": None, "rack_id": None,
+            "assignment_version": None, "assignment": None, "assignment_user_data": None,
+            "subscription_bytes": sub_raw, "assignment_bytes": asg_raw,
+        }
+        if is_consumer:
+            _decode_consumer_member(member, sub_raw, asg_raw)
+        members.append(member)
+    return {
+        "protocol_type": data["protocolType"], "generation": data["generation"],
+        "protocol": data.get("protocol"), "leader": data.get("leader"),
+        # nested timestamps go straight into an Arrow timestamp[us] column
+        "current_state_timestamp": _us(data.get("currentStateTimestamp", -1)),
+        "members": members,
+    }
+
+
+def _decode_consumer_member(member: dict, sub_raw, asg_raw) -> None:
+    # A member whose bytes do not parse keeps them raw, as Kafka's tools do.
+    if sub_raw:
+        try:
+            sub = decode_subscription(sub_raw)
+            member["subscription_version"] = int.from_bytes(sub_raw[:2], "big", signed=True)
+            member["subscribed_topics"] = sub["topics"] or []
+            member["owned_partitions"] = sub.get("ownedPartitions")
+            ud = sub.get("userData")
+            member["subscription_user_data"] = base64.b64decode(ud) if ud is not None else None
+            member["generation_id"] = sub.get("generationId")
+            member["rack_id"] = sub.get("rackId")
+        except DecodeError:
+            pass
+    if asg_raw:
+        try:
+            asg = decode_assignment(asg_raw)
+            member["assignment_version"] = int.from_bytes(asg_raw[:2], "big", signed=True)
+            member["assignment"] = asg["assignedPartitions"] or []
+            ud = asg.get("userData")
+            member["assignment_user_data"] = base64.b64decode(ud) if ud is not None else None
+        except DecodeError:
+            pass
+
+
+def _append_record(cols: dict, partition: int, batch: Batch, rec, segment_file: str) -> None:
+    offset, timestamp, key, value = rec
+    c = cols
+    c["offsets_partition"].append(partition)
+    c["log_offset"].append(offset)
+    c["log_timestamp"].append(_ms(timestamp))
+    c["batch_base_offset"].append(batch.base_offset)
+    c["magic"].append(batch.magic)
+    c["compression"].append(CODEC_NAMES.get(batch.compression, str(batch.compression)))
+    c["producer_id"].append(batch.producer_id)
+    c["producer_epoch"].append(batch.producer_epoch)
+    c["is_transactional"].append(batch.is_transactional)
+    c["is_control"].append(batch.is_control)
+    c["is_tombstone"].append(value is None)
+    c["segment_file"].append(segment_file)
+    c["raw_key"].append(key)
+    c["raw_value"].append(value)
+
+    control_type = coordinator_epoch = record_type = type_name = key_version = version = None
+    group_id = member_id = topic = tp = committed = leader_epoch = metadata = None
+    commit_ts = expire_ts = topic_id = group_metadata = value_json = None
+    status = "ok"
+    if batch.is_control:
+        key_version, ctype = decode_control_key(key)
+        control_type = CONTROL_TYPES.get(ctype, f"UNKNOWN({ctype})")
+        if ctype in (0, 1):
+            version, coordinator_epoch = decode_end_txn_marker(value)
+    else:
+        if key is None:
+            raise DecodeError("data record with a null key")
+        record_type = record_type_of(key)
+        try:
+            ckey = decode_key(key)
+        except UnknownRecordTypeError:
+            status = "unknown_type"
+            ckey = None
+        if ckey is not None:
+            key_version = 0
+            type_name = RECORD_TYPES[record_type][0]
+            group_id = ckey.group_id
+            member_id = ckey.member_id
+            if record_type in (0, 1):
+                topic, tp = ckey.topic, ckey.partition
+                if value is not None:
+                    oc = decode_offset_commit_value(record_type, value)
+                    version, committed, metadata = oc.version, oc.offset, oc.metadata
+                    leader_epoch = None if oc.leader_epoch == -1 else oc.leader_epoch
+                    commit_ts, expire_ts, topic_id = _ms(oc.commit_timestamp), _ms(oc.expire_timestamp), oc.topic_id
+            elif value is not None:
+                version, data = decode_value(record_type, value)
+                if record_type == 2:
+                    group_metadata = decode_group_metadata(data)
+                else:
+                    value_json = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+        elif value is not None and len(value) >= 2:
+            version = value_version(value)
+    c["control_type"].append(control_type)
+    c["coordinator_epoch"].append(coordinator_epoch)
+    c["record_type"].append(record_type)
+    c["record_type_name"].append(type_name)
+    c["key_version"].append(key_version)
+    c["value_version"].append(version)
+    c["decode_status"].append(status)
+    c["group_id"].append(group_id)
+    c["member_id"].append(member_id)
+    c["topic"].append(topic)
+    c["partition"].append(tp)
+    c["committed_offset"].append(committed)
+    c["leader_epoch"].append(leader_epoch)
+    c["metadata"].append(metadata)
+    c["commit_timestamp"].append(commit_ts)
+    c["expire_timestamp"].append(expire_ts)
+    c["topic_id"].append(topic_id)
+    c["group_metadata"].append(group_metadata)
+    c["value_json"].append(value_json)
+
+
+class SegmentDecoder:
+    """Decodes one segment file into offsets_log Arrow batches of at most `chunk_rows` rows.
+    After iteration: `records`, `next_offset` (after the last batch) and `trailing_bytes`."""
+
+    def __init__(self, path: str, partition: int, *, start_offset: int = 0, chunk_rows: int = DEFAULT_CHUNK_ROWS,
+                 verify_crc: bool = True):
+        self.path = path
+        self.partition = partition
+        self.start_offset = start_offset
+        self.chunk_rows = chunk_rows
+        self.verify_crc = verify_crc
+        self.records = 0
+        self.next_offset: int | None = None
+        self.trailing_bytes = 0
+
+    def __iter__(self) -> Iterator[pa.RecordBatch]:
+        name = os.path.basename(self.path)
+        reader = SegmentReader(read_segment_bytes(self.path), file=self.path, partition=self.partition,
+                               verify_crc=self.verify_crc)
+        acc = _Columns()
+        cols = acc.cols
+        n = 0
+        for batch in reader:
+            self.next_offset = batch.last_offset + 1
+            if batch.last_offset < self.start_offset:
+                continue
+            for rec in batch.records:
+                if rec[0] < self.start_offset:
+                    continue
+                try:
+                    _append_record(cols, self.partition, batch, rec, name)
+                except DecodeError as e:
+                    raise e.locate(file=self.path, partition=self.partition, offset=rec[0],
+                                   position=batch.position) from None
+                n += 1
+                if n >= self.chunk_rows:
+                    self.records += n
+                    yield acc.to_batch()
+                    acc = _Columns()
+                    cols = acc.cols
+                    n = 0
+        self.trailing_bytes = reader.trailing_bytes
+        if n:
+            self.records += n
+            yield acc.to_batch()

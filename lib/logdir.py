@@ -1,0 +1,93 @@
+"""Finding the __consumer_offsets partitions and their segments in a broker log directory
+(spec 1.1). Pure metadata: names and sizes, never record bytes."""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+
+TOPIC = "__consumer_offsets"
+_PARTITION_DIR = re.compile(r"^__consumer_offsets-(\d+)$")
+_SEGMENT = re.compile(r"^(\d{20})\.log$")
+
+
+class LogDirError(Exception):
+    """The input is not a usable log directory."""
+
+
+@dataclass(frozen=True)
+class Segment:
+    partition: int
+    base_offset: int
+    path: str
+    size: int
+
+
+@dataclass
+class PartitionLog:
+    partition: int
+    path: str
+    segments: list[Segment] = field(default_factory=list)
+    high_watermark: int | None = None
+    log_start_offset: int | None = None
+
+
+def read_offset_checkpoint(path: str) -> dict[tuple[str, int], int]:
+    """replication-offset-checkpoint and friends: version, count, then 'topic partition offset'."""
+    out: dict[tuple[str, int], int] = {}
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return out
+    if len(lines) < 2 or lines[0].strip() != "0":
+        return out
+    for line in lines[2:]:
+        parts = line.split()
+        if len(parts) == 3 and parts[1].isdigit():
+            try:
+                out[(parts[0], int(parts[1]))] = int(parts[2])
+            except ValueError:
+                continue
+    return out
+
+
+def find_partitions(log_dir: str, partitions: list[int] | None = None) -> list[PartitionLog]:
+    """The __consumer_offsets-<P> folders of a log dir, each with its .log segments in offset
+    order. Folders being deleted or moved (-delete, -future, -stray) and other files are ignored."""
+    if not os.path.exists(log_dir):
+        raise LogDirError(f"input path does not exist: {log_dir}")
+    if not os.path.isdir(log_dir):
+        raise LogDirError(f"input path is not a directory: {log_dir}")
+    high_watermarks = read_offset_checkpoint(os.path.join(log_dir, "replication-offset-checkpoint"))
+    log_starts = read_offset_checkpoint(os.path.join(log_dir, "log-start-offset-checkpoint"))
+    found: list[PartitionLog] = []
+    for name in sorted(os.listdir(log_dir)):
+        m = _PARTITION_DIR.match(name)
+        path = os.path.join(log_dir, name)
+        if not m or not os.path.isdir(path):
+            continue
+        p = int(m.group(1))
+        if partitions is not None and p not in partitions:
+            continue
+        log = PartitionLog(p, path, high_watermark=high_watermarks.get((TOPIC, p)),
+                           log_start_offset=log_starts.get((TOPIC, p)))
+        for seg_name in os.listdir(path):
+            sm = _SEGMENT.match(seg_name)
+            seg_path = os.path.join(path, seg_name)
+            if sm and os.path.isfile(seg_path):
+                log.segments.append(Segment(p, int(sm.group(1)), seg_path, os.path.getsize(seg_path)))
+        log.segments.sort(key=lambda s: s.base_offset)
+        found.append(log)
+    found.sort(key=lambda pl: pl.partition)
+    if not found:
+        wanted = "" if partitions is None else f" among partitions {sorted(partitions)}"
+        raise LogDirError(f"no {TOPIC} partitions{wanted} in {log_dir} "
+                          f"(expected folders named {TOPIC}-<partition>)")
+    if partitions is not None:
+        missing = sorted(set(partitions) - {pl.partition for pl in found})
+        if missing:
+            raise LogDirError(f"{TOPIC} partitions {missing} not found in {log_dir}")
+    if all(not pl.segments for pl in found):
+        raise LogDirError(f"the {TOPIC} partitions in {log_dir} hold no .log segments")
+    return found

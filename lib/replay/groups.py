@@ -1,0 +1,257 @@
+"""Replays the group records of ONE group id, in log order, into that group's final state
+(GroupMetadataManager.replay in Kafka 4.x; spec 4.3). Offset commits enter only as the
+"create a simple classic group if none exists" event they trigger."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from lib.codec.coordinator import decode_key
+
+CLASSIC, CONSUMER, SHARE, STREAMS = "classic", "consumer", "share", "streams"
+FAMILY_OF_TYPE = {2: CLASSIC, 3: CONSUMER, 4: CONSUMER, 5: CONSUMER, 6: CONSUMER, 7: CONSUMER, 8: CONSUMER,
+                  16: CONSUMER, 9: SHARE, 10: SHARE, 11: SHARE, 12: SHARE, 13: SHARE, 14: SHARE, 15: SHARE,
+                  17: STREAMS, 19: STREAMS, 20: STREAMS, 21: STREAMS, 22: STREAMS, 23: STREAMS}
+# Types whose tombstone removes the whole group.
+GROUP_TOMBSTONE_TYPES = {2, 3, 11, 17}
+STREAMS_STABLE = 1
+MODERN_STABLE = 0
+
+
+class GroupReplayError(Exception):
+    """A record sequence Kafka's loader rejects (it fails the partition load)."""
+
+
+@dataclass
+class ModernGroup:
+    group_type: str
+    epoch: int = 0
+    metadata_hash: int = 0
+    assignment_epoch: int = -1
+    members: dict = field(default_factory=dict)           # member id -> metadata dict (JsonConverter form)
+    current: dict = field(default_factory=dict)           # member id -> current assignment dict
+    target: dict = field(default_factory=dict)            # member id -> target assignment dict
+    regexes: dict = field(default_factory=dict)           # regex -> resolved topics
+    topology: dict | None = None
+    topic_names: dict = field(default_factory=dict)       # topic id -> name seen in type 4 records
+
+
+@dataclass
+class ClassicGroup:
+    protocol_type: str | None
+    generation: int
+    protocol: str | None
+    leader: str | None
+    current_state_timestamp_us: int | None
+    members: list
+    simple: bool = False
+
+
+class GroupFold:
+    """Folds one group's records. `apply` takes offsets_log rows (dicts) in log order."""
+
+    def __init__(self, group_id: str):
+        self.group_id = group_id
+        self.group: ClassicGroup | ModernGroup | None = None
+        self.offsets_partition: int | None = None
+        self.log_offset: int | None = None
+
+    # --- helpers -------------------------------------------------------------------------
+    def _modern(self, group_type: str, create: bool) -> ModernGroup | None:
+        g = self.group
+        if g is None:
+            if not create:
+                return None
+            self.group = ModernGroup(group_type)
+            return self.group
+        if isinstance(g, ModernGroup) and g.group_type == group_type:
+            return g
+        if isinstance(g, ClassicGroup) and g.simple and group_type != SHARE:
+            # Simple groups only hold offsets and are not backed by records: replaced silently.
+            self.group = ModernGroup(group_type)
+            return self.group
+        raise GroupReplayError(f"group {self.group_id!r} is a {self._type_name()} group, "
+                               f"not a {group_type} group")
+
+    def _type_name(self) -> str:
+        g = self.group
+        return CLASSIC if isinstance(g, ClassicGroup) else g.group_type
+
+    # --- replay ------------------------------------------------------------------------------
+    def apply(self, row: dict) -> None:
+        rtype = row["record_type"]
+        tomb = row["is_tombstone"]
+        if rtype in (0, 1):
+            if not tomb and self.group is None:
+                self.group = ClassicGroup(None, 0, None, None, None, [], simple=True)
+                self._touch(row)
+            return
+        family = FAMILY_OF_TYPE.get(rtype)
+        if family is None:
+            return  # unknown types are skipped, as Kafka does
+        self._touch(row)
+        if rtype == 2:
+            if tomb:
+                self.group = None
+            else:
+                gm = row["group_metadata"]
+                self.group = ClassicGroup(gm["protocol_type"] or None, gm["generation"], gm["protocol"],
+                                          gm["leader"], gm["current_state_timestamp"], gm["members"] or [])
+            return
+        value = json.loads(row["value_json"]) if not tomb and row.get("value_json") else None
+        if family == SHARE and self.group is not None and not (
+                isinstance(self.group, ModernGroup) and self.group.group_type == SHARE):
+            if not tomb:
+                raise GroupReplayError(f"share record for group {self.group_id!r}, which is a "
+                                       f"{self._type_name()} group")
+            return
+        member = row.get("member_id")
+        if tomb:
+            g = self._modern(family, create=False) if isinstance(self.group, ModernGroup) else None
+            if g is None:
+                return
+            if rtype in GROUP_TOMBSTONE_TYPES:
+                self.group = None
+            elif rtype in (5, 10, 19):
+                g.members.pop(member, None)
+                g.current.pop(member, None)
+            elif rtype in (8, 14, 22):
+                g.current.pop(member, None)
+            elif rtype in (7, 13, 21):
+                g.target.pop(member, None)
+            elif rtype in (6, 12, 20):
+                g.assignment_epoch = -1
+            elif rtype == 16:
+                g.regexes.pop(_regex_of(row), None)
+            elif rtype == 23:
+                g.topology = None
+            return
+        g = self._modern(family, create=True)
+        if rtype in (3, 11, 17):
+            g.epoch = value.get("epoch", 0)
+            g.metadata_hash = value.get("metadataHash", 0)
+        elif rtype in (5, 10, 19):
+            g.members[member] = value
+        elif rtype in (8, 14, 22):
+            g.current[member] = value
+            g.members.setdefault(member, {})
+        elif rtype in (7, 13, 21):
+            g.target[member] = value
+        elif rtype in (6, 12, 20):
+            g.assignment_epoch = value.get("assignmentEpoch", -1)
+        elif rtype == 16:
+            g.regexes[_regex_of(row)] = value.get("topics") or []
+        elif rtype == 23:
+            g.topology = value
+        elif rtype in (4, 9):
+            for t in value.get("topics") or []:
+                g.topic_names[t["topicId"]] = t["topicName"]
+
+    def _touch(self, row: dict) -> None:
+        self.offsets_partition = row["offsets_partition"]
+        self.log_offset = row["log_offset"]
+
+    # --- result ------------------------------------------------------------------------------
+    def result(self, topic_names: dict | None = None) -> dict | None:
+        """The consumer_groups row, or None when the group does not exist."""
+        g = self.group
+        if g is None:
+            return None
+        base = {"group_id": self.group_id, "offsets_partition": self.offsets_partition,
+                "log_offset": self.log_offset}
+        if isinstance(g, ClassicGroup):
+            return {**base, **_classic_row(g)}
+        names = dict(topic_names or {})
+        names.update(g.topic_names)
+        return {**base, **_modern_row(g, names)}
+
+
+def _regex_of(row: dict) -> str:
+    return decode_key(row["raw_key"]).regular_expression
+
+
+def _classic_row(g: ClassicGroup) -> dict:
+    members = []
+    subscribed: set | None = set() if g.protocol_type == "consumer" else None
+    for m in g.members:
+        members.append({
+            "member_id": m["member_id"], "group_instance_id": m["group_instance_id"],
+            "client_id": m["client_id"], "client_host": m["client_host"],
+            # Kafka uses the session timeout when a v0 value has no rebalance timeout
+            "rebalance_timeout_ms": m["rebalance_timeout_ms"] if m["rebalance_timeout_ms"] != -1
+            else m["session_timeout_ms"],
+            "session_timeout_ms": m["session_timeout_ms"],
+            "subscribed_topics": m["subscribed_topics"],
+            "assignment": m["assignment"],
+        })
+        if subscribed is not None:
+            if m["subscribed_topics"] is None:
+                subscribed = None
+            else:
+                subscribed.update(m["subscribed_topics"])
+    return {
+        "group_type": CLASSIC, "protocol_type": g.protocol_type, "generation": g.generation,
+        "protocol": g.protocol, "leader": g.leader, "state": "Stable" if g.members else "Empty",
+        "current_state_timestamp": g.current_state_timestamp_us, "members": members,
+        "subscribed_topics": sorted(subscribed) if subscribed is not None else None,
+    }
+
+
+def _assignment(parts: list | None, names: dict) -> list:
+    out = []
+    for tp in parts or []:
+        tid = tp.get("topicId")
+        out.append({"topic": names.get(tid, tid), "partitions": sorted(tp.get("partitions") or [])})
+    return sorted(out, key=lambda x: x["topic"] or "")
+
+
+def _modern_row(g: ModernGroup, names: dict) -> dict:
+    members = []
+    subscribed: set = set()
+    stable_state = STREAMS_STABLE if g.group_type == STREAMS else MODERN_STABLE
+    reconciled = True
+    assignors = set()
+    for member_id in sorted(g.members):
+        meta = g.members[member_id]
+        cur = g.current.get(member_id, {})
+        topics = meta.get("subscribedTopicNames")
+        if topics:
+            subscribed.update(topics)
+        if meta.get("serverAssignor"):
+            assignors.add(meta["serverAssignor"])
+        if g.group_type == STREAMS:
+            assignment = None
+        else:
+            assignment = _assignment(cur.get("assignedPartitions"), names)
+        classic = meta.get("classicMemberMetadata")
+        members.append({
+            "member_id": member_id, "group_instance_id": meta.get("instanceId"),
+            "client_id": meta.get("clientId"), "client_host": meta.get("clientHost"),
+            "rebalance_timeout_ms": meta.get("rebalanceTimeoutMs"),
+            "session_timeout_ms": classic.get("sessionTimeoutMs") if classic else None,
+            "subscribed_topics": sorted(topics) if topics is not None else None,
+            "assignment": assignment,
+        })
+        if cur.get("state", 0) != stable_state or cur.get("memberEpoch") != g.assignment_epoch:
+            reconciled = False
+    for topics in g.regexes.values():
+        subscribed.update(topics)
+    if g.group_type == STREAMS and g.topology:
+        for sub in g.topology.get("subtopologies") or []:
+            subscribed.update(sub.get("sourceTopics") or [])
+    if not g.members:
+        state = "Empty"
+    elif g.epoch > g.assignment_epoch:
+        state = "Assigning"
+    elif not reconciled:
+        state = "Reconciling"
+    else:
+        state = "Stable"
+    if g.group_type == STREAMS and g.members and g.topology is None:
+        state = "NotReady"
+    return {
+        "group_type": g.group_type, "protocol_type": "consumer" if g.group_type == CONSUMER else None,
+        "generation": g.epoch, "protocol": assignors.pop() if len(assignors) == 1 else None, "leader": None,
+        "state": state, "current_state_timestamp": None, "members": members,
+        "subscribed_topics": sorted(subscribed),
+    }

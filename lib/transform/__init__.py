@@ -1,0 +1,1 @@
+"""DataFrame -> DataFrame functions with plain arguments. These import pyspark."""

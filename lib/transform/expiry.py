@@ -1,0 +1,75 @@
+"""Offset expiry and group deletion as of a chosen time (spec 4.7), the way the coordinator's
+periodic cleanup (GroupCoordinatorShard.cleanupGroupMetadata) would decide at `now_ms`."""
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from schemas.tables import GROUP_OFFSETS
+
+DEFAULT_RETENTION_MINUTES = 10080
+
+
+def _ms(col):
+    return F.unix_millis(col)
+
+
+def expire(offsets: DataFrame, groups: DataFrame, pending: DataFrame, now_ms: int, retention_ms: int
+           ) -> tuple[DataFrame, DataFrame, DataFrame, DataFrame]:
+    """(live offsets, expired offsets, live groups, deleted groups)."""
+    g = groups.select(
+        "offsets_partition", "group_id",
+        F.col("group_type").alias("_type"), F.col("protocol_type").alias("_protocol_type"),
+        F.col("state").alias("_state"), F.col("current_state_timestamp").alias("_state_ts"),
+        F.col("subscribed_topics").alias("_subscribed"))
+    pending_keys = pending.select("offsets_partition", "group_id", "topic", "partition").distinct() \
+        .withColumn("_pending", F.lit(True))
+    o = (offsets.join(g, ["offsets_partition", "group_id"], "left")
+         .join(pending_keys, ["offsets_partition", "group_id", "topic", "partition"], "left"))
+    is_simple = F.col("_type").isNull() | ((F.col("_type") == "classic") & F.col("_protocol_type").isNull())
+    subscribed = F.coalesce(F.array_contains(F.col("_subscribed"), F.col("topic")), F.lit(False))
+    commit_ms = _ms(F.col("commit_timestamp"))
+    # (eligible, base timestamp) per group kind, as in each group's offsetExpirationCondition
+    eligible = (F.when(is_simple, True)
+                .when((F.col("_type") == "classic") & (F.col("_state") == "Empty"), True)
+                .when((F.col("_type") == "classic") & (F.col("_protocol_type") == "consumer")
+                      & (F.col("_state") == "Stable") & F.col("_subscribed").isNotNull(), ~subscribed)
+                .when(F.col("_type") == "classic", False)
+                .when(F.col("_type") == "consumer", ~subscribed)
+                .when(F.col("_type") == "streams", (F.col("_state") == "Empty") | ~subscribed)
+                .otherwise(False))
+    base_ms = F.when((F.col("_type") == "classic") & F.col("_protocol_type").isNotNull()
+                     & (F.col("_state") == "Empty"),
+                     F.coalesce(_ms(F.col("_state_ts")), commit_ms)).otherwise(commit_ms)
+    is_expired = (eligible & F.col("_pending").isNull() &
+                  F.when(F.col("expire_timestamp").isNotNull(), F.lit(now_ms) >= _ms(F.col("expire_timestamp")))
+                  .otherwise(F.lit(now_ms) - base_ms >= F.lit(retention_ms)))
+    o = o.withColumn("_expired", F.coalesce(is_expired, F.lit(False)))
+    columns = GROUP_OFFSETS.column_names
+    live = o.filter(~F.col("_expired")).select(*columns)
+    expired = o.filter(F.col("_expired")).select(*columns)
+
+    # A group is deleted when all its offsets expired (or it has none), it has no open
+    # transaction, and it is empty.
+    survivors = live.select("offsets_partition", "group_id").distinct().withColumn("_has_live", F.lit(True))
+    open_txn = pending.select("offsets_partition", "group_id").distinct().withColumn("_open_txn", F.lit(True))
+    judged = (groups.join(survivors, ["offsets_partition", "group_id"], "left")
+              .join(open_txn, ["offsets_partition", "group_id"], "left")
+              .withColumn("_deleted", F.col("_has_live").isNull() & F.col("_open_txn").isNull()
+                          & (F.col("state") == "Empty") & (F.col("group_type") != "share")))
+    group_columns = groups.columns
+    live_groups = judged.filter(~F.col("_deleted")).select(*group_columns)
+    deleted_groups = judged.filter(F.col("_deleted")).select(*group_columns)
+
+    # Offsets whose group has no record (e.g. a group tombstone left them behind) belong to an
+    # implicit simple group: classic, no protocol type, Empty.
+    orphan = (live.join(groups.select("offsets_partition", "group_id"), ["offsets_partition", "group_id"], "left_anti")
+              .groupBy("offsets_partition", "group_id").agg(F.max("log_offset").alias("log_offset"))
+              .select("group_id", F.lit("classic").alias("group_type"), F.lit(None).cast("string").alias("protocol_type"),
+                      F.lit(0).alias("generation"), F.lit(None).cast("string").alias("protocol"),
+                      F.lit(None).cast("string").alias("leader"), F.lit("Empty").alias("state"),
+                      F.lit(None).cast("timestamp").alias("current_state_timestamp"),
+                      F.array().cast(groups.schema["members"].dataType).alias("members"),
+                      F.lit(None).cast("array<string>").alias("subscribed_topics"),
+                      "offsets_partition", "log_offset"))
+    return live, expired, live_groups.unionByName(orphan), deleted_groups

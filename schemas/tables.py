@@ -1,0 +1,181 @@
+"""The Delta tables: one spec per table, the single source for DDL, Arrow schemas,
+quality checks and test fixtures. Names are snake_case; timestamps are UTC TIMESTAMPs."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from schemas.types import arrow_type
+
+TOPIC_PARTITIONS = "ARRAY<STRUCT<topic: STRING, partitions: ARRAY<INT>>>"
+
+CLASSIC_MEMBER = (
+    "STRUCT<member_id: STRING, group_instance_id: STRING, client_id: STRING, client_host: STRING, "
+    "rebalance_timeout_ms: INT, session_timeout_ms: INT, subscription_version: SMALLINT, "
+    f"subscribed_topics: ARRAY<STRING>, owned_partitions: {TOPIC_PARTITIONS}, "
+    "subscription_user_data: BINARY, generation_id: INT, rack_id: STRING, assignment_version: SMALLINT, "
+    f"assignment: {TOPIC_PARTITIONS}, assignment_user_data: BINARY, subscription_bytes: BINARY, "
+    "assignment_bytes: BINARY>"
+)
+GROUP_METADATA = (
+    "STRUCT<protocol_type: STRING, generation: INT, protocol: STRING, leader: STRING, "
+    f"current_state_timestamp: TIMESTAMP, members: ARRAY<{CLASSIC_MEMBER}>>"
+)
+GROUP_MEMBER = (
+    "STRUCT<member_id: STRING, group_instance_id: STRING, client_id: STRING, client_host: STRING, "
+    "rebalance_timeout_ms: INT, session_timeout_ms: INT, subscribed_topics: ARRAY<STRING>, "
+    f"assignment: {TOPIC_PARTITIONS}>"
+)
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    ddl: str
+    nullable: bool = True
+    doc: str = ""
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    doc: str
+    columns: tuple[Column, ...]
+    key: tuple[str, ...] = ()            # unique per row
+    partition_by: tuple[str, ...] = ()
+
+    @property
+    def ddl(self) -> str:
+        """Spark DDL of the columns, e.g. for DataFrameReader.schema or CREATE TABLE."""
+        return ", ".join(f"{c.name} {c.ddl}{'' if c.nullable else ' NOT NULL'}" for c in self.columns)
+
+    @property
+    def arrow_schema(self) -> pa.Schema:
+        return pa.schema([pa.field(c.name, arrow_type(c.ddl), c.nullable) for c in self.columns])
+
+    @property
+    def column_names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+
+def C(name: str, ddl: str, doc: str = "", nullable: bool = True) -> Column:
+    return Column(name, ddl, nullable, doc)
+
+
+OFFSET_COLUMNS = (
+    C("group_id", "STRING", "consumer group id", False),
+    C("topic", "STRING", "", False),
+    C("partition", "INT", "", False),
+    C("committed_offset", "BIGINT", "", False),
+    C("leader_epoch", "INT", "leader epoch the client committed with; null when absent or -1"),
+    C("metadata", "STRING", "client metadata string"),
+    C("commit_timestamp", "TIMESTAMP", ""),
+    C("expire_timestamp", "TIMESTAMP", "explicit expiry of a v1 value; null when absent"),
+    C("topic_id", "STRING", "topic id of a v4 value (4.1+), null when absent"),
+    C("offsets_partition", "INT", "__consumer_offsets partition", False),
+    C("log_offset", "BIGINT", "log offset of the record that set this value", False),
+)
+
+OFFSETS_LOG = Table(
+    "offsets_log",
+    "Every record of the replayed __consumer_offsets partitions, in log order.",
+    (
+        C("offsets_partition", "INT", "", False),
+        C("log_offset", "BIGINT", "absolute offset: batch base offset + offset delta", False),
+        C("log_timestamp", "TIMESTAMP", "record timestamp (null for magic 0)"),
+        C("batch_base_offset", "BIGINT", "", False),
+        C("magic", "TINYINT", "record format: 0/1 legacy, 2 record batch", False),
+        C("compression", "STRING", "none, gzip, snappy, lz4, zstd", False),
+        C("producer_id", "BIGINT", "-1 for non-transactional records", False),
+        C("producer_epoch", "SMALLINT", "", False),
+        C("is_transactional", "BOOLEAN", "", False),
+        C("is_control", "BOOLEAN", "transaction marker", False),
+        C("control_type", "STRING", "COMMIT / ABORT (or another control type) for markers"),
+        C("coordinator_epoch", "INT", "transaction coordinator epoch of a marker"),
+        C("record_type", "SMALLINT", "coordinator record type id (leading int16 of the key)"),
+        C("record_type_name", "STRING", "e.g. OffsetCommit, GroupMetadata; null when unknown"),
+        C("key_version", "SMALLINT", "key schema version: 0 for coordinator keys, the control key version for markers"),
+        C("value_version", "SMALLINT", "leading int16 of the value; null for tombstones"),
+        C("is_tombstone", "BOOLEAN", "null value", False),
+        C("decode_status", "STRING", "ok, or unknown_type (kept undecoded, skipped by the replay)", False),
+        C("group_id", "STRING", ""),
+        C("member_id", "STRING", "member id of KIP-848 / share / streams member records"),
+        C("topic", "STRING", ""),
+        C("partition", "INT", ""),
+        C("committed_offset", "BIGINT", ""),
+        C("leader_epoch", "INT", "null when absent or -1"),
+        C("metadata", "STRING", ""),
+        C("commit_timestamp", "TIMESTAMP", ""),
+        C("expire_timestamp", "TIMESTAMP", "null when absent"),
+        C("topic_id", "STRING", ""),
+        C("group_metadata", GROUP_METADATA, "decoded GroupMetadataValue (type 2)"),
+        C("value_json", "STRING", "other record types' values as Kafka's JsonConverter prints them"),
+        C("segment_file", "STRING", "segment file name", False),
+        C("raw_key", "BINARY", ""),
+        C("raw_value", "BINARY", ""),
+    ),
+    key=("offsets_partition", "log_offset"),
+    partition_by=("offsets_partition",),
+)
+
+GROUP_OFFSETS = Table("group_offsets", "Live committed offsets after replay and expiry.", OFFSET_COLUMNS,
+                      key=("group_id", "topic", "partition"))
+EXPIRED_OFFSETS = Table("expired_offsets", "Offsets that expiry removed as of the run's --now.",
+                        OFFSET_COLUMNS, key=("group_id", "topic", "partition"))
+
+PENDING_TRANSACTIONAL_OFFSETS = Table(
+    "pending_transactional_offsets",
+    "Transactional offset commits whose transaction had no COMMIT/ABORT marker yet.",
+    (
+        C("producer_id", "BIGINT", "", False),
+        C("group_id", "STRING", "", False),
+        C("topic", "STRING", "", False),
+        C("partition", "INT", "", False),
+        C("committed_offset", "BIGINT", "", False),
+        C("leader_epoch", "INT", ""),
+        C("metadata", "STRING", ""),
+        C("commit_timestamp", "TIMESTAMP", ""),
+        C("offsets_partition", "INT", "", False),
+        C("log_offset", "BIGINT", "", False),
+    ),
+    key=("producer_id", "group_id", "topic", "partition"),
+)
+
+GROUP_COLUMNS = (
+    C("group_id", "STRING", "", False),
+    C("group_type", "STRING", "classic, consumer, share or streams", False),
+    C("protocol_type", "STRING", "classic groups: e.g. consumer, connect; null for simple groups"),
+    C("generation", "INT", "classic: generation id; consumer/share/streams: group epoch"),
+    C("protocol", "STRING", "classic: selected assignor; modern: server assignor when uniform"),
+    C("leader", "STRING", ""),
+    C("state", "STRING", "as Kafka reports it: Empty, Stable, ...", False),
+    C("current_state_timestamp", "TIMESTAMP", ""),
+    C("members", f"ARRAY<{GROUP_MEMBER}>", ""),
+    C("subscribed_topics", "ARRAY<STRING>", "topics the group subscribes to; null when unknown"),
+    C("offsets_partition", "INT", "", False),
+    C("log_offset", "BIGINT", "offset of the last record that changed the group", False),
+)
+CONSUMER_GROUPS = Table("consumer_groups", "Groups after replay and expiry.", GROUP_COLUMNS,
+                        key=("group_id",))
+EXPIRED_GROUPS = Table("expired_groups", "Groups that Kafka's cleanup would delete as of --now.",
+                       GROUP_COLUMNS, key=("group_id",))
+
+REPLAY_CHECKPOINTS = Table(
+    "replay_checkpoints",
+    "Where each offsets partition's replay stopped.",
+    (
+        C("offsets_partition", "INT", "", False),
+        C("next_log_offset", "BIGINT", "the next offset to read (log end offset after the run)", False),
+        C("records_read", "BIGINT", "", False),
+        C("high_watermark", "BIGINT", "from replication-offset-checkpoint, when present"),
+        C("trailing_bytes", "BIGINT", "bytes of a partial batch at the end of the segments", False),
+        C("run_id", "STRING", "", False),
+        C("finished_at", "TIMESTAMP", "", False),
+    ),
+    key=("offsets_partition",),
+)
+
+ALL_TABLES = (OFFSETS_LOG, GROUP_OFFSETS, EXPIRED_OFFSETS, PENDING_TRANSACTIONAL_OFFSETS, CONSUMER_GROUPS,
+              EXPIRED_GROUPS, REPLAY_CHECKPOINTS)
+TABLES = {t.name: t for t in ALL_TABLES}
