@@ -1,0 +1,49 @@
+"""Shared fixtures: one local SparkSession for the whole test session, and a helper that
+replays hand-built logs into a temporary warehouse and returns the tables as plain rows."""
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if REPO not in sys.path:
+    sys.path.insert(0, REPO)
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from lib.spark_session import build_session
+
+    session = build_session("offsets-lake-tests", {
+        "spark.master": "local[2]",
+        "spark.sql.shuffle.partitions": "2",
+        "spark.default.parallelism": "2",
+        "spark.sql.adaptive.enabled": "false",
+        "spark.databricks.delta.snapshotPartitions": "1",
+    })
+    yield session
+    session.stop()
+
+
+def rows(spark, warehouse: str, table: str, order_by: tuple = ()) -> list[dict]:
+    """A small Delta table as a list of dicts (tests only: fixtures are tiny)."""
+    from lib.delta_io import table_path
+
+    df = spark.read.format("delta").load(table_path(warehouse, table))
+    if order_by:
+        df = df.orderBy(*order_by)
+    return [r.asDict(recursive=True) for r in df.collect()]
+
+
+@pytest.fixture(scope="session")
+def replay_logdir(spark):
+    """replay_logdir(log_dir, warehouse, now_ms, retention_minutes=10080, partitions=None) -> RunResult"""
+    from lib.logdir import find_partitions
+    from lib.pipeline import run_replay
+
+    def run(log_dir, warehouse, now_ms, retention_minutes=10080, partitions=None):
+        return run_replay(spark, find_partitions(str(log_dir), partitions), str(warehouse), now_ms,
+                          retention_minutes)
+    return run

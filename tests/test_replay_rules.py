@@ -1,0 +1,425 @@
+"""Replay rules (spec section 4) and traps (section 8) on one hand-built log.
+
+Every scenario lives on its own group in the partition Kafka would give it (4 partitions),
+the whole log is replayed once, and each test checks its group's rows against values
+worked out by hand from the spec."""
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from lib.codec.coordinator import CoordinatorKey, encode_key
+from lib.logbuilder import (PartitionLogBuilder, consumer_member, group_metadata_value, group_key,
+                            offset_commit_key, offset_commit_value)
+from lib.partitioning import partition_for
+from tests.conftest import rows
+
+pytestmark = pytest.mark.spark
+
+N = 4
+DAY = 86_400_000
+NOW = 1_700_000_000_000 + 30 * DAY
+RECENT = NOW - DAY
+OLD = NOW - 8 * DAY
+RETENTION_MIN = 10080
+TOPIC_ID = "ASNFZ4mrze8BI0VniavN7w"   # 0123456789abcdef0123456789abcdef
+
+
+def same_partition_pair(prefix: str) -> tuple[str, str]:
+    first = f"{prefix}-0"
+    for i in range(1, 100):
+        if partition_for(f"{prefix}-{i}", N) == partition_for(first, N):
+            return first, f"{prefix}-{i}"
+    raise AssertionError("no pair")
+
+
+TXN_A, TXN_B = same_partition_pair("txn-multi")
+
+
+class Scenario:
+    def __init__(self):
+        self.builders = {p: PartitionLogBuilder(p) for p in range(N)}
+        self.offsets: dict[str, int] = {}   # name -> log offset of interesting records
+
+    def on(self, group: str) -> PartitionLogBuilder:
+        return self.builders[partition_for(group, N)]
+
+    def mark(self, name: str, group: str):
+        self.offsets[name] = self.on(group).next_offset
+
+
+def build(s: Scenario) -> None:
+    g = "latest-wins"
+    s.on(g).commit(g, "t", 0, 10, RECENT - 3)
+    s.on(g).commit(g, "t", 0, 20, RECENT - 2)
+    s.mark("latest-wins", g)
+    s.on(g).commit(g, "t", 0, 15, RECENT - 1, leader_epoch=4, metadata="rewound")
+
+    g = "tombstone"
+    s.on(g).commit(g, "t", 0, 5, RECENT).offset_tombstone(g, "t", 0, RECENT).commit(g, "t", 1, 7, RECENT)
+
+    g = "txn-commit"
+    s.mark("txn-commit", g)
+    s.on(g).commit(g, "t", 0, 50, RECENT, producer_id=1001).marker(1001, True, RECENT)
+
+    g = "txn-abort"
+    s.mark("txn-abort", g)
+    s.on(g).commit(g, "t", 0, 40, RECENT).commit(g, "t", 0, 60, RECENT, producer_id=1002).marker(1002, False, RECENT)
+
+    g = "txn-later-wins"
+    s.on(g).commit(g, "t", 0, 70, RECENT, producer_id=1003)
+    s.mark("txn-later-wins", g)
+    s.on(g).commit(g, "t", 0, 80, RECENT).marker(1003, True, RECENT)
+
+    g = "txn-earlier-loses-to-none"  # committed entry older than the txn record -> txn wins
+    s.on(g).commit(g, "t", 0, 1, RECENT)
+    s.mark("txn-wins", g)
+    s.on(g).commit(g, "t", 0, 2, RECENT, producer_id=1007).marker(1007, True, RECENT)
+
+    g = "txn-open"
+    s.mark("txn-open", g)
+    s.on(g).commit(g, "t", 0, 90, OLD, producer_id=1004)
+
+    g = "txn-tombstone-clears"
+    s.on(g).commit(g, "t", 0, 100, RECENT, producer_id=1005).offset_tombstone(g, "t", 0, RECENT)
+    s.on(g).marker(1005, True, RECENT)
+
+    g = "txn-tombstone-clears-open"   # no marker yet: the tombstone still removed the pending entry
+    s.on(g).commit(g, "t", 0, 100, RECENT, producer_id=1008).offset_tombstone(g, "t", 0, RECENT)
+
+    s.on(TXN_A).commit(TXN_A, "t", 0, 1, RECENT, producer_id=1006).commit(TXN_B, "t", 0, 2, RECENT, producer_id=1006)
+    s.on(TXN_A).marker(1006, True, RECENT)
+
+    g = "pid-without-txn-bit"   # Kafka 4.x decides on producerId != -1, not the attribute bit
+    s.on(g).batch([(offset_commit_key(g, "t", 0), offset_commit_value(3, RECENT), RECENT)], producer_id=2000)
+
+    g = "group-tombstone-keeps-offsets"
+    s.on(g).group(g, RECENT, members=[consumer_member("m1", ["t"], {"t": [0]})])
+    s.on(g).commit(g, "t", 0, 3, RECENT)
+    s.mark("group-tombstone", g)
+    s.on(g).group_tombstone(g, RECENT)
+
+    g = "classic-stable"
+    s.on(g).group(g, RECENT, generation=5, protocol="range", state_ts=OLD, members=[
+        consumer_member("m1", ["in"], {"in": [0]}, client_id="c1", client_host="/10.0.0.1"),
+        consumer_member("m2", ["in"], {"in": [1]}, client_id="c2", client_host="/10.0.0.2", instance_id="static-2"),
+    ])
+    s.on(g).commit(g, "in", 0, 11, OLD).commit(g, "gone", 0, 12, OLD)
+
+    g = "classic-empty-kip211"
+    s.on(g).group(g, NOW - 8 * DAY, generation=3, state_ts=NOW - 8 * DAY, members=[])
+    s.on(g).commit(g, "t", 0, 1, RECENT)
+    s.on(g).group(g, NOW - 8 * DAY, generation=3, state_ts=NOW - 8 * DAY, members=[])
+
+    g = "classic-empty-recent"
+    s.on(g).commit(g, "t", 0, 1, NOW - 30 * DAY)
+    s.on(g).group(g, RECENT, generation=2, state_ts=RECENT, members=[])
+
+    g = "simple-old"
+    s.on(g).commit(g, "t", 0, 1, OLD)
+
+    g = "expire-ts-past"
+    s.on(g).commit(g, "t", 0, 1, RECENT, version=1, expire_ts=NOW - 1000)
+    g = "expire-ts-future"
+    s.on(g).commit(g, "t", 0, 1, NOW - 30 * DAY, version=1, expire_ts=NOW + 1000)
+
+    g = "group-v0"
+    s.on(g).group(g, RECENT, version=0, members=[consumer_member("m1", ["t"], {"t": [0]}, session_timeout=10000)])
+
+    g = "type0-then-type1"
+    s.on(g).commit(g, "t", 0, 1, RECENT, record_type=0, version="legacy").commit(g, "t", 0, 2, RECENT)
+    g = "type1-then-type0"
+    s.on(g).commit(g, "t", 0, 3, RECENT)
+    s.mark("type1-then-type0", g)
+    s.on(g).commit(g, "t", 0, 4, RECENT, record_type=0, version="legacy")
+
+    g = "unknown-type"
+    s.mark("unknown-type", g)
+    key = struct.pack(">h", 99) + struct.pack(">h", len(g)) + g.encode()
+    s.on(g).batch([(key, b"\x00\x00whatever", RECENT)])
+
+    g = "consumer-848"
+    member = {"groupId": g, "memberId": "m1"}
+    s.on(g).record(3, {"group_id": g}, {"epoch": 5}, RECENT)
+    s.on(g).record(4, {"group_id": g}, {"topics": [{"topicId": TOPIC_ID, "topicName": "orders",
+                                                     "numPartitions": 2, "partitionMetadata": []}]}, RECENT)
+    s.on(g).record(5, {"group_id": g, "member_id": "m1"}, {
+        "instanceId": None, "rackId": None, "clientId": "c848", "clientHost": "/10.0.0.9",
+        "subscribedTopicNames": ["orders"], "subscribedTopicRegex": None, "rebalanceTimeoutMs": 60000,
+        "serverAssignor": "uniform"}, RECENT)
+    s.on(g).record(6, {"group_id": g}, {"assignmentEpoch": 5}, RECENT)
+    s.on(g).record(7, {"group_id": g, "member_id": "m1"},
+                   {"topicPartitions": [{"topicId": TOPIC_ID, "partitions": [0, 1]}]}, RECENT)
+    s.on(g).record(8, {"group_id": g, "member_id": "m1"}, {
+        "memberEpoch": 5, "previousMemberEpoch": 4, "state": 0,
+        "assignedPartitions": [{"topicId": TOPIC_ID, "partitions": [1, 0]}], "partitionsPendingRevocation": []},
+        RECENT)
+    s.on(g).commit(g, "orders", 0, 11, OLD).commit(g, "other", 0, 12, OLD)
+    del member
+
+    g = "consumer-848-deleted"
+    s.on(g).record(3, {"group_id": g}, {"epoch": 2}, RECENT)
+    s.on(g).record(5, {"group_id": g, "member_id": "m1"}, {
+        "clientId": "c", "clientHost": "/h", "subscribedTopicNames": ["t"]}, RECENT)
+    s.on(g).record(6, {"group_id": g}, {"assignmentEpoch": 2}, RECENT)
+    s.on(g).record(8, {"group_id": g, "member_id": "m1"}, {
+        "memberEpoch": 2, "previousMemberEpoch": 1, "state": 0, "assignedPartitions": [],
+        "partitionsPendingRevocation": []}, RECENT)
+    for rtype, key in ((8, {"member_id": "m1"}), (7, {"member_id": "m1"}), (6, {}), (5, {"member_id": "m1"}),
+                       (3, {})):
+        s.on(g).record(rtype, {"group_id": g, **key}, None, RECENT)
+
+    g = "classic-replaces-consumer"
+    s.on(g).record(3, {"group_id": g}, {"epoch": 9}, RECENT)
+    s.on(g).group(g, RECENT, generation=1, members=[consumer_member("m1", ["t"], {"t": [0]})])
+
+    g = "gaps"
+    b = s.on(g)
+    s.mark("gaps", g)
+    b.batch([(offset_commit_key(g, "t", 0), offset_commit_value(1, RECENT), RECENT),
+             (offset_commit_key(g, "t", 1), offset_commit_value(2, RECENT), RECENT)], gaps=[0, 5])
+    b.batch([], gaps=[2])   # an empty batch left by the cleaner: 3 offsets, no records
+    s.mark("gaps-after", g)
+    b.commit(g, "t", 2, 3, RECENT)
+
+    for codec, g in ((1, "gzip"), (2, "snappy"), (3, "lz4"), (4, "zstd")):
+        s.on(g).batch([(offset_commit_key(g, "t", p), offset_commit_value(100 + p, RECENT), RECENT)
+                       for p in range(3)], compression=codec)
+
+    g = "v4-topic-id"
+    s.on(g).commit(g, "t", 0, 77, RECENT, version=4, topic_id=TOPIC_ID, metadata="ü")
+
+    g = "grüppe-😀"
+    s.on(g).commit(g, "tøpic", 0, 5, RECENT)
+
+    # a second segment: latest-wins continues across segment boundaries
+    for p in range(N):
+        s.builders[p].roll()
+    g = "across-segments"
+    s.on(g).commit(g, "t", 0, 1, RECENT)
+    s.on("latest-wins").roll().commit("latest-wins", "t", 1, 9, RECENT)
+
+
+@pytest.fixture(scope="module")
+def tables(spark, replay_logdir, tmp_path_factory):
+    s = Scenario()
+    build(s)
+    log_dir = tmp_path_factory.mktemp("rules-log")
+    for b in s.builders.values():
+        b.write(str(log_dir))
+    warehouse = tmp_path_factory.mktemp("rules-wh")
+    replay_logdir(log_dir, warehouse, NOW, RETENTION_MIN)
+    out = {name: rows(spark, str(warehouse), name) for name in (
+        "offsets_log", "group_offsets", "expired_offsets", "pending_transactional_offsets", "consumer_groups",
+        "expired_groups", "replay_checkpoints")}
+    out["scenario"] = s
+    return out
+
+
+def offsets_of(tables, group, table="group_offsets"):
+    return {(r["topic"], r["partition"]): r["committed_offset"] for r in tables[table] if r["group_id"] == group}
+
+
+def group_row(tables, group, table="consumer_groups"):
+    found = [r for r in tables[table] if r["group_id"] == group]
+    assert len(found) <= 1
+    return found[0] if found else None
+
+
+def test_latest_record_in_log_order_wins_even_when_it_rewinds(tables):
+    assert offsets_of(tables, "latest-wins") == {("t", 0): 15, ("t", 1): 9}
+    row = [r for r in tables["group_offsets"] if r["group_id"] == "latest-wins" and r["partition"] == 0][0]
+    assert row["leader_epoch"] == 4 and row["metadata"] == "rewound"
+    assert row["log_offset"] == tables["scenario"].offsets["latest-wins"]
+    assert row["offsets_partition"] == partition_for("latest-wins", N)
+
+
+def test_offset_tombstone_removes_the_offset(tables):
+    assert offsets_of(tables, "tombstone") == {("t", 1): 7}
+
+
+def test_group_existing_only_through_commits_is_simple_classic_empty(tables):
+    g = group_row(tables, "tombstone")
+    assert (g["group_type"], g["protocol_type"], g["state"], g["generation"], g["members"]) == \
+        ("classic", None, "Empty", 0, [])
+
+
+def test_transactional_commit_materializes_on_commit_marker(tables):
+    assert offsets_of(tables, "txn-commit") == {("t", 0): 50}
+    row = [r for r in tables["group_offsets"] if r["group_id"] == "txn-commit"][0]
+    assert row["log_offset"] == tables["scenario"].offsets["txn-commit"]   # the record, not the marker
+
+
+def test_aborted_transaction_is_discarded(tables):
+    assert offsets_of(tables, "txn-abort") == {("t", 0): 40}
+
+
+def test_commit_marker_keeps_later_non_transactional_commit(tables):
+    assert offsets_of(tables, "txn-later-wins") == {("t", 0): 80}
+
+
+def test_commit_marker_replaces_older_committed_entry(tables):
+    assert offsets_of(tables, "txn-earlier-loses-to-none") == {("t", 0): 2}
+
+
+def test_open_transaction_stays_pending_and_blocks_expiry(tables):
+    assert offsets_of(tables, "txn-open") == {}
+    pending = [r for r in tables["pending_transactional_offsets"] if r["group_id"] == "txn-open"]
+    assert [(r["producer_id"], r["topic"], r["partition"], r["committed_offset"], r["log_offset"])
+            for r in pending] == [(1004, "t", 0, 90, tables["scenario"].offsets["txn-open"])]
+    # the group has an open transaction: not deleted, though it has no committed offsets
+    assert group_row(tables, "txn-open")["state"] == "Empty"
+    assert group_row(tables, "txn-open", "expired_groups") is None
+
+
+def test_tombstone_clears_pending_transactional_offset(tables):
+    assert offsets_of(tables, "txn-tombstone-clears") == {}
+    assert not [r for r in tables["pending_transactional_offsets"] if r["group_id"] == "txn-tombstone-clears"]
+
+
+def test_tombstone_clears_pending_entry_of_an_open_transaction(tables):
+    assert offsets_of(tables, "txn-tombstone-clears-open") == {}
+    assert not [r for r in tables["pending_transactional_offsets"] if r["group_id"] == "txn-tombstone-clears-open"]
+
+
+def test_one_marker_completes_a_producer_across_groups(tables):
+    assert offsets_of(tables, TXN_A) == {("t", 0): 1}
+    assert offsets_of(tables, TXN_B) == {("t", 0): 2}
+
+
+def test_producer_id_alone_makes_a_commit_transactional(tables):
+    assert offsets_of(tables, "pid-without-txn-bit") == {}
+    assert [(r["producer_id"], r["committed_offset"]) for r in tables["pending_transactional_offsets"]
+            if r["group_id"] == "pid-without-txn-bit"] == [(2000, 3)]
+
+
+def test_group_tombstone_keeps_offsets_under_an_implicit_simple_group(tables):
+    assert offsets_of(tables, "group-tombstone-keeps-offsets") == {("t", 0): 3}
+    g = group_row(tables, "group-tombstone-keeps-offsets")
+    assert (g["group_type"], g["protocol_type"], g["state"], g["members"]) == ("classic", None, "Empty", [])
+
+
+def test_classic_stable_group_members_and_assignment(tables):
+    g = group_row(tables, "classic-stable")
+    assert (g["group_type"], g["protocol_type"], g["generation"], g["protocol"], g["leader"], g["state"]) == \
+        ("classic", "consumer", 5, "range", "m1", "Stable")
+    assert g["subscribed_topics"] == ["in"]
+    assert [(m["member_id"], m["group_instance_id"], m["client_id"], m["client_host"], m["session_timeout_ms"],
+             m["rebalance_timeout_ms"], m["subscribed_topics"], m["assignment"]) for m in g["members"]] == [
+        ("m1", None, "c1", "/10.0.0.1", 45000, 300000, ["in"], [{"topic": "in", "partitions": [0]}]),
+        ("m2", "static-2", "c2", "/10.0.0.2", 45000, 300000, ["in"], [{"topic": "in", "partitions": [1]}]),
+    ]
+
+
+def test_stable_consumer_group_expires_only_unsubscribed_topics(tables):
+    assert offsets_of(tables, "classic-stable") == {("in", 0): 11}
+    assert offsets_of(tables, "classic-stable", "expired_offsets") == {("gone", 0): 12}
+
+
+def test_empty_classic_group_expires_by_state_timestamp_and_is_deleted(tables):
+    # commit is one day old, but the group became Empty 8 days ago (KIP-211)
+    assert offsets_of(tables, "classic-empty-kip211") == {}
+    assert offsets_of(tables, "classic-empty-kip211", "expired_offsets") == {("t", 0): 1}
+    assert group_row(tables, "classic-empty-kip211") is None
+    assert group_row(tables, "classic-empty-kip211", "expired_groups")["generation"] == 3
+
+
+def test_recently_emptied_group_keeps_old_commits(tables):
+    assert offsets_of(tables, "classic-empty-recent") == {("t", 0): 1}
+    assert group_row(tables, "classic-empty-recent")["state"] == "Empty"
+
+
+def test_simple_group_expires_by_commit_time_and_is_deleted(tables):
+    assert offsets_of(tables, "simple-old", "expired_offsets") == {("t", 0): 1}
+    assert group_row(tables, "simple-old") is None
+    assert group_row(tables, "simple-old", "expired_groups")["group_type"] == "classic"
+
+
+def test_explicit_expire_timestamp_overrides_retention(tables):
+    assert offsets_of(tables, "expire-ts-past", "expired_offsets") == {("t", 0): 1}
+    assert offsets_of(tables, "expire-ts-future") == {("t", 0): 1}
+
+
+def test_v0_member_without_rebalance_timeout_uses_session_timeout(tables):
+    m = group_row(tables, "group-v0")["members"][0]
+    assert (m["session_timeout_ms"], m["rebalance_timeout_ms"]) == (10000, 10000)
+
+
+def test_type0_and_type1_keys_resolve_by_log_order(tables):
+    assert offsets_of(tables, "type0-then-type1") == {("t", 0): 2}
+    assert offsets_of(tables, "type1-then-type0") == {("t", 0): 4}
+
+
+def test_unknown_record_type_is_kept_undecoded_and_skipped(tables):
+    log = [r for r in tables["offsets_log"] if r["log_offset"] == tables["scenario"].offsets["unknown-type"]
+           and r["offsets_partition"] == partition_for("unknown-type", N)]
+    assert [(r["record_type"], r["decode_status"], r["group_id"], r["value_version"]) for r in log] == \
+        [(99, "unknown_type", None, 0)]
+    assert group_row(tables, "unknown-type") is None
+
+
+def test_kip848_consumer_group(tables):
+    g = group_row(tables, "consumer-848")
+    assert (g["group_type"], g["generation"], g["state"], g["protocol"], g["subscribed_topics"]) == \
+        ("consumer", 5, "Stable", "uniform", ["orders"])
+    assert [(m["member_id"], m["client_id"], m["client_host"], m["rebalance_timeout_ms"], m["subscribed_topics"],
+             m["assignment"]) for m in g["members"]] == [
+        ("m1", "c848", "/10.0.0.9", 60000, ["orders"], [{"topic": "orders", "partitions": [0, 1]}])]
+
+
+def test_kip848_group_expires_unsubscribed_topics_by_commit_time(tables):
+    assert offsets_of(tables, "consumer-848") == {("orders", 0): 11}
+    assert offsets_of(tables, "consumer-848", "expired_offsets") == {("other", 0): 12}
+
+
+def test_kip848_tombstones_in_kafka_order_delete_the_group(tables):
+    assert group_row(tables, "consumer-848-deleted") is None
+    assert group_row(tables, "consumer-848-deleted", "expired_groups") is None
+
+
+def test_group_metadata_replaces_a_group_of_another_type(tables):
+    g = group_row(tables, "classic-replaces-consumer")
+    assert (g["group_type"], g["protocol_type"], g["generation"], g["state"]) == ("classic", "consumer", 1, "Stable")
+
+
+def test_absolute_offsets_follow_deltas_across_gaps_and_empty_batches(tables):
+    base = tables["scenario"].offsets["gaps"]
+    got = sorted((r["partition"], r["log_offset"]) for r in tables["group_offsets"] if r["group_id"] == "gaps")
+    assert got == [(0, base), (1, base + 5), (2, base + 9)]
+    assert tables["scenario"].offsets["gaps-after"] == base + 9
+
+
+@pytest.mark.parametrize("group,codec", [("gzip", "gzip"), ("snappy", "snappy"), ("lz4", "lz4"), ("zstd", "zstd")])
+def test_compressed_batches(tables, group, codec):
+    assert offsets_of(tables, group) == {("t", 0): 100, ("t", 1): 101, ("t", 2): 102}
+    assert {r["compression"] for r in tables["offsets_log"] if r["group_id"] == group} == {codec}
+
+
+def test_v4_value_with_topic_id(tables):
+    row = [r for r in tables["group_offsets"] if r["group_id"] == "v4-topic-id"][0]
+    assert (row["committed_offset"], row["topic_id"], row["metadata"], row["leader_epoch"]) == (77, TOPIC_ID, "ü", None)
+
+
+def test_non_ascii_group_and_topic(tables):
+    assert offsets_of(tables, "grüppe-😀") == {("tøpic", 0): 5}
+    row = [r for r in tables["group_offsets"] if r["group_id"] == "grüppe-😀"][0]
+    assert row["offsets_partition"] == partition_for("grüppe-😀", N)
+
+
+def test_checkpoints_hold_each_partitions_log_end(tables):
+    s = tables["scenario"]
+    got = {r["offsets_partition"]: (r["next_log_offset"], r["trailing_bytes"]) for r in tables["replay_checkpoints"]}
+    assert got == {p: (b.next_offset, 0) for p, b in s.builders.items()}
+    counted = {}
+    for r in tables["offsets_log"]:
+        counted[r["offsets_partition"]] = counted.get(r["offsets_partition"], 0) + 1
+    assert {r["offsets_partition"]: r["records_read"] for r in tables["replay_checkpoints"]} == counted
+
+
+def test_offsets_log_keeps_every_record_once(tables):
+    keys = [(r["offsets_partition"], r["log_offset"]) for r in tables["offsets_log"]]
+    assert len(keys) == len(set(keys))
+    markers = [r for r in tables["offsets_log"] if r["is_control"]]
+    assert {(r["producer_id"], r["control_type"]) for r in markers} == {
+        (1001, "COMMIT"), (1002, "ABORT"), (1003, "COMMIT"), (1007, "COMMIT"), (1005, "COMMIT"), (1006, "COMMIT")}
