@@ -10,8 +10,7 @@ from dataclasses import dataclass
 from lib.codec.errors import DecodeError, UnknownRecordTypeError, UnknownRecordVersionError
 from lib.codec.generic import encode_message, read_message
 from lib.codec.primitives import Reader, Writer, uuid_text
-from schemas.records import (CONSUMER_PROTOCOL_ASSIGNMENT, CONSUMER_PROTOCOL_SUBSCRIPTION,
-                             OFFSET_COMMIT_VALUE, RECORD_TYPES)
+from schemas.records import CONSUMER_PROTOCOL_ASSIGNMENT, CONSUMER_PROTOCOL_SUBSCRIPTION, RECORD_TYPES
 
 _H = struct.Struct(">h")
 _OC_V0 = struct.Struct(">q")
@@ -111,8 +110,9 @@ def decode_offset_commit_value(record_type: int, value) -> OffsetCommit:
     if len(value) < 2:
         raise DecodeError("offset commit value has no version")
     version = _H.unpack_from(value, 0)[0]
-    # Type 0 shares the v0 layout; Kafka <= 4.0 read any OffsetCommitValue version under it.
-    if not 0 <= version <= 4:
+    # Kafka 4.1+ accepts only LegacyOffsetCommitValue v0 under a type-0 key (4.0 read any
+    # OffsetCommitValue version there; no broker ever wrote such a record).
+    if not 0 <= version <= (0 if record_type == 0 else 4):
         raise UnknownRecordVersionError(record_type, version)
     r = Reader(value, 2)
     offset = r.int64()
@@ -166,8 +166,6 @@ def decode_value(record_type: int, value) -> tuple[int, dict] | None:
         raise UnknownRecordTypeError(record_type)
     version = value_version(value)
     message = spec[2]
-    if record_type == 0 and version != 0:
-        message = OFFSET_COMMIT_VALUE   # as Kafka <= 4.0 read it
     if not message.valid_in(version):
         raise UnknownRecordVersionError(record_type, version)
     return version, read_message(Reader(value, 2), message, version)
@@ -175,8 +173,6 @@ def decode_value(record_type: int, value) -> tuple[int, dict] | None:
 
 def encode_value(record_type: int, version: int, data: dict) -> bytes:
     message = RECORD_TYPES[record_type][2]
-    if record_type == 0 and version != 0:
-        message = OFFSET_COMMIT_VALUE
     return _H.pack(version) + encode_message(message, version, data)
 
 

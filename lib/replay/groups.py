@@ -10,7 +10,7 @@ from lib.codec.coordinator import decode_key
 
 CLASSIC, CONSUMER, SHARE, STREAMS = "classic", "consumer", "share", "streams"
 FAMILY_OF_TYPE = {2: CLASSIC, 3: CONSUMER, 4: CONSUMER, 5: CONSUMER, 6: CONSUMER, 7: CONSUMER, 8: CONSUMER,
-                  16: CONSUMER, 9: SHARE, 10: SHARE, 11: SHARE, 12: SHARE, 13: SHARE, 14: SHARE, 15: SHARE,
+                  16: CONSUMER, 10: SHARE, 11: SHARE, 12: SHARE, 13: SHARE, 14: SHARE, 15: SHARE,
                   17: STREAMS, 19: STREAMS, 20: STREAMS, 21: STREAMS, 22: STREAMS, 23: STREAMS}
 # Types whose tombstone removes the whole group.
 GROUP_TOMBSTONE_TYPES = {2, 3, 11, 17}
@@ -143,7 +143,7 @@ class GroupFold:
             g.regexes[_regex_of(row)] = value.get("topics") or []
         elif rtype == 23:
             g.topology = value
-        elif rtype in (4, 9):
+        elif rtype == 4:
             for t in value.get("topics") or []:
                 g.topic_names[t["topicId"]] = t["topicName"]
 
