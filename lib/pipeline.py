@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 from lib.codec.segments import scan_segment_end
 from lib.delta_io import replace_partitions, table_path
 from lib.logdir import PartitionLog
-from lib.transform.decode import decode_error_from, decode_segments
+from lib.transform.decode import decode_segments, worker_error_from
 from lib.transform.expiry import expire
 from lib.transform.groups import replay_groups
 from lib.transform.offsets import replay_offsets
@@ -71,10 +71,10 @@ def run_replay(spark: SparkSession, logs: list[PartitionLog], warehouse: str, no
         try:
             _stage(decode_segments(spark, segments), os.path.join(staging, "offsets_log"))
         except Exception as e:  # noqa: BLE001 - a Spark job failure carries the worker's error as text
-            info = decode_error_from(e)
+            info = worker_error_from(e)
             if info is None:
                 raise
-            raise ReplayError(_describe_decode_error(info)) from None
+            raise ReplayError(_describe_worker_error(info)) from None
         result.stage_seconds["decode"] = time.monotonic() - t0
 
         t0 = time.monotonic()
@@ -89,10 +89,10 @@ def run_replay(spark: SparkSession, logs: list[PartitionLog], warehouse: str, no
         try:
             _stage(groups, groups_path)
         except Exception as e:  # noqa: BLE001
-            if "GroupReplayError" in str(e):
-                raise ReplayError("group replay failed as Kafka's loader would: "
-                                  + _first_line_with(str(e), "GroupReplayError")) from None
-            raise
+            info = worker_error_from(e)
+            if info is None:
+                raise
+            raise ReplayError("group replay failed as Kafka's loader would: " + _describe_worker_error(info)) from None
         groups = spark.read.parquet(groups_path)
         live, expired, live_groups, deleted_groups = expire(committed, groups, pending, now_ms, retention_ms)
         staged = {T.GROUP_OFFSETS.name: live, T.EXPIRED_OFFSETS.name: expired,
@@ -119,16 +119,9 @@ def run_replay(spark: SparkSession, logs: list[PartitionLog], warehouse: str, no
     return result
 
 
-def _first_line_with(text: str, needle: str) -> str:
-    for line in text.splitlines():
-        if needle in line:
-            return line.strip()
-    return text.splitlines()[0] if text else ""
-
-
-def _describe_decode_error(info: dict) -> str:
+def _describe_worker_error(info: dict) -> str:
     where = []
-    if info.get("file"):
+    if info.get("file") is not None:
         where.append(f"file {info['file']}")
     if info.get("partition") is not None:
         where.append(f"partition {info['partition']}")

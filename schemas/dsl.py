@@ -11,6 +11,10 @@ from dataclasses import dataclass, field as dc_field
 from typing import Any
 
 NONE = "none"
+# Kafka's generator reads a schema default of JSON null as "no default": the effective default
+# of such a tagged field is the empty struct or array, so an explicit null differs from it and
+# is written (and printed), while an absent tag reads as empty.
+EMPTY = "<empty>"
 
 
 def parse_range(spec: str) -> tuple[int, int]:
@@ -71,6 +75,10 @@ class Field:
 
     def default_value(self):
         """The value a field has when absent (JsonConverter omits tagged fields equal to it)."""
+        if self.default == EMPTY:
+            if self.is_array:
+                return []
+            return {f.json_name: f.default_value() for f in self.fields if f.tag is None}
         if self.default is not None:
             return self.default
         if self.is_array:

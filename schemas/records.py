@@ -5,7 +5,7 @@ value = int16 version + value struct. RECORD_TYPES maps the type id to (name, ke
 """
 from __future__ import annotations
 
-from schemas.dsl import F, M
+from schemas.dsl import EMPTY, F, M
 
 # --- control records (transaction markers), spec 1.8 ---------------------------------------
 CONTROL_TYPES = {0: "ABORT", 1: "COMMIT", 2: "LEADER_CHANGE", 3: "SNAPSHOT_HEADER",
@@ -107,7 +107,7 @@ CONSUMER_GROUP_MEMBER_METADATA_VALUE = M(
     F("SubscribedTopicRegex", "string", nullable="0+", default=None),
     F("RebalanceTimeoutMs", "int32", default=-1),
     F("ServerAssignor", "string", nullable="0+", default=None),
-    F("ClassicMemberMetadata", "ClassicMemberMetadata", nullable="0+", tag=0, default=None,
+    F("ClassicMemberMetadata", "ClassicMemberMetadata", nullable="0+", tag=0, default=EMPTY,
       fields=CLASSIC_MEMBER_METADATA),
 )
 ASSIGNMENT_METADATA_VALUE_FIELDS = (
@@ -121,7 +121,7 @@ CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER_VALUE = M(
     "ConsumerGroupTargetAssignmentMemberValue", "0", "0+",
     F("TopicPartitions", "[]TopicPartition", fields=TOPIC_ID_PARTITIONS))
 TOPIC_ID_PARTITIONS_EPOCHS = TOPIC_ID_PARTITIONS + (
-    F("AssignmentEpochs", "[]int32", "0+", nullable="0+", tag=0, default=None),)
+    F("AssignmentEpochs", "[]int32", "0+", nullable="0+", tag=0, default=EMPTY),)
 CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT_VALUE = M(
     "ConsumerGroupCurrentMemberAssignmentValue", "0", "0+",
     F("MemberEpoch", "int32"),
@@ -173,7 +173,7 @@ STREAMS_GROUP_METADATA_VALUE = M(
     F("Epoch", "int32"),
     F("MetadataHash", "int64"),
     F("ValidatedTopologyEpoch", "int32", "0+", tag=0, default=-1),
-    F("LastAssignmentConfigs", "[]LastAssignmentConfig", "0+", nullable="0+", tag=1, default=None,
+    F("LastAssignmentConfigs", "[]LastAssignmentConfig", "0+", nullable="0+", tag=1, default=EMPTY,
       fields=KEY_VALUE),
     F("StoredDescriptionTopologyEpoch", "int32", "0+", tag=2, default=-1),
     F("FailedDescriptionTopologyEpoch", "int32", "0+", tag=3, default=-1),
@@ -200,7 +200,7 @@ STREAMS_GROUP_TARGET_ASSIGNMENT_MEMBER_VALUE = M(
     F("StandbyTasks", "[]TaskIds", fields=TASK_IDS),
     F("WarmupTasks", "[]TaskIds", fields=TASK_IDS),
 )
-TASK_IDS_EPOCHS = TASK_IDS + (F("AssignmentEpochs", "[]int32", "0+", nullable="0+", tag=0, default=None),)
+TASK_IDS_EPOCHS = TASK_IDS + (F("AssignmentEpochs", "[]int32", "0+", nullable="0+", tag=0, default=EMPTY),)
 STREAMS_GROUP_CURRENT_MEMBER_ASSIGNMENT_VALUE = M(
     "StreamsGroupCurrentMemberAssignmentValue", "0", "0+",
     F("MemberEpoch", "int32"), F("PreviousMemberEpoch", "int32"), F("State", "int8"),

@@ -100,6 +100,13 @@ def build(s: Scenario) -> None:
     s.mark("group-tombstone", g)
     s.on(g).group_tombstone(g, RECENT)
 
+    g = "orphan-old"
+    s.on(g).commit(g, "t", 0, 1, OLD).group_tombstone(g, OLD)
+
+    g = "recreated"
+    s.on(g).group(g, RECENT, members=[consumer_member("m1", ["t"], {"t": [0]})])
+    s.on(g).commit(g, "t", 0, 1, RECENT).group_tombstone(g, RECENT).commit(g, "t", 1, 2, RECENT)
+
     g = "classic-stable"
     s.on(g).group(g, RECENT, generation=5, protocol="range", state_ts=OLD, members=[
         consumer_member("m1", ["in"], {"in": [0]}, client_id="c1", client_host="/10.0.0.1"),
@@ -147,7 +154,7 @@ def build(s: Scenario) -> None:
     s.on(g).record(5, {"group_id": g, "member_id": "m1"}, {
         "instanceId": None, "rackId": None, "clientId": "c848", "clientHost": "/10.0.0.9",
         "subscribedTopicNames": ["orders"], "subscribedTopicRegex": None, "rebalanceTimeoutMs": 60000,
-        "serverAssignor": "uniform"}, RECENT)
+        "serverAssignor": "uniform", "classicMemberMetadata": None}, RECENT)
     s.on(g).record(6, {"group_id": g}, {"assignmentEpoch": 5}, RECENT)
     s.on(g).record(7, {"group_id": g, "member_id": "m1"},
                    {"topicPartitions": [{"topicId": TOPIC_ID, "partitions": [0, 1]}]}, RECENT)
@@ -294,9 +301,18 @@ def test_producer_id_alone_makes_a_commit_transactional(tables):
             if r["group_id"] == "pid-without-txn-bit"] == [(2000, 3)]
 
 
-def test_group_tombstone_keeps_offsets_under_an_implicit_simple_group(tables):
+def test_group_tombstone_orphans_offsets_which_never_expire(tables):
+    # Kafka 4.x: the tombstone removes only the group; its earlier offsets stay in the offsets
+    # map with no group, and the cleanup (which walks groups) never expires them.
     assert offsets_of(tables, "group-tombstone-keeps-offsets") == {("t", 0): 3}
-    g = group_row(tables, "group-tombstone-keeps-offsets")
+    assert offsets_of(tables, "orphan-old") == {("t", 0): 1}
+    assert group_row(tables, "group-tombstone-keeps-offsets") is None
+    assert group_row(tables, "orphan-old") is None
+
+
+def test_commit_after_group_tombstone_recreates_a_simple_group(tables):
+    assert offsets_of(tables, "recreated") == {("t", 0): 1, ("t", 1): 2}
+    g = group_row(tables, "recreated")
     assert (g["group_type"], g["protocol_type"], g["state"], g["members"]) == ("classic", None, "Empty", [])
 
 

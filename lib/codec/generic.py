@@ -38,14 +38,14 @@ def _read_struct(r: Reader, fields, version: int, flexible: bool, where: str) ->
             f = tagged.get(tag)
             if f is not None:
                 sub = Reader(r.buf, start, start + size)
-                value = _read_field(sub, f, version, flexible, where)
+                value = _read_field(sub, f, version, flexible, where, tagged=True)
                 if value != f.default_value():
                     out[f.json_name] = value
             r.pos = start + size  # unknown tags are skipped
     return out
 
 
-def _read_field(r: Reader, f: Field, version: int, flexible: bool, where: str):
+def _read_field(r: Reader, f: Field, version: int, flexible: bool, where: str, tagged: bool = False):
     nullable = f.nullable_in(version)
     if f.is_array:
         if flexible:
@@ -64,8 +64,9 @@ def _read_field(r: Reader, f: Field, version: int, flexible: bool, where: str):
         return [_read_primitive(r, elem, version, flexible, False, f, where) for _ in range(n)]
     if f.is_struct:
         if nullable:
+            # untagged: int8 -1 null / 1 present; tagged: 0 null / 1 present
             marker = r.int8()
-            if marker < 0:
+            if marker < 0 or (tagged and marker == 0):
                 return None
         return _read_struct(r, f.fields, version, flexible, where)
     return _read_primitive(r, f.type, version, flexible, nullable, f, where)
@@ -136,13 +137,13 @@ def _write_struct(w: Writer, fields, version: int, flexible: bool, data: dict) -
         w.uvarint(len(tagged))
         for f, value in sorted(tagged, key=lambda fv: fv[0].tag):
             sub = Writer()
-            _write_field(sub, f, version, flexible, value)
+            _write_field(sub, f, version, flexible, value, tagged=True)
             w.uvarint(f.tag)
             w.uvarint(len(sub.out))
             w.raw(sub.out)
 
 
-def _write_field(w: Writer, f: Field, version: int, flexible: bool, value) -> None:
+def _write_field(w: Writer, f: Field, version: int, flexible: bool, value, tagged: bool = False) -> None:
     if f.is_array:
         if value is None:
             w.uvarint(0) if flexible else w.int32(-1)
@@ -157,7 +158,7 @@ def _write_field(w: Writer, f: Field, version: int, flexible: bool, value) -> No
     if f.is_struct:
         if f.nullable_in(version):
             if value is None:
-                w.int8(-1)
+                w.int8(0 if tagged else -1)
                 return
             w.int8(1)
         _write_struct(w, f.fields, version, flexible, value)

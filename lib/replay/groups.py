@@ -22,12 +22,18 @@ class GroupReplayError(Exception):
     """A record sequence Kafka's loader rejects (it fails the partition load)."""
 
 
+# Epochs of a modern group created without its type-3/6 (11/12, 17/20) record: 1/1 since
+# Kafka 4.3 (0/0 before). Only incomplete record sets see them.
+INITIAL_EPOCH = 1
+
+
 @dataclass
 class ModernGroup:
     group_type: str
-    epoch: int = 0
+    epoch: int = INITIAL_EPOCH
     metadata_hash: int = 0
-    assignment_epoch: int = -1
+    assignment_epoch: int = INITIAL_EPOCH
+    validated_topology_epoch: int = -1
     members: dict = field(default_factory=dict)           # member id -> metadata dict (JsonConverter form)
     current: dict = field(default_factory=dict)           # member id -> current assignment dict
     target: dict = field(default_factory=dict)            # member id -> target assignment dict
@@ -130,6 +136,8 @@ class GroupFold:
         if rtype in (3, 11, 17):
             g.epoch = value.get("epoch", 0)
             g.metadata_hash = value.get("metadataHash", 0)
+            if rtype == 17:
+                g.validated_topology_epoch = value.get("validatedTopologyEpoch", -1)
         elif rtype in (5, 10, 19):
             g.members[member] = value
         elif rtype in (8, 14, 22):
@@ -172,7 +180,11 @@ def _regex_of(row: dict) -> str:
 
 def _classic_row(g: ClassicGroup) -> dict:
     members = []
-    subscribed: set | None = set() if g.protocol_type == "consumer" else None
+    # ClassicGroup.computeSubscribedTopics: known only for the consumer protocol with a
+    # protocol name (an Empty consumer group subscribes to nothing)
+    subscribed: set | None = None
+    if g.protocol_type == "consumer" and (g.protocol is not None or not g.members):
+        subscribed = set()
     for m in g.members:
         members.append({
             "member_id": m["member_id"], "group_instance_id": m["group_instance_id"],
@@ -206,11 +218,13 @@ def _assignment(parts: list | None, names: dict) -> list:
 
 
 def _modern_row(g: ModernGroup, names: dict) -> dict:
+    """State and members as Kafka computes them after a load (ConsumerGroup / StreamsGroup /
+    ShareGroup.maybeUpdateGroupState): a pure function of the final records."""
     members = []
     subscribed: set = set()
     stable_state = STREAMS_STABLE if g.group_type == STREAMS else MODERN_STABLE
     reconciled = True
-    assignors = set()
+    assignors: dict[str, int] = {}
     for member_id in sorted(g.members):
         meta = g.members[member_id]
         cur = g.current.get(member_id, {})
@@ -218,11 +232,8 @@ def _modern_row(g: ModernGroup, names: dict) -> dict:
         if topics:
             subscribed.update(topics)
         if meta.get("serverAssignor"):
-            assignors.add(meta["serverAssignor"])
-        if g.group_type == STREAMS:
-            assignment = None
-        else:
-            assignment = _assignment(cur.get("assignedPartitions"), names)
+            assignors[meta["serverAssignor"]] = assignors.get(meta["serverAssignor"], 0) + 1
+        assignment = None if g.group_type == STREAMS else _assignment(cur.get("assignedPartitions"), names)
         classic = meta.get("classicMemberMetadata")
         members.append({
             "member_id": member_id, "group_instance_id": meta.get("instanceId"),
@@ -232,26 +243,35 @@ def _modern_row(g: ModernGroup, names: dict) -> dict:
             "subscribed_topics": sorted(topics) if topics is not None else None,
             "assignment": assignment,
         })
-        if cur.get("state", 0) != stable_state or cur.get("memberEpoch") != g.assignment_epoch:
+        # a member known only from its metadata record: epoch 0, state STABLE
+        if cur.get("state", stable_state) != stable_state or cur.get("memberEpoch", 0) != g.assignment_epoch:
             reconciled = False
-    for topics in g.regexes.values():
-        subscribed.update(topics)
-    if g.group_type == STREAMS and g.topology:
-        for sub in g.topology.get("subtopologies") or []:
+    if g.group_type == CONSUMER:
+        for topics in g.regexes.values():
+            subscribed.update(topics)
+    if g.group_type == STREAMS:
+        # the persisted topology's source and repartition-source topics (Kafka 4.2+)
+        subscribed = set()
+        for sub in (g.topology or {}).get("subtopologies") or []:
             subscribed.update(sub.get("sourceTopics") or [])
+            subscribed.update(t["name"] for t in sub.get("repartitionSourceTopics") or [])
     if not g.members:
         state = "Empty"
+    elif g.group_type == SHARE:
+        state = "Stable"
+    elif g.group_type == STREAMS and (g.topology is None or g.topology.get("epoch") != g.validated_topology_epoch):
+        state = "NotReady"
     elif g.epoch > g.assignment_epoch:
         state = "Assigning"
     elif not reconciled:
         state = "Reconciling"
     else:
         state = "Stable"
-    if g.group_type == STREAMS and g.members and g.topology is None:
-        state = "NotReady"
+    # ConsumerGroup.preferredServerAssignor: the members' most used assignor
+    protocol = max(sorted(assignors), key=lambda a: assignors[a]) if assignors else None
     return {
-        "group_type": g.group_type, "protocol_type": "consumer" if g.group_type == CONSUMER else None,
-        "generation": g.epoch, "protocol": assignors.pop() if len(assignors) == 1 else None, "leader": None,
+        "group_type": g.group_type, "protocol_type": g.group_type if g.group_type != CONSUMER else "consumer",
+        "generation": g.epoch, "protocol": protocol, "leader": None,
         "state": state, "current_state_timestamp": None, "members": members,
         "subscribed_topics": sorted(subscribed),
     }

@@ -31,9 +31,14 @@ def _decode_tasks(batches):
             try:
                 yield from decoder
             except DecodeError as e:
-                payload = {"message": e.message, "file": e.file, "partition": e.partition, "offset": e.offset,
-                           "position": e.position, "kind": type(e).__name__}
-                raise RuntimeError(ERROR_MARKER + json.dumps(payload) + ERROR_MARKER) from None
+                raise worker_error(type(e).__name__, e.message, file=e.file, partition=e.partition,
+                                   offset=e.offset, position=e.position) from None
+
+
+def worker_error(kind: str, message: str, **where) -> RuntimeError:
+    """An exception whose text carries a machine-readable description through Spark."""
+    payload = {"kind": kind, "message": message, **where}
+    return RuntimeError(ERROR_MARKER + json.dumps(payload) + ERROR_MARKER)
 
 
 def decode_segments(spark: SparkSession, segments: list[Segment], start_offsets: dict[int, int] | None = None
@@ -46,8 +51,8 @@ def decode_segments(spark: SparkSession, segments: list[Segment], start_offsets:
     return tasks.mapInArrow(_decode_tasks, OFFSETS_LOG.ddl)
 
 
-def decode_error_from(exc: BaseException) -> dict | None:
-    """The DecodeError a Python worker reported, found in a Spark exception's text."""
+def worker_error_from(exc: BaseException) -> dict | None:
+    """The error a Python worker reported (see worker_error), found in a Spark exception's text."""
     text = str(exc)
     start = text.find(ERROR_MARKER)
     if start < 0:

@@ -24,13 +24,16 @@ def expire(offsets: DataFrame, groups: DataFrame, pending: DataFrame, now_ms: in
         F.col("subscribed_topics").alias("_subscribed"))
     pending_keys = pending.select("offsets_partition", "group_id", "topic", "partition").distinct() \
         .withColumn("_pending", F.lit(True))
+    # Offsets whose group is gone (a group tombstone came after them, and no commit since) are
+    # kept by Kafka 4.x but belong to no group: never visited by the cleanup, never expired.
     o = (offsets.join(g, ["offsets_partition", "group_id"], "left")
          .join(pending_keys, ["offsets_partition", "group_id", "topic", "partition"], "left"))
-    is_simple = F.col("_type").isNull() | ((F.col("_type") == "classic") & F.col("_protocol_type").isNull())
+    is_simple = (F.col("_type") == "classic") & F.col("_protocol_type").isNull()
     subscribed = F.coalesce(F.array_contains(F.col("_subscribed"), F.col("topic")), F.lit(False))
     commit_ms = _ms(F.col("commit_timestamp"))
     # (eligible, base timestamp) per group kind, as in each group's offsetExpirationCondition
-    eligible = (F.when(is_simple, True)
+    eligible = (F.when(F.col("_type").isNull(), False)
+                .when(is_simple, True)
                 .when((F.col("_type") == "classic") & (F.col("_state") == "Empty"), True)
                 .when((F.col("_type") == "classic") & (F.col("_protocol_type") == "consumer")
                       & (F.col("_state") == "Stable") & F.col("_subscribed").isNotNull(), ~subscribed)
@@ -61,15 +64,4 @@ def expire(offsets: DataFrame, groups: DataFrame, pending: DataFrame, now_ms: in
     live_groups = judged.filter(~F.col("_deleted")).select(*group_columns)
     deleted_groups = judged.filter(F.col("_deleted")).select(*group_columns)
 
-    # Offsets whose group has no record (e.g. a group tombstone left them behind) belong to an
-    # implicit simple group: classic, no protocol type, Empty.
-    orphan = (live.join(groups.select("offsets_partition", "group_id"), ["offsets_partition", "group_id"], "left_anti")
-              .groupBy("offsets_partition", "group_id").agg(F.max("log_offset").alias("log_offset"))
-              .select("group_id", F.lit("classic").alias("group_type"), F.lit(None).cast("string").alias("protocol_type"),
-                      F.lit(0).alias("generation"), F.lit(None).cast("string").alias("protocol"),
-                      F.lit(None).cast("string").alias("leader"), F.lit("Empty").alias("state"),
-                      F.lit(None).cast("timestamp").alias("current_state_timestamp"),
-                      F.array().cast(groups.schema["members"].dataType).alias("members"),
-                      F.lit(None).cast("array<string>").alias("subscribed_topics"),
-                      "offsets_partition", "log_offset"))
-    return live, expired, live_groups.unionByName(orphan), deleted_groups
+    return live, expired, live_groups, deleted_groups

@@ -14,7 +14,8 @@ FOLD_INPUT = ["offsets_partition", "group_id", "log_offset", "record_type", "is_
 def _fold_groups(batches):
     import pyarrow as pa
 
-    from lib.replay.groups import GroupFold
+    from lib.replay.groups import GroupFold, GroupReplayError
+    from lib.transform.decode import worker_error
 
     schema = CONSUMER_GROUPS.arrow_schema
     out: list[dict] = []
@@ -34,7 +35,11 @@ def _fold_groups(batches):
                 flush()
                 current = GroupFold(row["group_id"])
                 current_key = key
-            current.apply(row)
+            try:
+                current.apply(row)
+            except GroupReplayError as e:
+                raise worker_error("GroupReplayError", str(e), partition=row["offsets_partition"],
+                                   offset=row["log_offset"]) from None
         if len(out) >= 4096:
             yield pa.RecordBatch.from_pylist(out, schema=schema)
             out = []
