@@ -59,3 +59,8 @@ class UnknownRecordVersionError(DecodeError):
         super().__init__(f"unknown value version {version} for coordinator record type {record_type}", **where)
         self.record_type = record_type
         self.version = version
+
+    @property
+    def kafka_text(self) -> str:
+        """The wording of Kafka's UnknownRecordVersionException."""
+        return f"Found an unknown record version {self.version} for {self.record_type} type"
