@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from lib.codec.segments import scan_segment_end
 from lib.delta_io import replace_partitions, table_path
 from lib.logdir import PartitionLog
 from lib.transform.decode import decode_segments, worker_error_from
@@ -44,17 +43,23 @@ def _stage(df: DataFrame, path: str) -> None:
     df.write.mode("overwrite").parquet(path)
 
 
-def _checkpoints(spark: SparkSession, logs: list[PartitionLog], records: dict[int, int], run_id: str):
+def _checkpoints(spark: SparkSession, logs: list[PartitionLog], summaries: list[dict], run_id: str):
+    """One row per partition from the per-segment summaries: the log end is the next offset
+    after the last batch of the last segment (or that segment's base offset if it is empty)."""
     rows = []
     finished = dt.datetime.now(dt.timezone.utc)
+    by_partition: dict[int, list[dict]] = {}
+    for s in summaries:
+        by_partition.setdefault(s["offsets_partition"], []).append(s)
     for pl in logs:
-        next_offset, trailing = (None, 0)
-        if pl.segments:
-            last = pl.segments[-1]
-            next_offset, trailing = scan_segment_end(last.path)
-            next_offset = max(next_offset or 0, last.base_offset)
-        rows.append((pl.partition, int(next_offset or 0), int(records.get(pl.partition, 0)), pl.high_watermark,
-                     int(trailing), run_id, finished))
+        segs = sorted(by_partition.get(pl.partition, []), key=lambda s: s["base_offset"])
+        next_offset = 0
+        for s in segs:
+            next_offset = max(next_offset, s["base_offset"], s["next_offset"] or 0)
+        trailing = sum(s["trailing_bytes"] for s in segs)
+        records = sum(s["records"] for s in segs)
+        rows.append((pl.partition, int(next_offset), int(records), pl.high_watermark, int(trailing), run_id,
+                     finished))
     return spark.createDataFrame(rows, T.REPLAY_CHECKPOINTS.ddl)
 
 
@@ -68,8 +73,9 @@ def run_replay(spark: SparkSession, logs: list[PartitionLog], warehouse: str, no
     segments = [s for pl in logs for s in pl.segments]
     try:
         t0 = time.monotonic()
+        log_path = os.path.join(staging, "offsets_log")
         try:
-            _stage(decode_segments(spark, segments), os.path.join(staging, "offsets_log"))
+            summaries = decode_segments(spark, segments, log_path)
         except Exception as e:  # noqa: BLE001 - a Spark job failure carries the worker's error as text
             info = worker_error_from(e)
             if info is None:
@@ -78,7 +84,7 @@ def run_replay(spark: SparkSession, logs: list[PartitionLog], warehouse: str, no
         result.stage_seconds["decode"] = time.monotonic() - t0
 
         t0 = time.monotonic()
-        log = spark.read.parquet(os.path.join(staging, "offsets_log"))
+        log = spark.read.schema(T.OFFSETS_LOG.ddl).parquet(log_path)
         committed, pending = replay_offsets(log)
         groups = replay_groups(log)
         retention_ms = retention_minutes * 60_000
@@ -99,15 +105,14 @@ def run_replay(spark: SparkSession, logs: list[PartitionLog], warehouse: str, no
                   T.CONSUMER_GROUPS.name: live_groups, T.EXPIRED_GROUPS.name: deleted_groups}
         for name, df in staged.items():
             _stage(df, os.path.join(staging, name))
-        counts = {r["offsets_partition"]: r["count"] for r in log.groupBy("offsets_partition").count().collect()}
-        result.records = sum(counts.values())
-        _stage(_checkpoints(spark, logs, counts, run_id), os.path.join(staging, T.REPLAY_CHECKPOINTS.name))
+        result.records = sum(s["records"] for s in summaries)
+        _stage(_checkpoints(spark, logs, summaries, run_id), os.path.join(staging, T.REPLAY_CHECKPOINTS.name))
         result.stage_seconds["replay"] = time.monotonic() - t0
 
         t0 = time.monotonic()
         for table in (T.OFFSETS_LOG, T.GROUP_OFFSETS, T.EXPIRED_OFFSETS, T.PENDING_TRANSACTIONAL_OFFSETS,
                       T.CONSUMER_GROUPS, T.EXPIRED_GROUPS, T.REPLAY_CHECKPOINTS):
-            df = spark.read.parquet(os.path.join(staging, table.name))
+            df = spark.read.schema(table.ddl).parquet(os.path.join(staging, table.name))
             replace_partitions(df, table_path(warehouse, table), table, partitions, run_id)
         result.stage_seconds["commit"] = time.monotonic() - t0
     finally:

@@ -1,54 +1,36 @@
-"""Segments -> offsets_log DataFrame. Python workers read the segment files themselves and
-hand Spark whole Arrow batches: the only JVM/Python crossing is one per decoded batch."""
+"""Segments -> staged offsets_log Parquet files.
+
+Python workers read the segment files themselves, decode them and write the rows straight to
+Parquet under the run's staging folder; Spark gets back one small summary row per segment
+(records, next offset, trailing bytes). No decoded row crosses the JVM/Python boundary: the
+round trip costs more than the decoding, and Spark's Parquet reader is faster than both."""
 from __future__ import annotations
 
 import json
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
 from lib.logdir import Segment
-from schemas.tables import OFFSETS_LOG
 
-# Marks a decode error inside a Python worker so the driver can show it without a traceback.
-ERROR_MARKER = "OFFSETS_LAKE_DECODE_ERROR:"
+# Marks an error inside a Python worker so the driver can show it without a traceback.
+ERROR_MARKER = "OFFSETS_LAKE_WORKER_ERROR:"
 
 SEGMENT_TASKS = T.StructType([
     T.StructField("offsets_partition", T.IntegerType(), False),
+    T.StructField("base_offset", T.LongType(), False),
     T.StructField("path", T.StringType(), False),
     T.StructField("start_offset", T.LongType(), False),
+    T.StructField("output", T.StringType(), False),
 ])
-
-
-def _decode_tasks(batches):
-    """mapInArrow body: each input row names one segment file to decode."""
-    from lib.codec.errors import DecodeError
-    from lib.decode import SegmentDecoder
-
-    for tasks in batches:
-        for task in tasks.to_pylist():
-            decoder = SegmentDecoder(task["path"], task["offsets_partition"], start_offset=task["start_offset"])
-            try:
-                yield from decoder
-            except DecodeError as e:
-                raise worker_error(type(e).__name__, e.message, file=e.file, partition=e.partition,
-                                   offset=e.offset, position=e.position) from None
+SEGMENT_SUMMARY = ("offsets_partition INT, base_offset BIGINT, records BIGINT, next_offset BIGINT, "
+                   "trailing_bytes BIGINT, files INT")
 
 
 def worker_error(kind: str, message: str, **where) -> RuntimeError:
     """An exception whose text carries a machine-readable description through Spark."""
     payload = {"kind": kind, "message": message, **where}
     return RuntimeError(ERROR_MARKER + json.dumps(payload) + ERROR_MARKER)
-
-
-def decode_segments(spark: SparkSession, segments: list[Segment], start_offsets: dict[int, int] | None = None
-                    ) -> DataFrame:
-    """One Spark task per segment. `start_offsets` skips records below a partition's offset."""
-    start_offsets = start_offsets or {}
-    rows = [(s.partition, s.path, int(start_offsets.get(s.partition, 0))) for s in segments]
-    rdd = spark.sparkContext.parallelize(rows, max(1, len(rows)))
-    tasks = spark.createDataFrame(rdd, SEGMENT_TASKS)
-    return tasks.mapInArrow(_decode_tasks, OFFSETS_LOG.ddl)
 
 
 def worker_error_from(exc: BaseException) -> dict | None:
@@ -63,3 +45,63 @@ def worker_error_from(exc: BaseException) -> dict | None:
         return json.loads(text[start:end])
     except ValueError:
         return None
+
+
+def decode_segment_to_parquet(path: str, partition: int, start_offset: int, output: str) -> dict:
+    """Decode one segment into Parquet file(s) named after `output`; return its summary."""
+    import pyarrow.parquet as pq
+
+    from lib.decode import SCHEMA, SegmentDecoder
+
+    decoder = SegmentDecoder(path, partition, start_offset=start_offset)
+    writer = None
+    try:
+        for batch in decoder:
+            if writer is None:
+                writer = pq.ParquetWriter(output, SCHEMA, compression="snappy")
+            writer.write_batch(batch)
+    finally:
+        if writer is not None:
+            writer.close()
+    return {"records": decoder.records, "next_offset": decoder.next_offset, "trailing_bytes": decoder.trailing_bytes,
+            "files": 0 if writer is None else 1}
+
+
+def _decode_tasks(batches):
+    """mapInArrow body: each input row names one segment file to decode."""
+    import pyarrow as pa
+
+    from lib.codec.errors import DecodeError
+
+    for tasks in batches:
+        out = []
+        for task in tasks.to_pylist():
+            try:
+                summary = decode_segment_to_parquet(task["path"], task["offsets_partition"], task["start_offset"],
+                                                    task["output"])
+            except DecodeError as e:
+                raise worker_error(type(e).__name__, e.message, file=e.file, partition=e.partition,
+                                   offset=e.offset, position=e.position) from None
+            out.append({"offsets_partition": task["offsets_partition"], "base_offset": task["base_offset"],
+                        **summary})
+        yield pa.RecordBatch.from_pylist(out, schema=pa.schema([
+            ("offsets_partition", pa.int32()), ("base_offset", pa.int64()), ("records", pa.int64()),
+            ("next_offset", pa.int64()), ("trailing_bytes", pa.int64()), ("files", pa.int32())]))
+
+
+def decode_segments(spark: SparkSession, segments: list[Segment], output_dir: str,
+                    start_offsets: dict[int, int] | None = None) -> list[dict]:
+    """Decode `segments` (one Spark task each) into Parquet files under `output_dir`; returns
+    one summary per segment: records, next_offset (None if the segment holds no batch),
+    trailing_bytes. Skips records below a partition's `start_offsets` entry."""
+    import os
+
+    os.makedirs(output_dir, exist_ok=True)
+    start_offsets = start_offsets or {}
+    rows = [(s.partition, s.base_offset, s.path, int(start_offsets.get(s.partition, 0)),
+             os.path.join(output_dir, f"p{s.partition:05d}-{s.base_offset:020d}.parquet")) for s in segments]
+    # largest segments first, so the last task to finish is a small one
+    rows.sort(key=lambda r: -os.path.getsize(r[2]))
+    rdd = spark.sparkContext.parallelize(rows, max(1, len(rows)))
+    tasks = spark.createDataFrame(rdd, SEGMENT_TASKS)
+    return [r.asDict() for r in tasks.mapInArrow(_decode_tasks, SEGMENT_SUMMARY).collect()]
