@@ -25,7 +25,7 @@ help:
 	@echo "make bench  - set up, generate a log of RECORDS records and measure the replay"
 	@echo "make setup  - virtualenv at $(VENV) and JVM jars in $(JARS)/ (idempotent)"
 
-setup: venv jars
+setup: venv jars kafka-jars
 
 venv: $(VENV)/.stamp
 $(VENV)/.stamp: requirements.txt constraints.txt
@@ -38,6 +38,18 @@ jars: $(JARS)/spark/.stamp
 $(JARS)/spark/.stamp: conf/maven/pom.xml
 	@rm -rf $(JARS)/spark && mkdir -p $(JARS)/spark
 	$(MVN) -P spark dependency:copy-dependencies -DoutputDirectory=$(CURDIR)/$(JARS)/spark
+	@touch $@
+
+# Kafka brokers for the integration tests (tests/broker): one classpath per version.
+.PHONY: kafka-jars
+kafka-jars: $(JARS)/kafka4/.stamp $(JARS)/kafka39/.stamp
+$(JARS)/kafka4/.stamp: conf/maven/pom.xml
+	@rm -rf $(JARS)/kafka4 && mkdir -p $(JARS)/kafka4
+	$(MVN) -P kafka4 dependency:copy-dependencies -DoutputDirectory=$(CURDIR)/$(JARS)/kafka4
+	@touch $@
+$(JARS)/kafka39/.stamp: conf/maven/pom.xml
+	@rm -rf $(JARS)/kafka39 && mkdir -p $(JARS)/kafka39
+	$(MVN) -P kafka39 dependency:copy-dependencies -DoutputDirectory=$(CURDIR)/$(JARS)/kafka39
 	@touch $@
 
 run: setup
