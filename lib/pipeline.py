@@ -20,7 +20,7 @@ from lib.delta_io import replace_partitions, table_path
 from lib.logdir import PartitionLog
 from lib.transform.decode import decode_segments, worker_error_from
 from lib.transform.expiry import expire
-from lib.transform.groups import replay_groups
+from lib.transform.groups import replay_groups, topic_names_by_id
 from lib.transform.offsets import replay_offsets
 from schemas import tables as T
 
@@ -86,7 +86,7 @@ def run_replay(spark: SparkSession, logs: list[PartitionLog], warehouse: str, no
         t0 = time.monotonic()
         log = spark.read.schema(T.OFFSETS_LOG.ddl).parquet(log_path)
         committed, pending = replay_offsets(log)
-        groups = replay_groups(log)
+        groups = replay_groups(log, topic_names_by_id(log))
         retention_ms = retention_minutes * 60_000
         pending_path = os.path.join(staging, T.PENDING_TRANSACTIONAL_OFFSETS.name)
         _stage(pending, pending_path)

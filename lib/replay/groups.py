@@ -15,6 +15,7 @@ FAMILY_OF_TYPE = {2: CLASSIC, 3: CONSUMER, 4: CONSUMER, 5: CONSUMER, 6: CONSUMER
 # Types whose tombstone removes the whole group.
 GROUP_TOMBSTONE_TYPES = {2, 3, 11, 17}
 STREAMS_STABLE = 1
+DEFAULT_CONSUMER_ASSIGNOR = "uniform"
 MODERN_STABLE = 0
 
 
@@ -267,8 +268,12 @@ def _modern_row(g: ModernGroup, names: dict) -> dict:
         state = "Reconciling"
     else:
         state = "Stable"
-    # ConsumerGroup.preferredServerAssignor: the members' most used assignor
-    protocol = max(sorted(assignors), key=lambda a: assignors[a]) if assignors else None
+    # ConsumerGroup.preferredServerAssignor: the members' most used assignor, else the broker's
+    # default (the first of group.consumer.assignors: "uniform")
+    if g.group_type == CONSUMER:
+        protocol = max(sorted(assignors), key=lambda a: assignors[a]) if assignors else DEFAULT_CONSUMER_ASSIGNOR
+    else:
+        protocol = None
     return {
         "group_type": g.group_type, "protocol_type": g.group_type if g.group_type != CONSUMER else "consumer",
         "generation": g.epoch, "protocol": protocol, "leader": None,

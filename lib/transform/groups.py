@@ -11,7 +11,7 @@ FOLD_INPUT = ["offsets_partition", "group_id", "log_offset", "record_type", "is_
               "group_metadata", "value_json", "raw_key"]
 
 
-def _fold_groups(batches):
+def _fold_groups(batches, topic_names: dict | None = None):
     import pyarrow as pa
 
     from lib.replay.groups import GroupFold, GroupReplayError
@@ -24,7 +24,7 @@ def _fold_groups(batches):
 
     def flush():
         if current is not None:
-            row = current.result()
+            row = current.result(topic_names)
             if row is not None:
                 out.append(row)
 
@@ -48,8 +48,17 @@ def _fold_groups(batches):
         yield pa.RecordBatch.from_pylist(out, schema=schema)
 
 
-def replay_groups(log: DataFrame) -> DataFrame:
-    """consumer_groups rows for every group that exists after replay (before expiry)."""
+def topic_names_by_id(log: DataFrame) -> dict[str, str]:
+    """Topic ids -> names as seen in offset commits (v4 values carry the topic id since 4.1).
+    KIP-848 assignments name topics by id only. One row per topic: small enough to collect."""
+    pairs = (log.filter(F.col("topic_id").isNotNull()).select("topic_id", "topic").distinct().collect())
+    return {r["topic_id"]: r["topic"] for r in pairs}
+
+
+def replay_groups(log: DataFrame, topic_names: dict[str, str] | None = None) -> DataFrame:
+    """consumer_groups rows for every group that exists after replay (before expiry).
+    `topic_names` (topic id -> name) resolves KIP-848 assignments; ids it lacks stay as ids."""
+    names = dict(topic_names or {})
     group_records = (log.filter(~F.col("is_control") & (F.col("decode_status") == "ok")
                                 & ~F.col("record_type").isin(0, 1))
                      .select(*FOLD_INPUT))
@@ -64,4 +73,4 @@ def replay_groups(log: DataFrame) -> DataFrame:
     events = group_records.unionByName(last_commit, allowMissingColumns=True)
     return (events.repartition("offsets_partition", "group_id")
             .sortWithinPartitions("offsets_partition", "group_id", "log_offset")
-            .mapInArrow(_fold_groups, CONSUMER_GROUPS.ddl))
+            .mapInArrow(lambda batches: _fold_groups(batches, names), CONSUMER_GROUPS.ddl))
