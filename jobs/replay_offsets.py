@@ -72,10 +72,15 @@ def print_summary(args, result, s: dict, wall: float) -> None:
           + ", ".join(f"{k} {v:.1f}s" for k, v in result.stage_seconds.items()) + f"; {rate:,.0f} records/s")
     print("\npartitions:")
     print(f"  {'partition':>9} {'records':>9} {'next_offset':>11} {'high_watermark':>14} {'trailing_bytes':>14}")
+    empty = [p["offsets_partition"] for p in s["partitions"] if p["records_read"] == 0 and p["next_log_offset"] == 0]
     for p in s["partitions"]:
+        if p["offsets_partition"] in empty:
+            continue
         hw = "-" if p["high_watermark"] is None else p["high_watermark"]
         print(f"  {p['offsets_partition']:>9} {p['records_read']:>9} {p['next_log_offset']:>11} {hw:>14} "
               f"{p['trailing_bytes']:>14}")
+    if empty:
+        print(f"  ({len(empty)} partitions hold no records)")
     print("\nrecords by type:")
     for r in s["record_types"]:
         name = "control (txn marker)" if r["is_control"] else (r["record_type_name"] or "unknown type")

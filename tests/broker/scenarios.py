@@ -197,3 +197,46 @@ def wait_settled(bootstrap: str, groups: list[str], clients: list, timeout: floa
         if all(s in settled for s in states.values()):
             return
     raise AssertionError(f"groups did not settle: {states}")
+
+
+def run_scenarios(b: str, prefix: str, kip848: bool) -> tuple[list[str], list]:
+    """Every scenario of the broker tests on one broker; returns the group ids and the clients
+    still open (members that keep their groups Stable, the open transaction's producer)."""
+    topic, small = f"{prefix}-orders", f"{prefix}-events"
+    create_topic(b, topic, 6)
+    create_topic(b, small, 3)
+    keep = []
+    groups = []
+    g = f"{prefix}-classic"
+    keep += classic_group_with_rebalances(b, g, topic)
+    groups.append(g)
+    g = f"{prefix}-static"
+    keep += static_members_auto_commit(b, g, small)
+    groups.append(g)
+    g = f"{prefix}-standalone"
+    standalone_commit(b, g, topic, {0: 7, 3: 9}, metadata="by-hand")
+    groups.append(g)
+    g = f"{prefix}-emptied"
+    group_then_leave(b, g, small, 3)
+    groups.append(g)
+    g = f"{prefix}-deleted"
+    group_then_leave(b, g, small, 3)
+    delete_groups(b, [g])
+    groups.append(g)
+    g = f"{prefix}-offset-delete"
+    standalone_commit(b, g, topic, {0: 1, 1: 2, 2: 3})
+    delete_offsets(b, g, topic, [1])
+    groups.append(g)
+    g = f"{prefix}-txn"
+    producers, member = transactions(b, g, small)
+    keep += [member]
+    groups.append(g)
+    g = f"{prefix}-grüße-😀"
+    standalone_commit(b, g, small, {1: 42})
+    groups.append(g)
+    if kip848:
+        g = f"{prefix}-kip848"
+        keep += kip848_group(b, g, topic, 6)
+        groups.append(g)
+    wait_settled(b, groups, keep)
+    return groups, keep + producers

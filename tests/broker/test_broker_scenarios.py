@@ -19,48 +19,6 @@ pytestmark = [pytest.mark.broker, pytest.mark.spark]
 TABLES = ("group_offsets", "consumer_groups", "pending_transactional_offsets", "offsets_log", "expired_offsets")
 
 
-def run_scenarios(broker: KafkaBroker, prefix: str, kip848: bool) -> tuple[list[str], list]:
-    b = broker.bootstrap
-    topic, small = f"{prefix}-orders", f"{prefix}-events"
-    S.create_topic(b, topic, 6)
-    S.create_topic(b, small, 3)
-    keep = []
-    groups = []
-    g = f"{prefix}-classic"
-    keep += S.classic_group_with_rebalances(b, g, topic)
-    groups.append(g)
-    g = f"{prefix}-static"
-    keep += S.static_members_auto_commit(b, g, small)
-    groups.append(g)
-    g = f"{prefix}-standalone"
-    S.standalone_commit(b, g, topic, {0: 7, 3: 9}, metadata="by-hand")
-    groups.append(g)
-    g = f"{prefix}-emptied"
-    S.group_then_leave(b, g, small, 3)
-    groups.append(g)
-    g = f"{prefix}-deleted"
-    S.group_then_leave(b, g, small, 3)
-    S.delete_groups(b, [g])
-    groups.append(g)
-    g = f"{prefix}-offset-delete"
-    S.standalone_commit(b, g, topic, {0: 1, 1: 2, 2: 3})
-    S.delete_offsets(b, g, topic, [1])
-    groups.append(g)
-    g = f"{prefix}-txn"
-    producers, member = S.transactions(b, g, small)
-    keep += [member]
-    groups.append(g)
-    g = f"{prefix}-grüße-😀"
-    S.standalone_commit(b, g, small, {1: 42})
-    groups.append(g)
-    if kip848:
-        g = f"{prefix}-kip848"
-        keep += S.kip848_group(b, g, topic, 6)
-        groups.append(g)
-    S.wait_settled(b, groups, keep)
-    return groups, keep + producers
-
-
 def snapshot_and_compare(spark, replay_logdir, broker: KafkaBroker, groups: list[str], tmp_path) -> dict:
     now_ms = int(time.time() * 1000)
     log_dir = snapshot_offsets_log_dir(broker, str(tmp_path / "snapshot"))
@@ -85,7 +43,7 @@ def close_all(clients) -> None:
 def test_replay_agrees_with_broker(request, spark, replay_logdir, tmp_path, name):
     broker = request.getfixturevalue(name)
     prefix = f"scn{name[-2:]}"
-    groups, clients = run_scenarios(broker, prefix, kip848=(name == "kafka4"))
+    groups, clients = S.run_scenarios(broker.bootstrap, prefix, kip848=(name == "kafka4"))
     try:
         result = snapshot_and_compare(spark, replay_logdir, broker, groups, tmp_path)
     finally:
@@ -102,3 +60,35 @@ def test_replay_agrees_with_broker(request, spark, replay_logdir, tmp_path, name
     assert pending == [(f"{prefix}-txn", 2, 33)]
     if name == "kafka4":
         assert seen[f"{prefix}-kip848"]["type"] == "consumer"
+
+
+@pytest.fixture(scope="module")
+def kafka4_default_partitions(tmp_path_factory):
+    """A second 4.x broker with the default 50 __consumer_offsets partitions."""
+    from tests.broker.conftest import JARS
+
+    broker = KafkaBroker(f"{JARS}/kafka4", str(tmp_path_factory.mktemp("kafka4-50")), offsets_partitions=50)
+    broker.start()
+    yield broker
+    broker.stop()
+
+
+def test_default_fifty_partitions(spark, replay_logdir, tmp_path, kafka4_default_partitions):
+    from lib.partitioning import partition_for
+
+    broker = kafka4_default_partitions
+    b = broker.bootstrap
+    S.create_topic(b, "fifty-orders", 6)
+    groups = ["fifty-classic", "fifty-standalone", "my-group", "polygenelubricants", "fifty-grp-😀"]
+    clients = S.classic_group_with_rebalances(b, groups[0], "fifty-orders")
+    for g in groups[1:]:
+        S.standalone_commit(b, g, "fifty-orders", {0: 3, 5: 8})
+    S.wait_settled(b, groups, clients)
+    try:
+        result = snapshot_and_compare(spark, replay_logdir, broker, groups, tmp_path)
+    finally:
+        close_all(clients)
+    # every group sits in the partition Kafka's partitionFor gives it (spec 5 vectors included)
+    placed = {r["group_id"]: r["offsets_partition"] for r in result["tables"]["group_offsets"]}
+    assert placed == {g: partition_for(g, 50) for g in groups}
+    assert placed["my-group"] == 12 and placed["polygenelubricants"] == 0
