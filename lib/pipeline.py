@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 from lib.delta_io import replace_partitions, table_path
 from lib.logdir import PartitionLog
 from lib.transform.decode import decode_segments, worker_error_from
-from lib.transform.expiry import expire
+from lib.transform.expiry import judge_groups, judge_offsets
 from lib.transform.groups import replay_groups, topic_names_by_id
 from lib.transform.offsets import replay_offsets
 from schemas import tables as T
@@ -86,25 +86,30 @@ def run_replay(spark: SparkSession, logs: list[PartitionLog], warehouse: str, no
         t0 = time.monotonic()
         log = spark.read.schema(T.OFFSETS_LOG.ddl).parquet(log_path)
         committed, pending = replay_offsets(log)
-        groups = replay_groups(log, topic_names_by_id(log))
-        retention_ms = retention_minutes * 60_000
-        pending_path = os.path.join(staging, T.PENDING_TRANSACTIONAL_OFFSETS.name)
-        _stage(pending, pending_path)
-        pending = spark.read.parquet(pending_path)
-        groups_path = os.path.join(staging, "groups_before_expiry")
+
+        def staged(df: DataFrame, name: str) -> DataFrame:
+            """Write once, read back: later steps reuse the result instead of recomputing it."""
+            path = os.path.join(staging, name)
+            _stage(df, path)
+            return spark.read.parquet(path)
+
+        committed = staged(committed, "offsets_before_expiry")
+        pending = staged(pending, T.PENDING_TRANSACTIONAL_OFFSETS.name)
         try:
-            _stage(groups, groups_path)
+            groups = staged(replay_groups(log, topic_names_by_id(log)), "groups_before_expiry")
         except Exception as e:  # noqa: BLE001
             info = worker_error_from(e)
             if info is None:
                 raise
             raise ReplayError("group replay failed as Kafka's loader would: " + _describe_worker_error(info)) from None
-        groups = spark.read.parquet(groups_path)
-        live, expired, live_groups, deleted_groups = expire(committed, groups, pending, now_ms, retention_ms)
-        staged = {T.GROUP_OFFSETS.name: live, T.EXPIRED_OFFSETS.name: expired,
-                  T.CONSUMER_GROUPS.name: live_groups, T.EXPIRED_GROUPS.name: deleted_groups}
-        for name, df in staged.items():
-            _stage(df, os.path.join(staging, name))
+        offsets = staged(judge_offsets(committed, groups, pending, now_ms, retention_minutes * 60_000),
+                         "offsets_judged")
+        judged_groups = staged(judge_groups(groups, offsets, pending), "groups_judged")
+        for name, df in ((T.GROUP_OFFSETS.name, offsets.filter(~F.col("expired"))),
+                         (T.EXPIRED_OFFSETS.name, offsets.filter(F.col("expired"))),
+                         (T.CONSUMER_GROUPS.name, judged_groups.filter(~F.col("deleted"))),
+                         (T.EXPIRED_GROUPS.name, judged_groups.filter(F.col("deleted")))):
+            _stage(df.drop("expired", "deleted"), os.path.join(staging, name))
         result.records = sum(s["records"] for s in summaries)
         _stage(_checkpoints(spark, logs, summaries, run_id), os.path.join(staging, T.REPLAY_CHECKPOINTS.name))
         result.stage_seconds["replay"] = time.monotonic() - t0

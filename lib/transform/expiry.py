@@ -14,9 +14,9 @@ def _ms(col):
     return F.unix_millis(col)
 
 
-def expire(offsets: DataFrame, groups: DataFrame, pending: DataFrame, now_ms: int, retention_ms: int
-           ) -> tuple[DataFrame, DataFrame, DataFrame, DataFrame]:
-    """(live offsets, expired offsets, live groups, deleted groups)."""
+def judge_offsets(offsets: DataFrame, groups: DataFrame, pending: DataFrame, now_ms: int, retention_ms: int
+                  ) -> DataFrame:
+    """The offsets with a boolean `expired` column: would the cleanup tombstone them at now_ms?"""
     g = groups.select(
         "offsets_partition", "group_id",
         F.col("group_type").alias("_type"), F.col("protocol_type").alias("_protocol_type"),
@@ -47,21 +47,18 @@ def expire(offsets: DataFrame, groups: DataFrame, pending: DataFrame, now_ms: in
     is_expired = (eligible & F.col("_pending").isNull() &
                   F.when(F.col("expire_timestamp").isNotNull(), F.lit(now_ms) >= _ms(F.col("expire_timestamp")))
                   .otherwise(F.lit(now_ms) - base_ms >= F.lit(retention_ms)))
-    o = o.withColumn("_expired", F.coalesce(is_expired, F.lit(False)))
-    columns = GROUP_OFFSETS.column_names
-    live = o.filter(~F.col("_expired")).select(*columns)
-    expired = o.filter(F.col("_expired")).select(*columns)
+    return o.select(*GROUP_OFFSETS.column_names, F.coalesce(is_expired, F.lit(False)).alias("expired"))
 
-    # A group is deleted when all its offsets expired (or it has none), it has no open
-    # transaction, and it is empty.
-    survivors = live.select("offsets_partition", "group_id").distinct().withColumn("_has_live", F.lit(True))
+
+def judge_groups(groups: DataFrame, judged_offsets: DataFrame, pending: DataFrame) -> DataFrame:
+    """The groups with a boolean `deleted` column.
+
+    A group is deleted when all its offsets expired (or it has none), it has no open
+    transaction, and it is empty (share groups are never deleted by the cleanup since 4.1)."""
+    survivors = judged_offsets.filter(~F.col("expired")).select("offsets_partition", "group_id").distinct().withColumn("_has_live", F.lit(True))
     open_txn = pending.select("offsets_partition", "group_id").distinct().withColumn("_open_txn", F.lit(True))
     judged = (groups.join(survivors, ["offsets_partition", "group_id"], "left")
               .join(open_txn, ["offsets_partition", "group_id"], "left")
               .withColumn("_deleted", F.col("_has_live").isNull() & F.col("_open_txn").isNull()
                           & (F.col("state") == "Empty") & (F.col("group_type") != "share")))
-    group_columns = groups.columns
-    live_groups = judged.filter(~F.col("_deleted")).select(*group_columns)
-    deleted_groups = judged.filter(F.col("_deleted")).select(*group_columns)
-
-    return live, expired, live_groups, deleted_groups
+    return judged.select(*groups.columns, F.col("_deleted").alias("deleted"))
