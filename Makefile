@@ -17,7 +17,7 @@ export PYSPARK_PYTHON        := $(CURDIR)/$(PY)
 export PYSPARK_DRIVER_PYTHON := $(CURDIR)/$(PY)
 export PYTHONPATH            := $(CURDIR)
 
-.PHONY: help setup run test bench clean jars venv
+.PHONY: help setup run test bench clean jars venv submit
 
 help:
 	@echo "make run    - set up, replay the bundled sample log into ./$(WAREHOUSE) and print a summary"
@@ -63,3 +63,12 @@ bench: setup
 
 clean:
 	rm -rf $(WAREHOUSE) spark-warehouse .pytest_cache
+
+# The job under spark-submit: `make submit ARGS="--input LOG_DIR --warehouse WH"`.
+# Delta's jars must be on spark-submit's --jars (the JVM starts before Python adds them).
+SPARK_HOME_PIP = $(CURDIR)/$(VENV)/lib/python3.11/site-packages/pyspark
+submit: setup
+	SPARK_HOME=$(SPARK_HOME_PIP) $(SPARK_HOME_PIP)/bin/spark-submit \
+	  --jars "$$(ls $(CURDIR)/$(JARS)/spark/*.jar | paste -sd,)" \
+	  --driver-java-options "-Dlog4j2.configurationFile=file:$(CURDIR)/conf/log4j2.properties" \
+	  jobs/replay_offsets.py $(ARGS)

@@ -32,6 +32,9 @@ def spark_jars(jar_dir: str | None = None) -> list[str]:
 
 
 def build_session(app_name: str = "offsets-lake", overrides: dict[str, str] | None = None):
+    """Settings precedence: `overrides` (the job's --conf), then what spark-submit already
+    set (--master, --conf ...), then conf/spark.conf."""
+    from pyspark import SparkConf
     from pyspark.sql import SparkSession
 
     # Python workers must use this interpreter, or they cannot import pyarrow and lib.
@@ -43,13 +46,18 @@ def build_session(app_name: str = "offsets-lake", overrides: dict[str, str] | No
     if REPO_ROOT not in pythonpath.split(os.pathsep):
         os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (REPO_ROOT, pythonpath) if p)
     conf = read_conf(os.environ.get("OFFSETS_LAKE_SPARK_CONF", DEFAULT_CONF))
+    # Under spark-submit the launcher's settings are already in the JVM's system properties.
+    # spark-submit starts the JVM first and hands Python its gateway port.
+    submitted = dict(SparkConf().getAll()) if "PYSPARK_GATEWAY_PORT" in os.environ else {}
+    for key in submitted:
+        conf.pop(key, None)
     conf.update(overrides or {})
     log4j = os.path.join(REPO_ROOT, "conf", "log4j2.properties")
     java_opts = f"-Dlog4j2.configurationFile=file:{log4j}"
     conf.setdefault("spark.driver.extraJavaOptions", java_opts)
     conf.setdefault("spark.executor.extraJavaOptions", java_opts)
     conf.setdefault("spark.executorEnv.PYTHONPATH", os.environ["PYTHONPATH"])
-    jars = ",".join(spark_jars())
+    jars = ",".join(spark_jars() + [j for j in submitted.get("spark.jars", "").split(",") if j])
     builder = SparkSession.builder.appName(app_name).config("spark.jars", jars)
     for key, value in conf.items():
         builder = builder.config(key, value)

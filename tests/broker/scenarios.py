@@ -56,9 +56,11 @@ def poll_until(consumers: list[Consumer], done, timeout: float = 60.0, what: str
 
 
 def assigned(consumers: list[Consumer], total: int):
+    """All `total` partitions assigned, each once, and every member holding some."""
     def check():
         parts = [tp for c in consumers for tp in c.assignment()]
-        return len(parts) == total and len({(tp.topic, tp.partition) for tp in parts}) == total
+        return (len(parts) == total and len({(tp.topic, tp.partition) for tp in parts}) == total
+                and all(c.assignment() for c in consumers))
     return check
 
 
@@ -194,7 +196,9 @@ def wait_settled(bootstrap: str, groups: list[str], clients: list, timeout: floa
             c.poll(POLL_S)
         listed = list_groups(bootstrap)
         states = {g: listed[g]["group_state"] for g in groups if g in listed}
-        if all(s in settled for s in states.values()):
+        # every live member holds partitions (a generation formed without one of them is
+        # about to rebalance again)
+        if all(s in settled for s in states.values()) and all(c.assignment() for c in consumers):
             return
     raise AssertionError(f"groups did not settle: {states}")
 

@@ -19,10 +19,20 @@ pytestmark = [pytest.mark.broker, pytest.mark.spark]
 TABLES = ("group_offsets", "consumer_groups", "pending_transactional_offsets", "offsets_log", "expired_offsets")
 
 
-def snapshot_and_compare(spark, replay_logdir, broker: KafkaBroker, groups: list[str], tmp_path) -> dict:
-    now_ms = int(time.time() * 1000)
-    log_dir = snapshot_offsets_log_dir(broker, str(tmp_path / "snapshot"))
-    seen_by_broker = broker_view(broker.bootstrap, groups)
+def snapshot_and_compare(spark, replay_logdir, broker: KafkaBroker, groups: list[str], tmp_path,
+                         clients: list = ()) -> dict:
+    """Snapshot the log while the broker's answers stay the same before and after the copy
+    (live clients may still commit or rebalance), then replay and compare."""
+    for attempt in range(5):
+        before = broker_view(broker.bootstrap, groups)
+        now_ms = int(time.time() * 1000)
+        log_dir = snapshot_offsets_log_dir(broker, str(tmp_path / f"snapshot-{attempt}"))
+        seen_by_broker = broker_view(broker.bootstrap, groups)
+        if seen_by_broker == before:
+            break
+        S.wait_settled(broker.bootstrap, groups, list(clients), timeout=30)
+    else:
+        raise AssertionError("the broker's answers kept changing while the log was copied")
     warehouse = tmp_path / "warehouse"
     replay_logdir(log_dir, warehouse, now_ms)
     tables = {t: rows(spark, str(warehouse), t) for t in TABLES}
@@ -45,7 +55,7 @@ def test_replay_agrees_with_broker(request, spark, replay_logdir, tmp_path, name
     prefix = f"scn{name[-2:]}"
     groups, clients = S.run_scenarios(broker.bootstrap, prefix, kip848=(name == "kafka4"))
     try:
-        result = snapshot_and_compare(spark, replay_logdir, broker, groups, tmp_path)
+        result = snapshot_and_compare(spark, replay_logdir, broker, groups, tmp_path, clients)
     finally:
         close_all(clients)
     seen = result["broker"]
@@ -85,7 +95,7 @@ def test_default_fifty_partitions(spark, replay_logdir, tmp_path, kafka4_default
         S.standalone_commit(b, g, "fifty-orders", {0: 3, 5: 8})
     S.wait_settled(b, groups, clients)
     try:
-        result = snapshot_and_compare(spark, replay_logdir, broker, groups, tmp_path)
+        result = snapshot_and_compare(spark, replay_logdir, broker, groups, tmp_path, clients)
     finally:
         close_all(clients)
     # every group sits in the partition Kafka's partitionFor gives it (spec 5 vectors included)
