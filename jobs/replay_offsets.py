@@ -23,7 +23,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--retention-minutes", type=int, default=DEFAULT_RETENTION_MINUTES,
                    help="offsets.retention.minutes (default 10080)")
     p.add_argument("--partitions", help="only these offsets partitions, e.g. 0,7,12 or 0-9")
-    p.add_argument("--full", action="store_true", help="rebuild the partitions from their first segment")
+    p.add_argument("--full", action="store_true",
+                   help="rebuild the partitions from their first segment instead of continuing from the checkpoints")
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting")
     p.add_argument("--quiet", action="store_true", help="print only the one-line result")
     return p.parse_args(argv)
@@ -53,7 +54,7 @@ def main(argv=None) -> int:
     started = time.monotonic()
     spark = build_session("replay_offsets", overrides)
     try:
-        result = run_replay(spark, logs, args.warehouse, now_ms, args.retention_minutes)
+        result = run_replay(spark, logs, args.warehouse, now_ms, args.retention_minutes, full=args.full)
     except ReplayError as e:
         return fail(str(e))
     wall = time.monotonic() - started
@@ -64,7 +65,8 @@ def main(argv=None) -> int:
 
 def print_summary(args, result, s: dict, wall: float) -> None:
     rate = result.records / max(result.stage_seconds.get("decode", 0) + result.stage_seconds.get("replay", 0), 1e-9)
-    print(f"replayed {result.records} records from {len(result.partitions)} partitions of {args.input} "
+    mode = "incremental" if result.incremental else "full"
+    print(f"replayed ({mode}) {result.records} records from {len(result.partitions)} partitions of {args.input} "
           f"into {args.warehouse} in {wall:.1f}s (run {result.run_id})")
     if args.quiet:
         return

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from lib.delta_io import replace_partitions, table_path
+from lib.delta_io import append_new_records, read_as_of_runs, replace_partitions, table_exists, table_path
 from lib.logdir import PartitionLog
 from lib.transform.decode import decode_segments, worker_error_from
 from lib.transform.expiry import judge_groups, judge_offsets
@@ -37,13 +37,15 @@ class RunResult:
     retention_minutes: int
     stage_seconds: dict = field(default_factory=dict)
     records: int = 0
+    incremental: bool = False
 
 
 def _stage(df: DataFrame, path: str) -> None:
     df.write.mode("overwrite").parquet(path)
 
 
-def _checkpoints(spark: SparkSession, logs: list[PartitionLog], summaries: list[dict], run_id: str):
+def _checkpoints(spark: SparkSession, logs: list[PartitionLog], summaries: list[dict], run_id: str,
+                 start_offsets: dict[int, int], prev: "PreviousRun | None"):
     """One row per partition from the per-segment summaries: the log end is the next offset
     after the last batch of the last segment (or that segment's base offset if it is empty)."""
     rows = []
@@ -53,7 +55,7 @@ def _checkpoints(spark: SparkSession, logs: list[PartitionLog], summaries: list[
         by_partition.setdefault(s["offsets_partition"], []).append(s)
     for pl in logs:
         segs = sorted(by_partition.get(pl.partition, []), key=lambda s: s["base_offset"])
-        next_offset = 0
+        next_offset = start_offsets.get(pl.partition, 0)
         for s in segs:
             next_offset = max(next_offset, s["base_offset"], s["next_offset"] or 0)
         trailing = sum(s["trailing_bytes"] for s in segs)
@@ -63,29 +65,97 @@ def _checkpoints(spark: SparkSession, logs: list[PartitionLog], summaries: list[
     return spark.createDataFrame(rows, T.REPLAY_CHECKPOINTS.ddl)
 
 
+@dataclass
+class PreviousRun:
+    """Where the last completed runs left each partition (from replay_checkpoints)."""
+    next_offsets: dict[int, int]
+    runs: dict[str, list[int]]           # run id -> partitions whose checkpoint it wrote
+
+
+def previous_run(spark: SparkSession, warehouse: str, partitions: list[int]) -> PreviousRun | None:
+    path = table_path(warehouse, T.REPLAY_CHECKPOINTS)
+    if not table_exists(spark, path):
+        return None
+    rows = (spark.read.format("delta").load(path).filter(F.col("offsets_partition").isin(partitions))
+            .select("offsets_partition", "next_log_offset", "run_id").collect())
+    if not rows:
+        return None
+    runs: dict[str, list[int]] = {}
+    for r in rows:
+        runs.setdefault(r["run_id"], []).append(r["offsets_partition"])
+    return PreviousRun({r["offsets_partition"]: r["next_log_offset"] for r in rows}, runs)
+
+
+def segments_from(log: PartitionLog, start: int) -> list:
+    """The segments holding offsets >= start: all but those that end before it."""
+    segs = log.segments
+    keep = []
+    for i, seg in enumerate(segs):
+        nxt = segs[i + 1].base_offset if i + 1 < len(segs) else None
+        if nxt is not None and nxt <= start:
+            continue
+        keep.append(seg)
+    return keep
+
+
+def _offset_events(committed: DataFrame | None, pending: DataFrame | None) -> DataFrame | None:
+    """The previous run's state as offsets_log-shaped events: committed offsets (before expiry)
+    as non-transactional commits and pending ones as transactional commits, each at the log
+    offset of the record that set it, so the replay's maximum rule applies unchanged."""
+    parts = []
+    base = {"is_control": F.lit(False), "control_type": F.lit(None).cast("string"),
+            "record_type": F.lit(1).cast("smallint"), "decode_status": F.lit("ok"),
+            "is_tombstone": F.lit(False)}
+    if committed is not None:
+        parts.append(committed.select("offsets_partition", "log_offset", F.lit(-1).cast("bigint").alias("producer_id"),
+                                      "group_id", "topic", "partition", "committed_offset", "leader_epoch", "metadata",
+                                      "commit_timestamp", "expire_timestamp", "topic_id",
+                                      *[v.alias(k) for k, v in base.items()]))
+    if pending is not None:
+        parts.append(pending.select("offsets_partition", "log_offset", "producer_id", "group_id", "topic",
+                                    "partition", "committed_offset", "leader_epoch", "metadata", "commit_timestamp",
+                                    F.lit(None).cast("timestamp").alias("expire_timestamp"),
+                                    F.lit(None).cast("string").alias("topic_id"),
+                                    *[v.alias(k) for k, v in base.items()]))
+    if not parts:
+        return None
+    out = parts[0]
+    for p in parts[1:]:
+        out = out.unionByName(p)
+    return out
+
+
 def run_replay(spark: SparkSession, logs: list[PartitionLog], warehouse: str, now_ms: int,
-               retention_minutes: int = 10080) -> RunResult:
+               retention_minutes: int = 10080, full: bool = False) -> RunResult:
+    """Replay `logs` into the tables. Incremental unless `full` or a partition has no
+    checkpoint yet: only records at or after each partition's checkpoint are read, and their
+    effect is applied on top of the state the last completed run left."""
     run_id = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:8]
     partitions = [pl.partition for pl in logs]
     result = RunResult(run_id, partitions, now_ms, retention_minutes)
+    prev = None if full else previous_run(spark, warehouse, partitions)
+    start_offsets = {p: 0 for p in partitions}
+    if prev is not None:
+        start_offsets.update(prev.next_offsets)
+        result.incremental = True
     staging = os.path.join(warehouse, "_staging", run_id)
     os.makedirs(warehouse, exist_ok=True)
-    segments = [s for pl in logs for s in pl.segments]
+    segments = [s for pl in logs for s in segments_from(pl, start_offsets[pl.partition])]
     try:
         t0 = time.monotonic()
         log_path = os.path.join(staging, "offsets_log")
         try:
-            summaries = decode_segments(spark, segments, log_path)
+            summaries = decode_segments(spark, segments, log_path, start_offsets)
         except Exception as e:  # noqa: BLE001 - a Spark job failure carries the worker's error as text
             info = worker_error_from(e)
             if info is None:
                 raise
             raise ReplayError(_describe_worker_error(info)) from None
+        _check_not_behind(logs, summaries, start_offsets, prev)
         result.stage_seconds["decode"] = time.monotonic() - t0
 
         t0 = time.monotonic()
-        log = spark.read.schema(T.OFFSETS_LOG.ddl).parquet(log_path)
-        committed, pending = replay_offsets(log)
+        new_log = spark.read.schema(T.OFFSETS_LOG.ddl).parquet(log_path)
 
         def staged(df: DataFrame, name: str) -> DataFrame:
             """Write once, read back: later steps reuse the result instead of recomputing it."""
@@ -93,15 +163,30 @@ def run_replay(spark: SparkSession, logs: list[PartitionLog], warehouse: str, no
             _stage(df, path)
             return spark.read.parquet(path)
 
+        previous = {}
+        if prev is not None:
+            for table in (T.GROUP_OFFSETS, T.EXPIRED_OFFSETS, T.PENDING_TRANSACTIONAL_OFFSETS, T.GROUP_FOLD_STATE):
+                previous[table.name] = read_as_of_runs(spark, warehouse, table, prev.runs)
+        before_expiry = None
+        if previous.get(T.GROUP_OFFSETS.name) is not None:
+            before_expiry = previous[T.GROUP_OFFSETS.name]
+            if previous.get(T.EXPIRED_OFFSETS.name) is not None:
+                before_expiry = before_expiry.unionByName(previous[T.EXPIRED_OFFSETS.name])
+        events = _offset_events(before_expiry, previous.get(T.PENDING_TRANSACTIONAL_OFFSETS.name))
+        replay_input = new_log if events is None else new_log.unionByName(events, allowMissingColumns=True)
+        committed, pending = replay_offsets(replay_input)
         committed = staged(committed, "offsets_before_expiry")
         pending = staged(pending, T.PENDING_TRANSACTIONAL_OFFSETS.name)
         try:
-            groups = staged(replay_groups(log, topic_names_by_id(log)), "groups_before_expiry")
+            groups = staged(replay_groups(new_log, topic_names_by_id(new_log), previous.get(T.GROUP_FOLD_STATE.name)),
+                            "groups_before_expiry")
         except Exception as e:  # noqa: BLE001
             info = worker_error_from(e)
             if info is None:
                 raise
             raise ReplayError("group replay failed as Kafka's loader would: " + _describe_worker_error(info)) from None
+        _stage(groups.select(*T.GROUP_FOLD_STATE.column_names), os.path.join(staging, T.GROUP_FOLD_STATE.name))
+        groups = groups.drop("fold_state")
         offsets = staged(judge_offsets(committed, groups, pending, now_ms, retention_minutes * 60_000),
                          "offsets_judged")
         judged_groups = staged(judge_groups(groups, offsets, pending), "groups_judged")
@@ -111,14 +196,18 @@ def run_replay(spark: SparkSession, logs: list[PartitionLog], warehouse: str, no
                          (T.EXPIRED_GROUPS.name, judged_groups.filter(F.col("deleted")))):
             _stage(df.drop("expired", "deleted"), os.path.join(staging, name))
         result.records = sum(s["records"] for s in summaries)
-        _stage(_checkpoints(spark, logs, summaries, run_id), os.path.join(staging, T.REPLAY_CHECKPOINTS.name))
+        _stage(_checkpoints(spark, logs, summaries, run_id, start_offsets, prev),
+               os.path.join(staging, T.REPLAY_CHECKPOINTS.name))
         result.stage_seconds["replay"] = time.monotonic() - t0
 
         t0 = time.monotonic()
-        for table in (T.OFFSETS_LOG, T.GROUP_OFFSETS, T.EXPIRED_OFFSETS, T.PENDING_TRANSACTIONAL_OFFSETS,
-                      T.CONSUMER_GROUPS, T.EXPIRED_GROUPS, T.REPLAY_CHECKPOINTS):
+        for table in T.ALL_TABLES:
             df = spark.read.schema(table.ddl).parquet(os.path.join(staging, table.name))
-            replace_partitions(df, table_path(warehouse, table), table, partitions, run_id)
+            path = table_path(warehouse, table)
+            if table is T.OFFSETS_LOG and prev is not None:
+                append_new_records(spark, df, path, table, start_offsets, run_id)
+            else:
+                replace_partitions(df, path, table, partitions, run_id)
         result.stage_seconds["commit"] = time.monotonic() - t0
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -127,6 +216,24 @@ def run_replay(spark: SparkSession, logs: list[PartitionLog], warehouse: str, no
         except OSError:
             pass
     return result
+
+
+def _check_not_behind(logs: list[PartitionLog], summaries: list[dict], start_offsets: dict[int, int],
+                      prev: PreviousRun | None) -> None:
+    """A log that now ends before its checkpoint was truncated or replaced: refuse to guess."""
+    if prev is None:
+        return
+    ends: dict[int, int] = {}
+    for s in summaries:
+        ends[s["offsets_partition"]] = max(ends.get(s["offsets_partition"], 0), s["base_offset"], s["next_offset"] or 0)
+    for pl in logs:
+        checkpoint = prev.next_offsets.get(pl.partition)
+        if checkpoint is None:
+            continue
+        end = ends.get(pl.partition, pl.segments[-1].base_offset if pl.segments else 0)
+        if end < checkpoint:
+            raise ReplayError(f"partition {pl.partition} of the input ends at offset {end}, before the checkpoint "
+                              f"{checkpoint} of the last run: the log was truncated or replaced; run with --full")
 
 
 def _describe_worker_error(info: dict) -> str:

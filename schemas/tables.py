@@ -176,6 +176,18 @@ REPLAY_CHECKPOINTS = Table(
     key=("offsets_partition",),
 )
 
+GROUP_FOLD_STATE = Table(
+    "group_fold_state",
+    "Internal: every existing group's complete replay state (JSON), where an incremental run resumes.",
+    (
+        C("offsets_partition", "INT", "", False),
+        C("group_id", "STRING", "", False),
+        C("log_offset", "BIGINT", "offset of the last record that changed the group", False),
+        C("fold_state", "STRING", "lib.replay.groups.GroupFold state", False),
+    ),
+    key=("offsets_partition", "group_id"),
+)
+
 ALL_TABLES = (OFFSETS_LOG, GROUP_OFFSETS, EXPIRED_OFFSETS, PENDING_TRANSACTIONAL_OFFSETS, CONSUMER_GROUPS,
-              EXPIRED_GROUPS, REPLAY_CHECKPOINTS)
+              EXPIRED_GROUPS, GROUP_FOLD_STATE, REPLAY_CHECKPOINTS)
 TABLES = {t.name: t for t in ALL_TABLES}

@@ -3,6 +3,9 @@
 "create a simple classic group if none exists" event they trigger."""
 from __future__ import annotations
 
+import base64
+import dataclasses
+import datetime as _dt
 import json
 from dataclasses import dataclass, field
 
@@ -62,6 +65,26 @@ class GroupFold:
         self.group: ClassicGroup | ModernGroup | None = None
         self.offsets_partition: int | None = None
         self.log_offset: int | None = None
+
+    # --- carrying the state across runs ------------------------------------------------------
+    def to_state(self) -> str | None:
+        """The whole fold state as JSON (None when the group does not exist), so an incremental
+        run resumes here instead of replaying the group's history."""
+        if self.group is None:
+            return None
+        kind = "classic" if isinstance(self.group, ClassicGroup) else "modern"
+        return json.dumps({"kind": kind, "group": dataclasses.asdict(self.group)}, default=_encode_bytes,
+                          separators=(",", ":"))
+
+    @classmethod
+    def from_state(cls, group_id: str, state: str | None, offsets_partition: int, log_offset: int) -> "GroupFold":
+        fold = cls(group_id)
+        fold.offsets_partition = offsets_partition
+        fold.log_offset = log_offset
+        if state:
+            data = json.loads(state, object_hook=_decode_bytes)
+            fold.group = (ClassicGroup if data["kind"] == "classic" else ModernGroup)(**data["group"])
+        return fold
 
     # --- helpers -------------------------------------------------------------------------
     def _modern(self, group_type: str, create: bool) -> ModernGroup | None:
@@ -170,9 +193,36 @@ class GroupFold:
                 "log_offset": self.log_offset}
         if isinstance(g, ClassicGroup):
             return {**base, **_classic_row(g)}
-        names = dict(topic_names or {})
-        names.update(g.topic_names)
-        return {**base, **_modern_row(g, names)}
+        # names learnt now are kept in the state, so later runs still resolve these topic ids
+        for tid, name in (topic_names or {}).items():
+            if tid in _topic_ids(g) and tid not in g.topic_names:   # the group's own records win
+                g.topic_names[tid] = name
+        return {**base, **_modern_row(g, dict(g.topic_names))}
+
+
+def _topic_ids(g: ModernGroup) -> set:
+    ids = set()
+    for assignment in list(g.current.values()) + list(g.target.values()):
+        for key in ("assignedPartitions", "partitionsPendingRevocation", "topicPartitions"):
+            for tp in assignment.get(key) or []:
+                ids.add(tp.get("topicId"))
+    return ids
+
+
+def _encode_bytes(value):
+    if isinstance(value, (bytes, bytearray)):
+        return {"$b64": base64.b64encode(value).decode("ascii")}
+    if isinstance(value, _dt.datetime):   # Arrow hands timestamps over as datetimes
+        return {"$us": int(value.timestamp() * 1_000_000)}
+    raise TypeError(f"cannot serialize {type(value).__name__}")
+
+
+def _decode_bytes(obj: dict):
+    if len(obj) == 1 and "$b64" in obj:
+        return base64.b64decode(obj["$b64"])
+    if len(obj) == 1 and "$us" in obj:
+        return obj["$us"]
+    return obj
 
 
 def _regex_of(row: dict) -> str:
