@@ -11,13 +11,16 @@ import sys
 import time
 
 from lib.cli import format_ms, parse_partitions, parse_time_ms
-from lib.logdir import LogDirError, find_partitions
+from lib.logdir import LogDirError, find_partitions, live_partitions
 from lib.transform.expiry import DEFAULT_RETENTION_MINUTES
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="replay_offsets", description=__doc__.splitlines()[0])
-    p.add_argument("--input", required=True, help="broker log dir holding __consumer_offsets-<P> folders")
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--input", help="broker log dir holding __consumer_offsets-<P> folders")
+    source.add_argument("--bootstrap-servers", metavar="HOST:PORT",
+                        help="read __consumer_offsets from a running cluster instead (up to each high watermark)")
     p.add_argument("--warehouse", required=True, help="folder of the Delta tables")
     p.add_argument("--now", help="expiry is judged as of this time: epoch ms or ISO-8601 (default: now)")
     p.add_argument("--retention-minutes", type=int, default=DEFAULT_RETENTION_MINUTES,
@@ -41,7 +44,11 @@ def main(argv=None) -> int:
     try:
         now_ms = parse_time_ms(args.now)
         partitions = parse_partitions(args.partitions)
-        logs = find_partitions(args.input, partitions)
+        if args.bootstrap_servers:
+            logs = live_partitions(args.bootstrap_servers, partitions)
+            args.input = args.bootstrap_servers
+        else:
+            logs = find_partitions(args.input, partitions)
     except (ValueError, LogDirError) as e:
         return fail(str(e))
     if args.retention_minutes <= 0:

@@ -189,8 +189,12 @@ class SegmentDecoder:
     After iteration: `records`, `next_offset` (after the last batch) and `trailing_bytes`."""
 
     def __init__(self, path: str, partition: int, *, start_offset: int = 0, chunk_rows: int = DEFAULT_CHUNK_ROWS,
-                 verify_crc: bool = True):
+                 verify_crc: bool = True, data=None, source_name: str | None = None):
+        """`data`: the bytes to decode instead of reading `path` (fetched batches);
+        `source_name`: what the segment_file column says (default: the file name)."""
         self.path = path
+        self.data = data
+        self.source_name = source_name
         self.partition = partition
         self.start_offset = start_offset
         self.chunk_rows = chunk_rows
@@ -200,9 +204,9 @@ class SegmentDecoder:
         self.trailing_bytes = 0
 
     def __iter__(self) -> Iterator[pa.RecordBatch]:
-        name = os.path.basename(self.path)
-        reader = SegmentReader(read_segment_bytes(self.path), file=self.path, partition=self.partition,
-                               verify_crc=self.verify_crc)
+        name = self.source_name or os.path.basename(self.path)
+        data = self.data if self.data is not None else read_segment_bytes(self.path)
+        reader = SegmentReader(data, file=self.path, partition=self.partition, verify_crc=self.verify_crc)
         acc = _Columns()
         cols = acc.cols
         n = 0

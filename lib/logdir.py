@@ -91,3 +91,26 @@ def find_partitions(log_dir: str, partitions: list[int] | None = None) -> list[P
     if all(not pl.segments for pl in found):
         raise LogDirError(f"the {TOPIC} partitions in {log_dir} hold no .log segments")
     return found
+
+
+def live_partitions(bootstrap: str, partitions: list[int] | None = None) -> list[PartitionLog]:
+    """The partitions of a running cluster's __consumer_offsets topic as PartitionLogs whose
+    single pseudo-segment (path kafka://BOOTSTRAP) is read with Fetch requests."""
+    from lib.live import OffsetsTopicReader
+
+    try:
+        reader = OffsetsTopicReader(bootstrap)
+    except Exception as e:  # noqa: BLE001 - kafka-python raises several kinds
+        raise LogDirError(f"cannot reach the cluster at {bootstrap}: {e}") from None
+    try:
+        available = reader.partitions()
+    except RuntimeError as e:
+        raise LogDirError(str(e)) from None
+    finally:
+        reader.close()
+    wanted = available if partitions is None else partitions
+    missing = sorted(set(wanted) - set(available))
+    if missing:
+        raise LogDirError(f"{TOPIC} partitions {missing} not found at {bootstrap}")
+    source = f"kafka://{bootstrap}"
+    return [PartitionLog(p, source, [Segment(p, 0, source, 0)]) for p in wanted]

@@ -67,6 +67,40 @@ def decode_segment_to_parquet(path: str, partition: int, start_offset: int, outp
             "files": 0 if writer is None else 1}
 
 
+def fetch_partition_to_parquet(bootstrap: str, partition: int, start_offset: int, output: str) -> dict:
+    """Fetch one __consumer_offsets partition from `start_offset` to its high watermark (as it
+    was when the task started) and decode it into one Parquet file; return its summary."""
+    import pyarrow.parquet as pq
+
+    from lib.decode import SCHEMA, SegmentDecoder
+    from lib.live import OffsetsTopicReader
+
+    reader = OffsetsTopicReader(bootstrap)
+    writer = None
+    records = 0
+    offset = start_offset
+    try:
+        end = reader.end_offset(partition)
+        while offset < end:
+            chunk = reader.fetch(partition, offset)
+            where = f"{bootstrap} __consumer_offsets-{partition} fetched at offset {offset}"
+            decoder = SegmentDecoder(where, partition, start_offset=offset, data=chunk.data,
+                                     source_name=f"fetch:{offset}")
+            for batch in decoder:
+                if writer is None:
+                    writer = pq.ParquetWriter(output, SCHEMA, compression="snappy")
+                writer.write_batch(batch)
+            records += decoder.records
+            if decoder.next_offset is None or decoder.next_offset <= offset:
+                break   # nothing more below the high watermark
+            offset = decoder.next_offset
+    finally:
+        if writer is not None:
+            writer.close()
+        reader.close()
+    return {"records": records, "next_offset": offset, "trailing_bytes": 0, "files": 0 if writer is None else 1}
+
+
 def _decode_tasks(batches):
     """mapInArrow body: each input row names one segment file to decode."""
     import pyarrow as pa
@@ -77,8 +111,12 @@ def _decode_tasks(batches):
         out = []
         for task in tasks.to_pylist():
             try:
-                summary = decode_segment_to_parquet(task["path"], task["offsets_partition"], task["start_offset"],
-                                                    task["output"])
+                if task["path"].startswith("kafka://"):
+                    summary = fetch_partition_to_parquet(task["path"][len("kafka://"):], task["offsets_partition"],
+                                                         task["start_offset"], task["output"])
+                else:
+                    summary = decode_segment_to_parquet(task["path"], task["offsets_partition"],
+                                                        task["start_offset"], task["output"])
             except DecodeError as e:
                 raise worker_error(type(e).__name__, e.message, file=e.file, partition=e.partition,
                                    offset=e.offset, position=e.position) from None
@@ -101,7 +139,7 @@ def decode_segments(spark: SparkSession, segments: list[Segment], output_dir: st
     rows = [(s.partition, s.base_offset, s.path, int(start_offsets.get(s.partition, 0)),
              os.path.join(output_dir, f"p{s.partition:05d}-{s.base_offset:020d}.parquet")) for s in segments]
     # largest segments first, so the last task to finish is a small one
-    rows.sort(key=lambda r: -os.path.getsize(r[2]))
+    rows.sort(key=lambda r: -(os.path.getsize(r[2]) if os.path.exists(r[2]) else 0))
     rdd = spark.sparkContext.parallelize(rows, max(1, len(rows)))
     tasks = spark.createDataFrame(rdd, SEGMENT_TASKS)
     return [r.asDict() for r in tasks.mapInArrow(_decode_tasks, SEGMENT_SUMMARY).collect()]
