@@ -128,10 +128,12 @@ def _offset_events(committed: DataFrame | None, pending: DataFrame | None) -> Da
 
 
 def run_replay(spark: SparkSession, logs: list[PartitionLog], warehouse: str, now_ms: int,
-               retention_minutes: int = 10080, full: bool = False) -> RunResult:
+               retention_minutes: int = 10080, full: bool = False, end_offsets: dict[int, int] | None = None
+               ) -> RunResult:
     """Replay `logs` into the tables. Incremental unless `full` or a partition has no
     checkpoint yet: only records at or after each partition's checkpoint are read, and their
-    effect is applied on top of the state the last completed run left."""
+    effect is applied on top of the state the last completed run left. `end_offsets` bounds
+    what is read from a live topic (partition -> first offset not to read)."""
     run_id = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:8]
     partitions = [pl.partition for pl in logs]
     result = RunResult(run_id, partitions, now_ms, retention_minutes)
@@ -147,7 +149,7 @@ def run_replay(spark: SparkSession, logs: list[PartitionLog], warehouse: str, no
         t0 = time.monotonic()
         log_path = os.path.join(staging, "offsets_log")
         try:
-            summaries = decode_segments(spark, segments, log_path, start_offsets)
+            summaries = decode_segments(spark, segments, log_path, start_offsets, end_offsets)
         except Exception as e:  # noqa: BLE001 - a Spark job failure carries the worker's error as text
             info = worker_error_from(e)
             if info is None:

@@ -67,9 +67,10 @@ def decode_segment_to_parquet(path: str, partition: int, start_offset: int, outp
             "files": 0 if writer is None else 1}
 
 
-def fetch_partition_to_parquet(bootstrap: str, partition: int, start_offset: int, output: str) -> dict:
+def fetch_partition_to_parquet(bootstrap: str, partition: int, start_offset: int, output: str,
+                               end_offset: int | None = None) -> dict:
     """Fetch one __consumer_offsets partition from `start_offset` to its high watermark (as it
-    was when the task started) and decode it into one Parquet file; return its summary."""
+    was when the task started, or `end_offset` if lower) and decode it into one Parquet file."""
     import pyarrow.parquet as pq
 
     from lib.decode import SCHEMA, SegmentDecoder
@@ -81,19 +82,24 @@ def fetch_partition_to_parquet(bootstrap: str, partition: int, start_offset: int
     offset = start_offset
     try:
         end = reader.end_offset(partition)
+        if end_offset is not None and end_offset >= 0:
+            end = min(end, end_offset)
         while offset < end:
             chunk = reader.fetch(partition, offset)
             where = f"{bootstrap} __consumer_offsets-{partition} fetched at offset {offset}"
             decoder = SegmentDecoder(where, partition, start_offset=offset, data=chunk.data,
                                      source_name=f"fetch:{offset}")
             for batch in decoder:
+                batch = _below(batch, end)
+                if batch.num_rows == 0:
+                    continue
                 if writer is None:
                     writer = pq.ParquetWriter(output, SCHEMA, compression="snappy")
                 writer.write_batch(batch)
-            records += decoder.records
+                records += batch.num_rows
             if decoder.next_offset is None or decoder.next_offset <= offset:
                 break   # nothing more below the high watermark
-            offset = decoder.next_offset
+            offset = min(decoder.next_offset, end)
     finally:
         if writer is not None:
             writer.close()
@@ -101,7 +107,13 @@ def fetch_partition_to_parquet(bootstrap: str, partition: int, start_offset: int
     return {"records": records, "next_offset": offset, "trailing_bytes": 0, "files": 0 if writer is None else 1}
 
 
-def _decode_tasks(batches):
+def _below(batch, end: int):
+    """The rows of an Arrow batch with log_offset < end."""
+    import pyarrow.compute as pc
+    return batch.filter(pc.less(batch.column("log_offset"), end))
+
+
+def _decode_tasks(batches, end_offsets: dict | None = None):
     """mapInArrow body: each input row names one segment file to decode."""
     import pyarrow as pa
 
@@ -113,7 +125,8 @@ def _decode_tasks(batches):
             try:
                 if task["path"].startswith("kafka://"):
                     summary = fetch_partition_to_parquet(task["path"][len("kafka://"):], task["offsets_partition"],
-                                                         task["start_offset"], task["output"])
+                                                         task["start_offset"], task["output"],
+                                                         (end_offsets or {}).get(task["offsets_partition"]))
                 else:
                     summary = decode_segment_to_parquet(task["path"], task["offsets_partition"],
                                                         task["start_offset"], task["output"])
@@ -128,7 +141,8 @@ def _decode_tasks(batches):
 
 
 def decode_segments(spark: SparkSession, segments: list[Segment], output_dir: str,
-                    start_offsets: dict[int, int] | None = None) -> list[dict]:
+                    start_offsets: dict[int, int] | None = None, end_offsets: dict[int, int] | None = None
+                    ) -> list[dict]:
     """Decode `segments` (one Spark task each) into Parquet files under `output_dir`; returns
     one summary per segment: records, next_offset (None if the segment holds no batch),
     trailing_bytes. Skips records below a partition's `start_offsets` entry."""
@@ -142,4 +156,5 @@ def decode_segments(spark: SparkSession, segments: list[Segment], output_dir: st
     rows.sort(key=lambda r: -(os.path.getsize(r[2]) if os.path.exists(r[2]) else 0))
     rdd = spark.sparkContext.parallelize(rows, max(1, len(rows)))
     tasks = spark.createDataFrame(rdd, SEGMENT_TASKS)
-    return [r.asDict() for r in tasks.mapInArrow(_decode_tasks, SEGMENT_SUMMARY).collect()]
+    ends = dict(end_offsets or {})
+    return [r.asDict() for r in tasks.mapInArrow(lambda b: _decode_tasks(b, ends), SEGMENT_SUMMARY).collect()]

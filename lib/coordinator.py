@@ -1,0 +1,200 @@
+"""A lightweight, JVM-free group coordinator load step.
+
+On immigration of an offsets partition it loads the partition's groups, committed offsets
+and pending transactional offsets from the Delta tables (read with delta-rs, no Spark), then
+replays only the records after the partition's checkpoint, fetched from the live topic, and
+marks the partition owned. Lookups for a partition that is loading answer "loading"; for a
+partition it does not own, "not coordinator" (as GroupCoordinator does)."""
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+
+from lib.partitioning import partition_for
+from lib.replay.groups import GroupFold
+from lib.replay.offsets import PartitionOffsets
+
+LOADING, OWNED = "loading", "owned"
+
+
+class NotCoordinatorError(Exception):
+    """This coordinator does not own the group's partition."""
+
+
+class CoordinatorLoadInProgressError(Exception):
+    """The group's partition is still being loaded."""
+
+
+@dataclass
+class PartitionState:
+    offsets: PartitionOffsets = field(default_factory=PartitionOffsets)
+    groups: dict[str, GroupFold] = field(default_factory=dict)
+    topic_names: dict[str, str] = field(default_factory=dict)
+    next_offset: int = 0
+    loaded_from_tables: int = 0
+    tail_records: int = 0
+    load_seconds: float = 0.0
+
+
+def _read(warehouse: str, table: str, partition: int) -> list[dict]:
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+
+    try:
+        dt = DeltaTable(os.path.join(warehouse, table))
+    except TableNotFoundError:
+        return []
+    return dt.to_pyarrow_table(filters=[("offsets_partition", "=", partition)]).to_pylist()
+
+
+class GroupCoordinator:
+    def __init__(self, warehouse: str | None, bootstrap_servers: str, partition_count: int | None = None):
+        self.warehouse = warehouse
+        self.bootstrap = bootstrap_servers
+        self._partition_count = partition_count
+        self._states: dict[int, str] = {}
+        self._partitions: dict[int, PartitionState] = {}
+        self._lock = threading.Lock()
+
+    # --- ownership ---------------------------------------------------------------------------
+    @property
+    def partition_count(self) -> int:
+        if self._partition_count is None:
+            from lib.live import OffsetsTopicReader
+            reader = OffsetsTopicReader(self.bootstrap)
+            try:
+                self._partition_count = len(reader.partitions())
+            finally:
+                reader.close()
+        return self._partition_count
+
+    def partition_for(self, group_id: str) -> int:
+        return partition_for(group_id, self.partition_count)
+
+    def immigrate(self, partition: int, background: bool = False) -> PartitionState | threading.Thread:
+        with self._lock:
+            self._states[partition] = LOADING
+        if background:
+            t = threading.Thread(target=self._load, args=(partition,), daemon=True)
+            t.start()
+            return t
+        return self._load(partition)
+
+    def emigrate(self, partition: int) -> None:
+        with self._lock:
+            self._states.pop(partition, None)
+            self._partitions.pop(partition, None)
+
+    def owned_partitions(self) -> list[int]:
+        return sorted(p for p, s in self._states.items() if s == OWNED)
+
+    # --- the load step -----------------------------------------------------------------------
+    def _load(self, partition: int) -> PartitionState:
+        t0 = time.monotonic()
+        state = PartitionState()
+        if self.warehouse:
+            self._load_tables(partition, state)
+        self._replay_tail(partition, state)
+        state.load_seconds = time.monotonic() - t0
+        with self._lock:
+            if self._states.get(partition) == LOADING:   # not emigrated meanwhile
+                self._partitions[partition] = state
+                self._states[partition] = OWNED
+        return state
+
+    def _load_tables(self, partition: int, state: PartitionState) -> None:
+        checkpoints = _read(self.warehouse, "replay_checkpoints", partition)
+        if not checkpoints:
+            return   # never replayed: the whole partition comes from the topic
+        state.next_offset = checkpoints[0]["next_log_offset"]
+        # Kafka holds every offset still in the log: expiry is a prediction of tombstones
+        # not yet written, so expired offsets are loaded too.
+        for table in ("group_offsets", "expired_offsets"):
+            for row in _read(self.warehouse, table, partition):
+                state.offsets.load_committed(row)
+                state.loaded_from_tables += 1
+        for row in _read(self.warehouse, "pending_transactional_offsets", partition):
+            state.offsets.load_pending(row["producer_id"], row)
+            state.loaded_from_tables += 1
+        for row in _read(self.warehouse, "group_fold_state", partition):
+            state.groups[row["group_id"]] = GroupFold.from_state(row["group_id"], row["fold_state"], partition,
+                                                                 row["log_offset"])
+            state.loaded_from_tables += 1
+        for row in state.offsets.offsets.values():
+            if row.get("topic_id"):
+                state.topic_names[row["topic_id"]] = row["topic"]
+
+    def _replay_tail(self, partition: int, state: PartitionState) -> None:
+        from lib.decode import SegmentDecoder
+        from lib.live import OffsetsTopicReader
+
+        reader = OffsetsTopicReader(self.bootstrap)
+        try:
+            end = reader.end_offset(partition)
+            offset = state.next_offset
+            while offset < end:
+                chunk = reader.fetch(partition, offset)
+                decoder = SegmentDecoder(f"{self.bootstrap} __consumer_offsets-{partition}@{offset}", partition,
+                                         start_offset=offset, data=chunk.data, source_name=f"fetch:{offset}")
+                for batch in decoder:
+                    for row in batch.to_pylist():
+                        self._apply(state, row)
+                if decoder.next_offset is None or decoder.next_offset <= offset:
+                    break
+                state.tail_records += decoder.records
+                offset = decoder.next_offset
+            state.next_offset = offset
+        finally:
+            reader.close()
+
+    @staticmethod
+    def _apply(state: PartitionState, row: dict) -> None:
+        state.offsets.apply(row)
+        if row["is_control"] or row["decode_status"] != "ok" or row["group_id"] is None:
+            return
+        if row.get("topic_id"):
+            state.topic_names[row["topic_id"]] = row["topic"]
+        fold = state.groups.get(row["group_id"])
+        if fold is None:
+            fold = state.groups[row["group_id"]] = GroupFold(row["group_id"])
+        fold.apply(row)
+        if fold.group is None:
+            del state.groups[row["group_id"]]
+
+    # --- lookups -------------------------------------------------------------------------------
+    def _owned_state(self, group_id: str) -> PartitionState:
+        p = self.partition_for(group_id)
+        status = self._states.get(p)
+        if status is None:
+            raise NotCoordinatorError(f"not the coordinator of group {group_id!r} (partition {p})")
+        if status == LOADING:
+            raise CoordinatorLoadInProgressError(f"partition {p} of group {group_id!r} is loading")
+        return self._partitions[p]
+
+    def committed_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None = None) -> dict:
+        """{(topic, partition): entry} of a group; empty for a group that does not exist (as
+        OffsetFetch answers: offsets left behind by a group tombstone are not visible)."""
+        state = self._owned_state(group_id)
+        if group_id not in state.groups:
+            return {}
+        out = {(k[1], k[2]): e for k, e in state.offsets.offsets.items() if k[0] == group_id}
+        if partitions is not None:
+            out = {tp: e for tp, e in out.items() if tp in set(partitions)}
+        return out
+
+    def describe_group(self, group_id: str) -> dict | None:
+        state = self._owned_state(group_id)
+        fold = state.groups.get(group_id)
+        return None if fold is None else fold.result(state.topic_names)
+
+    def list_groups(self) -> list[dict]:
+        out = []
+        for p in self.owned_partitions():
+            state = self._partitions[p]
+            for g, fold in sorted(state.groups.items()):
+                row = fold.result(state.topic_names)
+                out.append({"group_id": g, "group_type": row["group_type"], "state": row["state"],
+                            "protocol_type": row["protocol_type"], "offsets_partition": p})
+        return out
