@@ -17,6 +17,11 @@ from lib.replay.groups import GroupFold
 from lib.replay.offsets import PartitionOffsets
 
 LOADING, OWNED = "loading", "owned"
+# the offsets_log columns the replay reads (converting only these to Python is ~3x faster)
+REPLAY_COLUMNS = ["offsets_partition", "log_offset", "producer_id", "is_control", "control_type", "record_type",
+                  "is_tombstone", "decode_status", "group_id", "member_id", "topic", "partition", "committed_offset",
+                  "leader_epoch", "metadata", "commit_timestamp", "expire_timestamp", "topic_id", "group_metadata",
+                  "value_json", "raw_key"]
 
 
 class NotCoordinatorError(Exception):
@@ -50,9 +55,15 @@ def _read(warehouse: str, table: str, partition: int) -> list[dict]:
 
 
 class GroupCoordinator:
-    def __init__(self, warehouse: str | None, bootstrap_servers: str, partition_count: int | None = None):
+    def __init__(self, warehouse: str | None, bootstrap_servers: str | None = None,
+                 partition_count: int | None = None, log_dir: str | None = None):
+        """The tail comes from the live topic (`bootstrap_servers`) or, for offline use and
+        benchmarks, from a broker log dir's segment files (`log_dir`)."""
+        if (bootstrap_servers is None) == (log_dir is None):
+            raise ValueError("give exactly one of bootstrap_servers and log_dir")
         self.warehouse = warehouse
         self.bootstrap = bootstrap_servers
+        self.log_dir = log_dir
         self._partition_count = partition_count
         self._states: dict[int, str] = {}
         self._partitions: dict[int, PartitionState] = {}
@@ -61,6 +72,9 @@ class GroupCoordinator:
     # --- ownership ---------------------------------------------------------------------------
     @property
     def partition_count(self) -> int:
+        if self._partition_count is None and self.log_dir is not None:
+            from lib.logdir import find_partitions
+            self._partition_count = max(pl.partition for pl in find_partitions(self.log_dir)) + 1
         if self._partition_count is None:
             from lib.live import OffsetsTopicReader
             reader = OffsetsTopicReader(self.bootstrap)
@@ -127,6 +141,9 @@ class GroupCoordinator:
                 state.topic_names[row["topic_id"]] = row["topic"]
 
     def _replay_tail(self, partition: int, state: PartitionState) -> None:
+        if self.log_dir is not None:
+            self._replay_tail_from_files(partition, state)
+            return
         from lib.decode import SegmentDecoder
         from lib.live import OffsetsTopicReader
 
@@ -139,7 +156,7 @@ class GroupCoordinator:
                 decoder = SegmentDecoder(f"{self.bootstrap} __consumer_offsets-{partition}@{offset}", partition,
                                          start_offset=offset, data=chunk.data, source_name=f"fetch:{offset}")
                 for batch in decoder:
-                    for row in batch.to_pylist():
+                    for row in batch.select(REPLAY_COLUMNS).to_pylist():
                         self._apply(state, row)
                 if decoder.next_offset is None or decoder.next_offset <= offset:
                     break
@@ -148,6 +165,21 @@ class GroupCoordinator:
             state.next_offset = offset
         finally:
             reader.close()
+
+    def _replay_tail_from_files(self, partition: int, state: PartitionState) -> None:
+        from lib.decode import SegmentDecoder
+        from lib.logdir import find_partitions
+        from lib.pipeline import segments_from
+
+        (log,) = find_partitions(self.log_dir, [partition])
+        for seg in segments_from(log, state.next_offset):
+            decoder = SegmentDecoder(seg.path, partition, start_offset=state.next_offset)
+            for batch in decoder:
+                for row in batch.select(REPLAY_COLUMNS).to_pylist():
+                    self._apply(state, row)
+            state.tail_records += decoder.records
+            if decoder.next_offset is not None:
+                state.next_offset = max(state.next_offset, decoder.next_offset)
 
     @staticmethod
     def _apply(state: PartitionState, row: dict) -> None:
