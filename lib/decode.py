@@ -206,7 +206,8 @@ class SegmentDecoder:
     def __iter__(self) -> Iterator[pa.RecordBatch]:
         name = self.source_name or os.path.basename(self.path)
         data = self.data if self.data is not None else read_segment_bytes(self.path)
-        reader = SegmentReader(data, file=self.path, partition=self.partition, verify_crc=self.verify_crc)
+        reader = SegmentReader(data, file=self.path, partition=self.partition, verify_crc=self.verify_crc,
+                               skip_below=self.start_offset)
         acc = _Columns()
         cols = acc.cols
         n = 0
@@ -230,6 +231,8 @@ class SegmentDecoder:
                     cols = acc.cols
                     n = 0
         self.trailing_bytes = reader.trailing_bytes
+        if reader.last_skipped_offset is not None and (self.next_offset or 0) <= reader.last_skipped_offset:
+            self.next_offset = reader.last_skipped_offset + 1
         if n:
             self.records += n
             yield acc.to_batch()

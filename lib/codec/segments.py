@@ -68,11 +68,15 @@ class SegmentReader:
     the size of a partial entry at the end (0 if the file ended cleanly)."""
 
     def __init__(self, buf, *, file: str | None = None, partition: int | None = None,
-                 verify_crc: bool = True):
+                 verify_crc: bool = True, skip_below: int = 0):
+        """`skip_below`: magic-2 batches that end below this offset are stepped over on their
+        header alone (no CRC check, no decompression, no records): an incremental read."""
         self.buf = buf
         self.file = file
         self.partition = partition
         self.verify_crc = verify_crc
+        self.skip_below = skip_below
+        self.last_skipped_offset: int | None = None
         self.trailing_bytes = 0
 
     def _corrupt(self, message: str, offset: int | None, position: int) -> CorruptBatchError:
@@ -91,6 +95,12 @@ class SegmentReader:
             if pos + LOG_OVERHEAD + size > end:
                 break
             magic = buf[pos + 16]
+            if magic == 2 and self.skip_below and size >= RECORD_BATCH_OVERHEAD - LOG_OVERHEAD:
+                last = offset + _I32.unpack_from(buf, pos + 23)[0]
+                if last < self.skip_below:
+                    self.last_skipped_offset = last
+                    pos += LOG_OVERHEAD + size
+                    continue
             try:
                 if magic == 2:
                     batch = self._read_v2(pos, size)
