@@ -39,11 +39,7 @@ def main() -> None:
             f.write(f"{now_ms}\n")
         print(f"Kafka {broker.version}: captured {len(groups)} groups into {out} at {now_ms}")
     finally:
-        for c in clients:
-            try:
-                c.close()
-            except Exception:  # noqa: BLE001 - producers have no close()
-                pass
+        S.close_clients(clients)
         broker.stop()
         shutil.rmtree(work, ignore_errors=True)
 

@@ -244,3 +244,13 @@ def run_scenarios(b: str, prefix: str, kip848: bool) -> tuple[list[str], list]:
         groups.append(g)
     wait_settled(b, groups, keep)
     return groups, keep + producers
+
+
+def close_clients(clients) -> None:
+    """Close consumers; producers (which have no close()) are left to the garbage collector."""
+    for c in clients:
+        if isinstance(c, Consumer):
+            try:
+                c.close()
+            except KafkaException:
+                pass

@@ -41,14 +41,6 @@ def snapshot_and_compare(spark, replay_logdir, broker: KafkaBroker, groups: list
     return {"broker": seen_by_broker, "tables": tables}
 
 
-def close_all(clients) -> None:
-    for c in clients:
-        try:
-            c.close()
-        except Exception:  # noqa: BLE001 - producers have no close(); best effort
-            pass
-
-
 @pytest.mark.parametrize("name", ["kafka4", "kafka39"])
 def test_replay_agrees_with_broker(request, spark, replay_logdir, tmp_path, name):
     broker = request.getfixturevalue(name)
@@ -57,7 +49,7 @@ def test_replay_agrees_with_broker(request, spark, replay_logdir, tmp_path, name
     try:
         result = snapshot_and_compare(spark, replay_logdir, broker, groups, tmp_path, clients)
     finally:
-        close_all(clients)
+        S.close_clients(clients)
     seen = result["broker"]
     # the scenarios did what they claim (so the comparison is not vacuous)
     assert seen[f"{prefix}-deleted"] is None
@@ -75,12 +67,9 @@ def test_replay_agrees_with_broker(request, spark, replay_logdir, tmp_path, name
 @pytest.fixture(scope="module")
 def kafka4_default_partitions(tmp_path_factory):
     """A second 4.x broker with the default 50 __consumer_offsets partitions."""
-    from tests.broker.conftest import JARS
+    from tests.broker.conftest import own_kafka4
 
-    broker = KafkaBroker(f"{JARS}/kafka4", str(tmp_path_factory.mktemp("kafka4-50")), offsets_partitions=50)
-    broker.start()
-    yield broker
-    broker.stop()
+    yield from own_kafka4(tmp_path_factory, "kafka4-50", 50)
 
 
 def test_default_fifty_partitions(spark, replay_logdir, tmp_path, kafka4_default_partitions):
@@ -97,7 +86,7 @@ def test_default_fifty_partitions(spark, replay_logdir, tmp_path, kafka4_default
     try:
         result = snapshot_and_compare(spark, replay_logdir, broker, groups, tmp_path, clients)
     finally:
-        close_all(clients)
+        S.close_clients(clients)
     # every group sits in the partition Kafka's partitionFor gives it (spec 5 vectors included)
     placed = {r["group_id"]: r["offsets_partition"] for r in result["tables"]["group_offsets"]}
     assert placed == {g: partition_for(g, 50) for g in groups}

@@ -9,7 +9,7 @@ import pytest
 from lib.coordinator import CoordinatorLoadInProgressError, GroupCoordinator, NotCoordinatorError
 from tests.broker import scenarios as S
 from tests.broker.compare import broker_view, differences, replay_view
-from tests.broker.kafka_broker import KafkaBroker, snapshot_offsets_log_dir
+from tests.broker.kafka_broker import snapshot_offsets_log_dir
 from tests.conftest import rows
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark]
@@ -18,13 +18,9 @@ PARTITIONS = 4
 
 @pytest.fixture(scope="module")
 def own_broker(tmp_path_factory):
-    from tests.broker.conftest import JARS
+    from tests.broker.conftest import own_kafka4
 
-    broker = KafkaBroker(f"{JARS}/kafka4", str(tmp_path_factory.mktemp("kafka4-coord")),
-                         offsets_partitions=PARTITIONS)
-    broker.start()
-    yield broker
-    broker.stop()
+    yield from own_kafka4(tmp_path_factory, "kafka4-coord", PARTITIONS)
 
 
 def coordinator_view(coordinator: GroupCoordinator, groups: list[str]) -> dict:
@@ -77,11 +73,7 @@ def test_warm_start_answers_like_the_broker(spark, replay_logdir, tmp_path, own_
         run_replay(spark, live_partitions(b), str(tmp_path / "full"), int(time.time() * 1000), full=True,
                    end_offsets={p: s.next_offset for p, s in enumerate(states)})
     finally:
-        for c in clients:
-            try:
-                c.close()
-            except Exception:  # noqa: BLE001 - producers have no close()
-                pass
+        S.close_clients(clients)
     problems = differences(seen, coordinator_view(coordinator, groups))
     assert not problems, "coordinator differs from the broker:\n" + "\n".join(problems)
     tables = {t: rows(spark, str(tmp_path / "full"), t) for t in ("consumer_groups", "group_offsets")}

@@ -44,11 +44,7 @@ def test_incremental_runs_on_real_log_equal_full_run(spark, replay_logdir, tmp_p
             result = replay_logdir(copy, warehouse, now_ms)
             assert result.incremental == (i > 0)
     finally:
-        for c in clients:
-            try:
-                c.close()
-            except Exception:  # noqa: BLE001 - producers have no close()
-                pass
+        S.close_clients(clients)
     full = tmp_path / "full"
     replay_logdir(copy, full, now_ms)
     for table in TABLES:

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from tests.broker import scenarios as S
-from tests.broker.kafka_broker import KafkaBroker, snapshot_offsets_log_dir
+from tests.broker.kafka_broker import snapshot_offsets_log_dir
 from tests.conftest import rows
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark]
@@ -23,12 +23,9 @@ IGNORED = {"offsets_log": {"segment_file"}, "replay_checkpoints": {"run_id", "fi
 @pytest.fixture(scope="module")
 def quiet_broker(tmp_path_factory):
     """A broker of its own, so no other test's clients write while the two sources are read."""
-    from tests.broker.conftest import JARS
+    from tests.broker.conftest import own_kafka4
 
-    broker = KafkaBroker(f"{JARS}/kafka4", str(tmp_path_factory.mktemp("kafka4-live")), offsets_partitions=4)
-    broker.start()
-    yield broker
-    broker.stop()
+    yield from own_kafka4(tmp_path_factory, "kafka4-live", 4)
 
 
 def table(spark, warehouse, name):
@@ -50,11 +47,7 @@ def test_live_topic_and_segment_files_give_the_same_tables(spark, tmp_path, quie
         run_replay(spark, live_partitions(b), str(tmp_path / "live"), now_ms)
         run_replay(spark, find_partitions(copy), str(tmp_path / "files"), now_ms)
     finally:
-        for c in clients:
-            try:
-                c.close()
-            except Exception:  # noqa: BLE001 - producers have no close()
-                pass
+        S.close_clients(clients)
     for name in TABLES:
         assert table(spark, tmp_path / "live", name) == table(spark, tmp_path / "files", name), f"{name} differs"
     pending = table(spark, tmp_path / "live", "pending_transactional_offsets")
