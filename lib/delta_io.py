@@ -85,3 +85,29 @@ def read_as_of_runs(spark: SparkSession, warehouse: str, table: Table, runs: dic
     for p in parts[1:]:
         out = out.unionByName(p)
     return out
+
+
+def merge_partitions(spark: SparkSession, df: DataFrame, path: str, table: Table, partitions: list[int],
+                     run_id: str) -> None:
+    """Make the rows of `partitions` equal `df` with one MERGE that touches only what changed:
+    changed rows are updated, new ones inserted, vanished ones deleted (keyed by the table's
+    key plus offsets_partition). Falls back to a plain write when the table does not exist."""
+    from delta.tables import DeltaTable
+
+    if not table_exists(spark, path):
+        replace_partitions(df, path, table, partitions, run_id)
+        return
+    keys = list(dict.fromkeys(("offsets_partition",) + table.key))
+    on = " AND ".join(f"t.{k} = s.{k}" for k in keys)
+    in_scope = partitions_predicate(partitions, "t")
+    changed = " OR ".join(f"NOT (t.{c} <=> s.{c})" for c in table.column_names if c not in keys)
+    spark.conf.set("spark.databricks.delta.commitInfo.userMetadata", RUN_TAG + run_id)
+    try:
+        (DeltaTable.forPath(spark, path).alias("t")
+         .merge(df.select(*table.column_names).alias("s"), f"{in_scope} AND {on}")
+         .whenMatchedUpdateAll(condition=changed or None)
+         .whenNotMatchedInsertAll()
+         .whenNotMatchedBySourceDelete(condition=in_scope)
+         .execute())
+    finally:
+        spark.conf.unset("spark.databricks.delta.commitInfo.userMetadata")

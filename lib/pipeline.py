@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from lib.delta_io import append_new_records, read_as_of_runs, replace_partitions, table_exists, table_path
+from lib.delta_io import (append_new_records, merge_partitions, read_as_of_runs, replace_partitions, table_exists,
+                          table_path)
 from lib.logdir import PartitionLog
 from lib.transform.decode import decode_segments, worker_error_from
 from lib.transform.expiry import judge_groups, judge_offsets
@@ -210,6 +211,8 @@ def run_replay(spark: SparkSession, logs: list[PartitionLog], warehouse: str, no
             path = table_path(warehouse, table)
             if table is T.OFFSETS_LOG and prev is not None:
                 append_new_records(spark, df, path, table, start_offsets, run_id)
+            elif prev is not None and table is not T.REPLAY_CHECKPOINTS:
+                merge_partitions(spark, df, path, table, partitions, run_id)
             else:
                 replace_partitions(df, path, table, partitions, run_id)
         result.stage_seconds["commit"] = time.monotonic() - t0

@@ -104,3 +104,23 @@ def test_a_log_behind_its_checkpoint_needs_full(spark, replay_logdir, tmp_path):
     (tmp_path / "log" / "__consumer_offsets-0" / "00000000000000000000.log").write_bytes(b"")
     with pytest.raises(ReplayError, match="partition 0 of the input ends at offset 0, before the checkpoint 2"):
         replay_logdir(tmp_path / "log", tmp_path / "wh", NOW)
+
+
+def test_a_run_with_nothing_new_changes_no_row(spark, replay_logdir, tmp_path):
+    from delta.tables import DeltaTable
+
+    b = PartitionLogBuilder(0).commit("g", "t", 0, 1, T).group("h", T, members=[consumer_member("m", ["t"], {"t": [0]})])
+    b.write(str(tmp_path / "log"))
+    replay_logdir(tmp_path / "log", tmp_path / "wh", NOW)
+    b.commit("g", "t", 1, 2, T)
+    b.write(str(tmp_path / "log"))
+    replay_logdir(tmp_path / "log", tmp_path / "wh", NOW)           # one new offset
+    last = DeltaTable.forPath(spark, str(tmp_path / "wh" / "group_offsets")).history(1).collect()[0]
+    m = last["operationMetrics"]
+    assert (last["operation"], m["numTargetRowsInserted"], m["numTargetRowsUpdated"], m["numTargetRowsDeleted"]) == \
+        ("MERGE", "1", "0", "0")
+    replay_logdir(tmp_path / "log", tmp_path / "wh", NOW)           # nothing new
+    for table in ("group_offsets", "consumer_groups", "group_fold_state"):
+        last = DeltaTable.forPath(spark, str(tmp_path / "wh" / table)).history(1).collect()[0]
+        m = last["operationMetrics"]
+        assert (m["numTargetRowsInserted"], m["numTargetRowsUpdated"], m["numTargetRowsDeleted"]) == ("0", "0", "0"), table
