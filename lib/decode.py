@@ -29,7 +29,6 @@ class _Columns:
 
     def __init__(self):
         self.cols = {name: [] for name in COLUMNS}
-        self.rows = 0
 
     def to_batch(self) -> pa.RecordBatch:
         arrays = []
@@ -37,8 +36,6 @@ class _Columns:
             values = self.cols[field.name]
             if field.name in _TS_COLUMNS:
                 arr = pa.array(values, pa.int64()).cast(pa.timestamp("ms", tz="UTC")).cast(field.type)
-            elif field.name == "group_metadata":
-                arr = pa.array(values, field.type)
             else:
                 arr = pa.array(values, field.type)
             arrays.append(arr)

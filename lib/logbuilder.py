@@ -86,7 +86,7 @@ class PartitionLogBuilder:
         span = (deltas[-1] + 1) if deltas else 1
         self._current.extend(encode_batch(base, recs, partition_leader_epoch=self.leader_epoch,
                                           producer_id=producer_id, producer_epoch=producer_epoch,
-                                          base_sequence=0 if producer_id == -1 else 0,
+                                          base_sequence=0,
                                           transactional=transactional, compression=compression,
                                           last_offset_delta=span - 1))
         self.next_offset = base + span

@@ -342,12 +342,6 @@ def read_segment_bytes(path: str) -> bytes | mmap.mmap:
         return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
 
 
-def iter_segment(path: str, *, partition: int | None = None, verify_crc: bool = True):
-    """(reader, iterator of batches) for one segment file."""
-    reader = SegmentReader(read_segment_bytes(path), file=path, partition=partition, verify_crc=verify_crc)
-    return reader
-
-
 def scan_segment_end(path: str) -> tuple[int | None, int]:
     """(next offset after the segment's last complete entry, trailing bytes) by hopping over
     entry headers only: no CRC check, no decompression. None when the segment has no entry."""
