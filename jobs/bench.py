@@ -1,7 +1,10 @@
-"""Benchmark: generate a log (cached under bench-data/), replay it, print one line per figure
-as `name value unit`, and write the same as JSON under the warehouse.
+"""Benchmark: generate a log (cached under bench-data/), then measure on the same files, side
+by side in one run: decode only (ours and Kafka's DumpLogSegments), the full replay into Delta,
+an incremental run after 1% more records, peak memory at 1x and 2x the log, and a coordinator
+warm start against a full load. Prints one line per figure as `name value unit` and writes the
+same as JSON under the warehouse.
 
-    python -m jobs.bench [--records N] [--partitions 50] [--seed 7]
+    python -m jobs.bench [--records N] [--partitions 50] [--seed 7] [--skip-2x]
 """
 from __future__ import annotations
 
@@ -18,51 +21,250 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="bench")
-    p.add_argument("--records", type=int, default=5_000_000)
+    p.add_argument("--records", type=int, default=10_000_000)
     p.add_argument("--partitions", type=int, default=50)
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--data", default=os.path.join(REPO, "bench-data"))
+    p.add_argument("--decode-sample", type=int, default=2_000_000,
+                   help="records of the log that the decode-only figures (ours and Kafka's) read")
     p.add_argument("--coordinator-records", type=int, default=10_000_000,
                    help="size of the one-partition log for the coordinator warm-start figure (0: skip)")
+    p.add_argument("--skip-2x", action="store_true", help="skip the replay of a log twice the size (memory figure)")
     args = p.parse_args(argv)
-    log_dir = os.path.join(args.data, f"log-{args.records}-{args.partitions}-{args.seed}")
     warehouse = os.path.join(args.data, "warehouse")
     figures: dict[str, tuple[float, str]] = {}
-    if not os.path.exists(os.path.join(log_dir, ".complete")):
-        shutil.rmtree(log_dir, ignore_errors=True)
-        t0 = time.monotonic()
-        stats = generate_log(log_dir, args.records, partitions=args.partitions, seed=args.seed)
-        with open(os.path.join(log_dir, ".complete"), "w") as f:
-            json.dump(stats, f)
-        print(f"generated {stats['records']} records, {stats['segments']} segments in {time.monotonic() - t0:.0f}s")
-    with open(os.path.join(log_dir, ".complete")) as f:
-        stats = json.load(f)
-    records = stats["records"]
     cores = os.cpu_count() or 1
+
+    # The log is generated 1% larger than asked; the full replay reads it cut at 99%, the
+    # incremental run then reads the 1% appended since, as in an hourly schedule.
+    log_dir = ensure_log(args.data, int(args.records * 1.01), args.partitions, args.seed)
+    cut_dir = os.path.join(args.data, "log-cut")
+    cut_log_dir(log_dir, cut_dir, 1 / 1.01)
+    records = count_records(cut_dir)
+    figures["records"] = (records, "records")
+
+    figures.update(bench_decode(cut_dir, args.decode_sample))
 
     from lib.logdir import find_partitions
     from lib.pipeline import run_replay
     from lib.spark_session import build_session
 
     spark = build_session("bench")
+    now_ms = 1_760_000_000_000 + 86_400_000
     shutil.rmtree(warehouse, ignore_errors=True)
-    t0 = time.monotonic()
-    result = run_replay(spark, find_partitions(log_dir), warehouse, now_ms=stats.get("now", 1_760_000_000_000 + 86_400_000))
-    wall = time.monotonic() - t0
-    figures["records"] = (records, "records")
+    with RssSampler() as rss:
+        t0 = time.monotonic()
+        result = run_replay(spark, find_partitions(cut_dir), warehouse, now_ms=now_ms, full=True)
+        wall = time.monotonic() - t0
     figures["replay_wall_s"] = (round(wall, 2), "s")
     for stage, seconds in result.stage_seconds.items():
         figures[f"replay_stage_{stage}_s"] = (round(seconds, 2), "s")
     figures["replay_records_per_s"] = (round(records / wall), "records/s")
     figures["replay_records_per_s_per_core"] = (round(records / wall / cores), "records/s/core")
+    figures["peak_rss_mb_1x"] = (rss.driver_mb, "MB (driver: Python + JVM)")
+    figures["peak_rss_mb_worker_1x"] = (rss.worker_mb, "MB (largest Python worker)")
+
+    t0 = time.monotonic()
+    inc = run_replay(spark, find_partitions(log_dir), warehouse, now_ms=now_ms)
+    inc_wall = time.monotonic() - t0
+    assert inc.incremental
+    figures["incremental_records"] = (inc.records, "records")
+    figures["incremental_wall_s"] = (round(inc_wall, 2), "s")
+    figures["incremental_fraction"] = (round(inc_wall / wall, 4), "of the full run")
+
+    if not args.skip_2x:
+        log2 = ensure_log(args.data, records * 2, args.partitions, args.seed + 1)
+        wh2 = os.path.join(args.data, "warehouse-2x")
+        shutil.rmtree(wh2, ignore_errors=True)
+        with RssSampler() as rss2:
+            t0 = time.monotonic()
+            run_replay(spark, find_partitions(log2), wh2, now_ms=now_ms, full=True)
+            wall2 = time.monotonic() - t0
+        shutil.rmtree(wh2, ignore_errors=True)
+        figures["replay_wall_s_2x"] = (round(wall2, 2), "s")
+        figures["peak_rss_mb_2x"] = (rss2.driver_mb, "MB (driver: Python + JVM)")
+        figures["peak_rss_mb_worker_2x"] = (rss2.worker_mb, "MB (largest Python worker)")
+        figures["peak_rss_2x_over_1x"] = (round(rss2.driver_mb / max(rss.driver_mb, 1), 2), "ratio (driver)")
     if args.coordinator_records:
         figures.update(bench_coordinator(spark, args.coordinator_records, args.seed, args.data))
+    spark.stop()
     for name, (value, unit) in figures.items():
         print(f"{name} {value} {unit}")
     os.makedirs(warehouse, exist_ok=True)
     with open(os.path.join(warehouse, "bench.json"), "w") as f:
         json.dump({k: {"value": v, "unit": u} for k, (v, u) in figures.items()}, f, indent=1)
+    print(f"written: {os.path.join(warehouse, 'bench.json')}")
     return 0
+
+
+def ensure_log(data: str, records: int, partitions: int, seed: int) -> str:
+    """A generated log, cached under `data` by its parameters."""
+    log_dir = os.path.join(data, f"log-{records}-{partitions}-{seed}")
+    if not os.path.exists(os.path.join(log_dir, ".complete")):
+        shutil.rmtree(log_dir, ignore_errors=True)
+        t0 = time.monotonic()
+        stats = generate_log(log_dir, records, partitions=partitions, seed=seed)
+        with open(os.path.join(log_dir, ".complete"), "w") as f:
+            json.dump(stats, f)
+        print(f"generated {stats['records']} records, {stats['segments']} segments in {time.monotonic() - t0:.0f}s",
+              flush=True)
+    return log_dir
+
+
+def count_records(log_dir: str) -> int:
+    from lib.codec.segments import SegmentReader, read_segment_bytes
+    from lib.logdir import find_partitions
+
+    n = 0
+    for log in find_partitions(log_dir):
+        for seg in log.segments:
+            for batch in SegmentReader(read_segment_bytes(seg.path), verify_crc=False, skip_below=1 << 62):
+                n += len(batch.records)
+    return n
+
+
+def segment_files(log_dir: str) -> list[str]:
+    from lib.logdir import find_partitions
+    return [seg.path for log in find_partitions(log_dir) for seg in log.segments]
+
+
+def bench_decode(log_dir: str, sample_records: int) -> dict:
+    """Decode only, on the same segment files: our reader and codec in this process (one
+    core), and Kafka's own DumpLogSegments with its offsets decoder (one JVM, output
+    discarded). Segments are taken in order until `sample_records` records."""
+    from lib.decode import SegmentDecoder
+
+    files, total = [], 0
+    for path in segment_files(log_dir):
+        if total >= sample_records:
+            break
+        n = sum(len(b.records) for b in _batches(path))
+        files.append(path)
+        total += n
+    t0 = time.process_time()
+    w0 = time.monotonic()
+    decoded = 0
+    for path in files:
+        for batch in SegmentDecoder(path, 0):
+            decoded += batch.num_rows
+    cpu = time.process_time() - t0
+    wall = time.monotonic() - w0
+    assert decoded == total, (decoded, total)
+    out = {"decode_sample_records": (total, "records"),
+           "decode_records_per_s_per_core": (round(total / cpu), "records/s/core (CPU time, one process)"),
+           "decode_records_per_s_wall": (round(total / wall), "records/s (one process)")}
+    dump = dump_log_rate(files, total)
+    if dump is not None:
+        out["dump_log_records_per_s"] = (round(dump), "records/s (one JVM, wall)")
+        out["decode_vs_dump_log_ratio"] = (round(total / wall / dump, 2), "ours (wall) / Kafka's")
+    return out
+
+
+def _batches(path: str):
+    from lib.codec.segments import SegmentReader, read_segment_bytes
+    return SegmentReader(read_segment_bytes(path), verify_crc=False)
+
+
+def dump_log_rate(files: list[str], records: int) -> float | None:
+    """Records per second of Kafka's DumpLogSegments --offsets-decoder over `files` (the JVM
+    start-up included, as an operator runs it), or None if the Kafka jars are absent."""
+    import subprocess
+    import tempfile
+
+    jar_dir = os.path.join(REPO, ".jars", "kafka4")
+    if not os.path.isdir(jar_dir):
+        print("no Kafka jars in .jars/kafka4: skipping DumpLogSegments (run make setup)")
+        return None
+    from tests.broker.kafka_broker import JAVA, _write_log_config, dump_log_segments_class
+
+    with tempfile.TemporaryDirectory(prefix="bench-dump-") as tmp:
+        log_opts = _write_log_config(jar_dir, tmp, None)
+        cmd = [JAVA, "-Xmx1g", *log_opts, "-cp", os.path.join(jar_dir, "*"), dump_log_segments_class(jar_dir),
+               "--offsets-decoder", "--files", ",".join(files)]
+        t0 = time.monotonic()
+        with open(os.devnull, "w") as sink:
+            subprocess.run(cmd, stdout=sink, stderr=subprocess.PIPE, check=True, stdin=subprocess.DEVNULL)
+        return records / (time.monotonic() - t0)
+
+
+class RssSampler:
+    """Peak resident memory, sampled every 0.2 s from /proc: the driver (this Python process
+    plus its JVM children) and the largest single Python worker (pyspark.daemon / worker)."""
+
+    def __enter__(self):
+        import threading
+        self.driver_mb = self.worker_mb = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self):
+        me = os.getpid()
+        while not self._stop.is_set():
+            procs = _proc_table()
+            tree = _descendants(procs, me)
+            driver = procs.get(me, (0, 0, ""))[1] + sum(procs[p][1] for p in tree if "java" in procs[p][2])
+            workers = [procs[p][1] for p in tree if "pyspark" in procs[p][2] and "java" not in procs[p][2]]
+            self.driver_mb = max(self.driver_mb, round(driver / 1024, 1))
+            self.worker_mb = max(self.worker_mb, round(max(workers, default=0) / 1024, 1))
+            self._stop.wait(0.2)
+
+
+def _proc_table() -> dict[int, tuple[int, int, str]]:
+    """pid -> (parent pid, RSS in KiB, command line)."""
+    out = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/status") as f:
+                status = f.read()
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        ppid = rss = 0
+        for line in status.splitlines():
+            if line.startswith("PPid:"):
+                ppid = int(line.split()[1])
+            elif line.startswith("VmRSS:"):
+                rss = int(line.split()[1])
+        out[int(name)] = (ppid, rss, cmd)
+    return out
+
+
+def _descendants(procs: dict, root: int) -> set[int]:
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _, _) in procs.items():
+        children.setdefault(ppid, []).append(pid)
+    out, todo = set(), [root]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            if c not in out:
+                out.add(c)
+                todo.append(c)
+    return out
+
+
+def cut_log_dir(src: str, dest: str, fraction: float) -> None:
+    """Every partition of a log dir cut at `fraction` of its offsets (see _cut_log)."""
+    from lib.logdir import find_partitions
+
+    shutil.rmtree(dest, ignore_errors=True)
+    os.makedirs(dest)
+    for log in find_partitions(src):
+        one = os.path.join(dest, "_one")
+        os.makedirs(one)
+        os.symlink(log.path, os.path.join(one, os.path.basename(log.path)))
+        _cut_log(one, os.path.join(dest, "_cut"), fraction)
+        shutil.move(os.path.join(dest, "_cut", os.path.basename(log.path)), dest)
+        shutil.rmtree(one)
+        shutil.rmtree(os.path.join(dest, "_cut"))
 
 
 def _cut_log(src: str, dest: str, fraction: float) -> int:

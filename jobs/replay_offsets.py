@@ -29,14 +29,23 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--full", action="store_true",
                    help="rebuild the partitions from their first segment instead of continuing from the checkpoints")
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting")
+    p.add_argument("--on-corrupt", choices=("fail", "quarantine"), default="fail",
+                   help="fail (default): stop at the first undecodable batch or record and change nothing; "
+                        "quarantine: keep each in the quarantined_records table with its bytes and go on")
+    p.add_argument("--lock-wait", type=float, default=0.0, metavar="SECONDS",
+                   help="if another run is writing the warehouse, wait this long for it (default: fail at once)")
     p.add_argument("--quiet", action="store_true", help="print only the one-line result")
     return p.parse_args(argv)
 
 
-def fail(message: str) -> int:
+EXIT_BAD_INPUT = 2
+EXIT_BUSY = 75          # EX_TEMPFAIL: another run holds the warehouse; retrying later is right
+
+
+def fail(message: str, code: int = EXIT_BAD_INPUT) -> int:
     print(f"replay_offsets: error: {message}", file=sys.stderr)
     print("replay_offsets: no table was changed", file=sys.stderr)
-    return 2
+    return code
 
 
 def main(argv=None) -> int:
@@ -54,16 +63,19 @@ def main(argv=None) -> int:
     if args.retention_minutes <= 0:
         return fail("--retention-minutes must be positive")
 
-    from lib.pipeline import ReplayError, run_replay, summarize
+    from lib.pipeline import ReplayError, WarehouseBusyError, run_replay, summarize
     from lib.spark_session import build_session
 
     overrides = dict(kv.split("=", 1) for kv in args.conf)
     started = time.monotonic()
     spark = build_session("replay_offsets", overrides)
     try:
-        result = run_replay(spark, logs, args.warehouse, now_ms, args.retention_minutes, full=args.full)
+        result = run_replay(spark, logs, args.warehouse, now_ms, args.retention_minutes, full=args.full,
+                            lock_wait_seconds=args.lock_wait, on_corrupt=args.on_corrupt)
     except ReplayError as e:
         return fail(str(e))
+    except WarehouseBusyError as e:
+        return fail(str(e), EXIT_BUSY)
     wall = time.monotonic() - started
     summary = summarize(spark, args.warehouse, result.partitions)
     print_summary(args, result, summary, wall)
@@ -73,8 +85,15 @@ def main(argv=None) -> int:
 def print_summary(args, result, s: dict, wall: float) -> None:
     rate = result.records / max(result.stage_seconds.get("decode", 0) + result.stage_seconds.get("replay", 0), 1e-9)
     mode = "incremental" if result.incremental else "full"
+    if result.took_over_lock:
+        print(f"took over the lock of {result.took_over_lock.get('owner')} (pid {result.took_over_lock.get('pid')}, "
+              "no longer running)")
+    for r in result.rolled_back:
+        after = "removed (the run had created it)" if r["to_version"] is None else f"restored to version {r['to_version']}"
+        print(f"rolled back {r['table']}: run {r['run']} died before its checkpoint commit; {after}")
     print(f"replayed ({mode}) {result.records} records from {len(result.partitions)} partitions of {args.input} "
-          f"into {args.warehouse} in {wall:.1f}s (run {result.run_id})")
+          f"into {args.warehouse} in {wall:.1f}s (run {result.run_id})"
+          + (f"; QUARANTINED {result.quarantined} undecodable batches/records" if result.quarantined else ""))
     if args.quiet:
         return
     print(f"  as of {format_ms(result.now_ms)}, retention {result.retention_minutes} min; stages: "
@@ -105,6 +124,11 @@ def print_summary(args, result, s: dict, wall: float) -> None:
               f"{g['members'] if g['members'] is not None else 0:>7} {g['offsets'] or 0:>7}  {last}")
     if s["group_count"] > len(s["groups"]):
         print(f"  ... and {s['group_count'] - len(s['groups'])} more")
+    if result.quarantined:
+        print(f"\nQUARANTINED {result.quarantined} undecodable batches/records of this run into table "
+              "quarantined_records (file, offset, error, raw bytes); the replay skipped them:")
+        for q in s["quarantined"]:
+            print(f"  partition {q['offsets_partition']} {q['segment_file']}: {q['count']} {q['level']}(s)")
     print(f"\nexpired as of {format_ms(result.now_ms)}: {s['expired_offset_count']} offsets, "
           f"{len(s['expired_groups'])} groups deleted")
     for e in s["expired_offsets"]:

@@ -181,14 +181,28 @@ def _append_record(cols: dict, partition: int, batch: Batch, rec, segment_file: 
     c["value_json"].append(value_json)
 
 
+def _drop_partial_row(cols: dict) -> None:
+    """Undo the columns a failed _append_record had already filled for its row."""
+    n = min(len(v) for v in cols.values())
+    for v in cols.values():
+        del v[n:]
+
+
+def _bytes_or_none(b):
+    return None if b is None else bytes(b)
+
+
 class SegmentDecoder:
     """Decodes one segment file into offsets_log Arrow batches of at most `chunk_rows` rows.
     After iteration: `records`, `next_offset` (after the last batch) and `trailing_bytes`."""
 
     def __init__(self, path: str, partition: int, *, start_offset: int = 0, chunk_rows: int = DEFAULT_CHUNK_ROWS,
-                 verify_crc: bool = True, data=None, source_name: str | None = None):
+                 verify_crc: bool = True, data=None, source_name: str | None = None,
+                 quarantine: list | None = None):
         """`data`: the bytes to decode instead of reading `path` (fetched batches);
-        `source_name`: what the segment_file column says (default: the file name)."""
+        `source_name`: what the segment_file column says (default: the file name);
+        `quarantine`: a list to which undecodable batches and records are appended (as
+        quarantined_records rows without run_id) instead of raising."""
         self.path = path
         self.data = data
         self.source_name = source_name
@@ -199,12 +213,24 @@ class SegmentDecoder:
         self.records = 0
         self.next_offset: int | None = None
         self.trailing_bytes = 0
+        self.quarantine = quarantine
+
+    def _quarantine(self, e: DecodeError, level: str, name: str, raw_bytes=None, raw_key=None, raw_value=None):
+        self.quarantine.append({
+            "offsets_partition": self.partition, "segment_file": name, "byte_position": e.position or 0,
+            "log_offset": e.offset if e.offset is not None else -1, "level": level, "error_kind": type(e).__name__,
+            "error": e.message, "raw_bytes": raw_bytes, "raw_key": raw_key, "raw_value": raw_value,
+            "file_path": self.path})
 
     def __iter__(self) -> Iterator[pa.RecordBatch]:
         name = self.source_name or os.path.basename(self.path)
         data = self.data if self.data is not None else read_segment_bytes(self.path)
+        on_corrupt = None
+        if self.quarantine is not None:
+            def on_corrupt(e, raw):
+                self._quarantine(e, "batch", name, raw_bytes=raw)
         reader = SegmentReader(data, file=self.path, partition=self.partition, verify_crc=self.verify_crc,
-                               skip_below=self.start_offset)
+                               skip_below=self.start_offset, on_corrupt=on_corrupt)
         acc = _Columns()
         cols = acc.cols
         n = 0
@@ -218,8 +244,12 @@ class SegmentDecoder:
                 try:
                     _append_record(cols, self.partition, batch, rec, name)
                 except DecodeError as e:
-                    raise e.locate(file=self.path, partition=self.partition, offset=rec[0],
-                                   position=batch.position) from None
+                    e.locate(file=self.path, partition=self.partition, offset=rec[0], position=batch.position)
+                    if self.quarantine is None:
+                        raise e from None
+                    _drop_partial_row(cols)
+                    self._quarantine(e, "record", name, raw_key=_bytes_or_none(rec[2]), raw_value=_bytes_or_none(rec[3]))
+                    continue
                 n += 1
                 if n >= self.chunk_rows:
                     self.records += n

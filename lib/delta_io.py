@@ -1,8 +1,16 @@
-"""Writing and reading the Delta tables. Each table commit names its run in the commit's
-userMetadata, so a later run can read every table as of the last run that completed."""
+"""Writing and reading the Delta tables.
+
+Delta commits one table at a time, so a run's commit point is its replay_checkpoints commit,
+written last. Every data commit carries, in its userMetadata, the run id and the checkpoint
+(next log offset per partition) its rows reflect: the checkpoint travels in the same commit as
+the data. A run is complete when replay_checkpoints has a commit of it; a later run rolls back
+(RESTORE) any table whose newest commits belong to a run that never completed, and reads the
+previous state as of the completed runs' versions."""
 from __future__ import annotations
 
+import json
 import os
+import shutil
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -10,6 +18,35 @@ from pyspark.sql import functions as F
 from schemas.tables import Table
 
 RUN_TAG = "offsets-lake run "
+ROLLBACK_TAG = "offsets-lake rollback of run "
+
+
+def run_tag(run_id: str, next_offsets: dict[int, int]) -> str:
+    """userMetadata of a run's commits: `offsets-lake run <id> {"next_log_offsets": {...}}`."""
+    checkpoint = {str(p): int(o) for p, o in sorted(next_offsets.items())}
+    return f"{RUN_TAG}{run_id} " + json.dumps({"next_log_offsets": checkpoint}, separators=(",", ":"))
+
+
+def tagged_run(user_metadata: str | None) -> str | None:
+    """The run id a commit's userMetadata names, or None for commits made by anything else."""
+    if not user_metadata or not user_metadata.startswith(RUN_TAG):
+        return None
+    return user_metadata[len(RUN_TAG):].split(" ", 1)[0]
+
+
+def tagged_checkpoint(user_metadata: str | None) -> dict[int, int] | None:
+    if tagged_run(user_metadata) is None or " " not in user_metadata[len(RUN_TAG):]:
+        return None
+    data = json.loads(user_metadata[len(RUN_TAG):].split(" ", 1)[1])
+    return {int(p): o for p, o in data["next_log_offsets"].items()}
+
+
+def commit_history(spark: SparkSession, path: str) -> list[tuple[int, str | None]]:
+    """(version, userMetadata) of every commit, newest first."""
+    from delta.tables import DeltaTable
+    return [(r["version"], r["userMetadata"]) for r in
+            DeltaTable.forPath(spark, path).history().select("version", "userMetadata").orderBy(F.desc("version"))
+            .collect()]
 
 
 def table_path(warehouse: str, table: Table | str) -> str:
@@ -26,33 +63,52 @@ def partitions_predicate(partitions: list[int], alias: str = "") -> str:
     return f"{col} IN ({', '.join(str(int(p)) for p in sorted(partitions))})"
 
 
-def replace_partitions(df: DataFrame, path: str, table: Table, partitions: list[int], run_id: str) -> None:
+def replace_partitions(df: DataFrame, path: str, table: Table, partitions: list[int], tag: str) -> None:
     """Overwrite the rows of `partitions` with `df` (whose rows all belong to them): one commit."""
     writer = (df.select(*table.column_names).write.format("delta").mode("overwrite")
               .option("replaceWhere", partitions_predicate(partitions))
-              .option("userMetadata", RUN_TAG + run_id))
+              .option("userMetadata", tag))
     if table.partition_by:
         writer = writer.partitionBy(*table.partition_by)
     writer.save(path)
 
 
 def append_new_records(spark: SparkSession, df: DataFrame, path: str, table: Table, start_offsets: dict[int, int],
-                       run_id: str) -> None:
+                       tag: str) -> None:
     """Insert the rows of `df` not yet in the table, keyed by (offsets_partition, log_offset):
     one MERGE commit, idempotent, so a run redone after a crash never duplicates records. The
     start offsets bound the scan to the files that can hold them."""
     from delta.tables import DeltaTable
 
     if not table_exists(spark, path):
-        replace_partitions(df, path, table, sorted(start_offsets), run_id)
+        replace_partitions(df, path, table, sorted(start_offsets), tag)
         return
     bound = " OR ".join(f"(t.offsets_partition = {int(p)} AND t.log_offset >= {int(o)})"
                         for p, o in sorted(start_offsets.items()))
-    spark.conf.set("spark.databricks.delta.commitInfo.userMetadata", RUN_TAG + run_id)
+    spark.conf.set("spark.databricks.delta.commitInfo.userMetadata", tag)
     try:
         (DeltaTable.forPath(spark, path).alias("t")
          .merge(df.select(*table.column_names).alias("s"),
                 f"({bound}) AND t.offsets_partition = s.offsets_partition AND t.log_offset = s.log_offset")
+         .whenNotMatchedInsertAll()
+         .execute())
+    finally:
+        spark.conf.unset("spark.databricks.delta.commitInfo.userMetadata")
+
+
+def insert_new_rows(spark: SparkSession, df: DataFrame, path: str, table: Table, partitions: list[int],
+                    tag: str) -> None:
+    """Insert the rows of `df` whose key is not in the table yet: one idempotent MERGE."""
+    from delta.tables import DeltaTable
+
+    if not table_exists(spark, path):
+        replace_partitions(df, path, table, partitions, tag)
+        return
+    on = " AND ".join(f"t.{k} = s.{k}" for k in table.key)
+    spark.conf.set("spark.databricks.delta.commitInfo.userMetadata", tag)
+    try:
+        (DeltaTable.forPath(spark, path).alias("t")
+         .merge(df.select(*table.column_names).alias("s"), f"{partitions_predicate(partitions, 't')} AND {on}")
          .whenNotMatchedInsertAll()
          .execute())
     finally:
@@ -66,17 +122,17 @@ def read_table(spark: SparkSession, warehouse: str, table: Table | str) -> DataF
 def read_as_of_runs(spark: SparkSession, warehouse: str, table: Table, runs: dict[str, list[int]]) -> DataFrame | None:
     """The rows of `table` for each run's partitions, as that run committed them: a run that
     died later may have moved some tables but not the checkpoints. None if the table is absent."""
-    from delta.tables import DeltaTable
-
     path = table_path(warehouse, table)
     if not table_exists(spark, path):
         return None
-    history = {r["userMetadata"]: r["version"] for r in
-               DeltaTable.forPath(spark, path).history().select("version", "userMetadata").collect()
-               if r["userMetadata"]}
+    history: dict[str, int] = {}
+    for version, meta in commit_history(spark, path):
+        run = tagged_run(meta)
+        if run is not None:
+            history.setdefault(run, version)
     parts = []
     for run_id, partitions in runs.items():
-        version = history.get(RUN_TAG + run_id)
+        version = history.get(run_id)
         reader = spark.read.format("delta")
         if version is not None:
             reader = reader.option("versionAsOf", version)
@@ -88,20 +144,20 @@ def read_as_of_runs(spark: SparkSession, warehouse: str, table: Table, runs: dic
 
 
 def merge_partitions(spark: SparkSession, df: DataFrame, path: str, table: Table, partitions: list[int],
-                     run_id: str) -> None:
+                     tag: str) -> None:
     """Make the rows of `partitions` equal `df` with one MERGE that touches only what changed:
     changed rows are updated, new ones inserted, vanished ones deleted (keyed by the table's
     key plus offsets_partition). Falls back to a plain write when the table does not exist."""
     from delta.tables import DeltaTable
 
     if not table_exists(spark, path):
-        replace_partitions(df, path, table, partitions, run_id)
+        replace_partitions(df, path, table, partitions, tag)
         return
     keys = list(dict.fromkeys(("offsets_partition",) + table.key))
     on = " AND ".join(f"t.{k} = s.{k}" for k in keys)
     in_scope = partitions_predicate(partitions, "t")
     changed = " OR ".join(f"NOT (t.{c} <=> s.{c})" for c in table.column_names if c not in keys)
-    spark.conf.set("spark.databricks.delta.commitInfo.userMetadata", RUN_TAG + run_id)
+    spark.conf.set("spark.databricks.delta.commitInfo.userMetadata", tag)
     try:
         (DeltaTable.forPath(spark, path).alias("t")
          .merge(df.select(*table.column_names).alias("s"), f"{in_scope} AND {on}")
@@ -111,3 +167,45 @@ def merge_partitions(spark: SparkSession, df: DataFrame, path: str, table: Table
          .execute())
     finally:
         spark.conf.unset("spark.databricks.delta.commitInfo.userMetadata")
+
+
+def completed_runs(spark: SparkSession, checkpoints_path: str) -> set[str]:
+    """Runs that reached their commit point: each commit of replay_checkpoints names one."""
+    if not table_exists(spark, checkpoints_path):
+        return set()
+    return {r for _, meta in commit_history(spark, checkpoints_path) if (r := tagged_run(meta)) is not None}
+
+
+def roll_back_incomplete_runs(spark: SparkSession, warehouse: str, tables: list[Table],
+                              checkpoints: Table) -> list[dict]:
+    """Undo the commits of runs that died before their checkpoint commit: each table whose
+    newest commits name such a run goes back (RESTORE, itself a new commit) to the version
+    before them, or is removed if such a run created it. Returns what was rolled back."""
+    completed = completed_runs(spark, table_path(warehouse, checkpoints))
+    done = []
+    for table in tables:
+        if table is checkpoints:
+            continue
+        path = table_path(warehouse, table)
+        if not table_exists(spark, path):
+            continue
+        streak = []
+        for version, meta in commit_history(spark, path):
+            run = tagged_run(meta)
+            if run is None or run in completed:
+                break
+            streak.append((version, run))
+        if not streak:
+            continue
+        first_version, run = streak[-1]
+        if first_version == 0:
+            shutil.rmtree(path)
+            done.append({"table": table.name, "run": run, "from_version": streak[0][0], "to_version": None})
+            continue
+        spark.conf.set("spark.databricks.delta.commitInfo.userMetadata", ROLLBACK_TAG + run)
+        try:
+            spark.sql(f"RESTORE TABLE delta.`{os.path.abspath(path)}` TO VERSION AS OF {first_version - 1}")
+        finally:
+            spark.conf.unset("spark.databricks.delta.commitInfo.userMetadata")
+        done.append({"table": table.name, "run": run, "from_version": streak[0][0], "to_version": first_version - 1})
+    return done

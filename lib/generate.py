@@ -7,12 +7,18 @@ from __future__ import annotations
 import os
 import random
 import struct
+import zlib
 
 from lib.codec.writer import encode_batch, encode_control_batch
 from lib.logbuilder import consumer_member, group_key, group_metadata_value, offset_commit_key
 from lib.partitioning import partition_for
 
 T0 = 1_760_000_000_000
+
+
+def _topic_of(group: str) -> str:
+    # a stable hash: str.__hash__ changes with every interpreter (PYTHONHASHSEED)
+    return f"topic-{zlib.crc32(group.encode()) % 97}"
 _V3 = struct.Struct(">hqih")      # version, offset, leaderEpoch, metadata length 0 ...
 _TS = struct.Struct(">q")
 
@@ -47,7 +53,7 @@ def generate_log(log_dir: str, records: int, *, partitions: int = 50, groups: in
         seg_size = 0
         stats["segments"] += 1
         committed = {g: 0 for g in gs}
-        keys = {g: [(t, q, offset_commit_key(g, f"topic-{hash(g) % 97}-{t}", q))
+        keys = {g: [(t, q, offset_commit_key(g, f"{_topic_of(g)}-{t}", q))
                     for t in range(topics_per_group) for q in range(partitions_per_topic)] for g in gs}
         ts = start_ts
         producer = 10_000 + p * 1000
@@ -57,8 +63,8 @@ def generate_log(log_dir: str, records: int, *, partitions: int = 50, groups: in
             roll = rng.random()
             ts += rng.randrange(1, 50)
             if roll < 0.01:
-                members = [consumer_member(f"{g}-m{i}", [f"topic-{hash(g) % 97}-0"],
-                                           {f"topic-{hash(g) % 97}-0": [i]}) for i in range(3)]
+                members = [consumer_member(f"{g}-m{i}", [f"{_topic_of(g)}-0"],
+                                           {f"{_topic_of(g)}-0": [i]}) for i in range(3)]
                 batch = encode_batch(offset, [(offset, ts, group_key(g), group_metadata_value(
                     generation=rng.randrange(1, 50), members=members, state_ts=ts))], base_sequence=0)
                 count, span = 1, 1

@@ -2,8 +2,11 @@
 
 Everything that can fail on bad input (decoding, the group replay) runs while writing the
 staging copies under WAREHOUSE/_staging/<run id>; only when all of them exist are the Delta
-tables committed, one replaceWhere transaction per table, the checkpoints last. A bad input
-therefore leaves every table as it was."""
+tables committed, one transaction per table, each naming the run and its checkpoint, and the
+replay_checkpoints commit last: that commit is the run's commit point. A bad input therefore
+leaves every table as it was; a run that dies between table commits is rolled back by the
+next run (lib.delta_io.roll_back_incomplete_runs), which then redoes the work. One run at a
+time writes a warehouse (lib.warehouse_lock)."""
 from __future__ import annotations
 
 import datetime as dt
@@ -16,9 +19,10 @@ from dataclasses import dataclass, field
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from lib.delta_io import (append_new_records, merge_partitions, read_as_of_runs, replace_partitions, table_exists,
-                          table_path)
+from lib.delta_io import (append_new_records, insert_new_rows, merge_partitions, read_as_of_runs, replace_partitions,
+                          roll_back_incomplete_runs, run_tag, table_exists, table_path)
 from lib.logdir import PartitionLog
+from lib.warehouse_lock import WarehouseBusyError, WarehouseLock  # noqa: F401 - re-exported for jobs
 from lib.transform.decode import decode_segments, worker_error_from
 from lib.transform.expiry import judge_groups, judge_offsets
 from lib.transform.groups import replay_groups, topic_names_by_id
@@ -39,14 +43,18 @@ class RunResult:
     stage_seconds: dict = field(default_factory=dict)
     records: int = 0
     incremental: bool = False
+    rolled_back: list = field(default_factory=list)
+    on_corrupt: str = "fail"
+    quarantined: int = 0
+    took_over_lock: dict | None = None
 
 
 def _stage(df: DataFrame, path: str) -> None:
     df.write.mode("overwrite").parquet(path)
 
 
-def _checkpoints(spark: SparkSession, logs: list[PartitionLog], summaries: list[dict], run_id: str,
-                 start_offsets: dict[int, int], prev: "PreviousRun | None"):
+def _checkpoints(logs: list[PartitionLog], summaries: list[dict], run_id: str,
+                 start_offsets: dict[int, int]) -> list[tuple]:
     """One row per partition from the per-segment summaries: the log end is the next offset
     after the last batch of the last segment (or that segment's base offset if it is empty)."""
     rows = []
@@ -63,7 +71,7 @@ def _checkpoints(spark: SparkSession, logs: list[PartitionLog], summaries: list[
         records = sum(s["records"] for s in segs)
         rows.append((pl.partition, int(next_offset), int(records), pl.high_watermark, int(trailing), run_id,
                      finished))
-    return spark.createDataFrame(rows, T.REPLAY_CHECKPOINTS.ddl)
+    return rows
 
 
 @dataclass
@@ -128,35 +136,64 @@ def _offset_events(committed: DataFrame | None, pending: DataFrame | None) -> Da
     return out
 
 
+def new_run_id() -> str:
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:8]
+
+
+def _crash_point(name: str) -> None:
+    """Test hook for the kill test: OFFSETS_LAKE_KILL_AT=<name> makes the process SIGKILL
+    itself here, as a lost executor host or an OOM killer would."""
+    if os.environ.get("OFFSETS_LAKE_KILL_AT") == name:
+        import signal
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
 def run_replay(spark: SparkSession, logs: list[PartitionLog], warehouse: str, now_ms: int,
-               retention_minutes: int = 10080, full: bool = False, end_offsets: dict[int, int] | None = None
-               ) -> RunResult:
+               retention_minutes: int = 10080, full: bool = False, end_offsets: dict[int, int] | None = None,
+               lock_wait_seconds: float = 0.0, on_corrupt: str = "fail") -> RunResult:
     """Replay `logs` into the tables. Incremental unless `full` or a partition has no
     checkpoint yet: only records at or after each partition's checkpoint are read, and their
     effect is applied on top of the state the last completed run left. `end_offsets` bounds
-    what is read from a live topic (partition -> first offset not to read)."""
-    run_id = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:8]
-    partitions = [pl.partition for pl in logs]
-    result = RunResult(run_id, partitions, now_ms, retention_minutes)
+    what is read from a live topic (partition -> first offset not to read). `on_corrupt`:
+    "fail" stops at the first undecodable batch or record, changing nothing; "quarantine"
+    keeps each in quarantined_records (with its bytes) and goes on. Raises
+    WarehouseBusyError if another live run writes the warehouse."""
+    if on_corrupt not in ("fail", "quarantine"):
+        raise ValueError(f"on_corrupt must be fail or quarantine, not {on_corrupt!r}")
+    run_id = new_run_id()
+    os.makedirs(warehouse, exist_ok=True)
+    with WarehouseLock(warehouse, f"replay run {run_id}", lock_wait_seconds) as lock:
+        result = RunResult(run_id, [pl.partition for pl in logs], now_ms, retention_minutes, on_corrupt=on_corrupt)
+        result.took_over_lock = lock.took_over
+        result.rolled_back = roll_back_incomplete_runs(spark, warehouse, T.ALL_TABLES, T.REPLAY_CHECKPOINTS)
+        _run_locked(spark, logs, warehouse, result, full, end_offsets)
+        return result
+
+
+def _run_locked(spark: SparkSession, logs: list[PartitionLog], warehouse: str, result: RunResult, full: bool,
+                end_offsets: dict[int, int] | None) -> None:
+    run_id, now_ms, retention_minutes, partitions = (result.run_id, result.now_ms, result.retention_minutes,
+                                                     result.partitions)
     prev = None if full else previous_run(spark, warehouse, partitions)
     start_offsets = {p: 0 for p in partitions}
     if prev is not None:
         start_offsets.update(prev.next_offsets)
         result.incremental = True
     staging = os.path.join(warehouse, "_staging", run_id)
-    os.makedirs(warehouse, exist_ok=True)
     segments = [s for pl in logs for s in segments_from(pl, start_offsets[pl.partition])]
     try:
         t0 = time.monotonic()
         log_path = os.path.join(staging, "offsets_log")
         try:
-            summaries = decode_segments(spark, segments, log_path, start_offsets, end_offsets)
+            quarantine_raw = os.path.join(staging, "quarantine_raw") if result.on_corrupt == "quarantine" else None
+            summaries = decode_segments(spark, segments, log_path, start_offsets, end_offsets, quarantine_raw)
         except Exception as e:  # noqa: BLE001 - a Spark job failure carries the worker's error as text
             info = worker_error_from(e)
             if info is None:
                 raise
             raise ReplayError(_describe_worker_error(info)) from None
         _check_not_behind(logs, summaries, start_offsets, prev)
+        _crash_point("after_decode")
         result.stage_seconds["decode"] = time.monotonic() - t0
 
         t0 = time.monotonic()
@@ -201,20 +238,38 @@ def run_replay(spark: SparkSession, logs: list[PartitionLog], warehouse: str, no
                          (T.EXPIRED_GROUPS.name, judged_groups.filter(F.col("deleted")))):
             _stage(df.drop("expired", "deleted"), os.path.join(staging, name))
         result.records = sum(s["records"] for s in summaries)
-        _stage(_checkpoints(spark, logs, summaries, run_id, start_offsets, prev),
+        result.quarantined = sum(s["quarantined"] or 0 for s in summaries)
+        quarantined = spark.createDataFrame([], T.QUARANTINED_RECORDS.ddl)
+        if result.quarantined:
+            quarantined = (spark.read.schema(T.QUARANTINED_RECORDS.ddl).parquet(quarantine_raw)
+                           .withColumn("run_id", F.lit(run_id)))
+        _stage(quarantined.select(*T.QUARANTINED_RECORDS.column_names),
+               os.path.join(staging, T.QUARANTINED_RECORDS.name))
+        checkpoint_rows = _checkpoints(logs, summaries, run_id, start_offsets)
+        _stage(spark.createDataFrame(checkpoint_rows, T.REPLAY_CHECKPOINTS.ddl),
                os.path.join(staging, T.REPLAY_CHECKPOINTS.name))
         result.stage_seconds["replay"] = time.monotonic() - t0
+        _crash_point("before_commit")
 
         t0 = time.monotonic()
-        for table in T.ALL_TABLES:
-            df = spark.read.schema(table.ddl).parquet(os.path.join(staging, table.name))
-            path = table_path(warehouse, table)
-            if table is T.OFFSETS_LOG and prev is not None:
-                append_new_records(spark, df, path, table, start_offsets, run_id)
-            elif prev is not None and table is not T.REPLAY_CHECKPOINTS:
-                merge_partitions(spark, df, path, table, partitions, run_id)
-            else:
-                replace_partitions(df, path, table, partitions, run_id)
+        tag = run_tag(run_id, {r[0]: r[1] for r in checkpoint_rows})
+        try:
+            for table in T.ALL_TABLES:
+                df = spark.read.schema(table.ddl).parquet(os.path.join(staging, table.name))
+                path = table_path(warehouse, table)
+                if table is T.OFFSETS_LOG and prev is not None:
+                    append_new_records(spark, df, path, table, start_offsets, tag)
+                elif table is T.QUARANTINED_RECORDS and prev is not None:
+                    insert_new_rows(spark, df, path, table, partitions, tag)
+                elif prev is not None and table is not T.REPLAY_CHECKPOINTS:
+                    merge_partitions(spark, df, path, table, partitions, tag)
+                else:
+                    replace_partitions(df, path, table, partitions, tag)
+                _crash_point(f"after_commit:{table.name}")
+        except BaseException:
+            # A commit failed (a Delta conflict, a lost executor): take back what this run committed.
+            roll_back_incomplete_runs(spark, warehouse, T.ALL_TABLES, T.REPLAY_CHECKPOINTS)
+            raise
         result.stage_seconds["commit"] = time.monotonic() - t0
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -222,7 +277,6 @@ def run_replay(spark: SparkSession, logs: list[PartitionLog], warehouse: str, no
             os.rmdir(os.path.join(warehouse, "_staging"))
         except OSError:
             pass
-    return result
 
 
 def _check_not_behind(logs: list[PartitionLog], summaries: list[dict], start_offsets: dict[int, int],
@@ -280,4 +334,6 @@ def summarize(spark: SparkSession, warehouse: str, partitions: list[int]) -> dic
         "expired_groups": [r["group_id"] for r in t("expired_groups").orderBy("group_id").limit(50).collect()],
         "pending_count": t("pending_transactional_offsets").count(),
         "unknown_records": t("offsets_log").filter(F.col("decode_status") != "ok").count(),
+        "quarantined": [r.asDict() for r in t("quarantined_records").groupBy("offsets_partition", "segment_file", "level")
+                        .count().orderBy("offsets_partition", "segment_file", "level").limit(50).collect()],
     }

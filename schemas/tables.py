@@ -188,6 +188,28 @@ GROUP_FOLD_STATE = Table(
     key=("offsets_partition", "group_id"),
 )
 
+QUARANTINED_RECORDS = Table(
+    "quarantined_records",
+    "Batches and records that could not be decoded, kept with their bytes (--on-corrupt=quarantine).",
+    (
+        C("offsets_partition", "INT", "", False),
+        C("segment_file", "STRING", "segment file name (or fetch:<offset> for the live topic)", False),
+        C("byte_position", "BIGINT", "position of the batch in the segment file", False),
+        C("log_offset", "BIGINT", "the record's offset; for a batch, the base offset its header claims", False),
+        C("level", "STRING", "batch (framing, checksum, compression) or record (key or value)", False),
+        C("error_kind", "STRING", "the decode error's class, e.g. CorruptBatchError", False),
+        C("error", "STRING", "the decode error's message", False),
+        C("raw_bytes", "BINARY", "the whole batch for level batch; null for level record"),
+        C("raw_key", "BINARY", "the record's key for level record"),
+        C("raw_value", "BINARY", "the record's value for level record"),
+        C("file_path", "STRING", "full path of the segment file (or the broker it was fetched from)", False),
+        C("run_id", "STRING", "the run that quarantined it", False),
+    ),
+    key=("offsets_partition", "segment_file", "byte_position", "log_offset"),
+    partition_by=("offsets_partition",),
+)
+
+# In commit order: replay_checkpoints last, since its commit is a run's commit point.
 ALL_TABLES = (OFFSETS_LOG, GROUP_OFFSETS, EXPIRED_OFFSETS, PENDING_TRANSACTIONAL_OFFSETS, CONSUMER_GROUPS,
-              EXPIRED_GROUPS, GROUP_FOLD_STATE, REPLAY_CHECKPOINTS)
+              EXPIRED_GROUPS, GROUP_FOLD_STATE, QUARANTINED_RECORDS, REPLAY_CHECKPOINTS)
 TABLES = {t.name: t for t in ALL_TABLES}

@@ -12,6 +12,7 @@ import struct
 import zlib
 
 import cramjam
+import lz4.frame
 import pytest
 import xxhash
 
@@ -105,15 +106,21 @@ def xerial_snappy(data: bytes) -> bytes:
 COMPRESS = {
     1: lambda d: gzip.compress(d),
     2: xerial_snappy,
-    3: lambda d: bytes(cramjam.lz4.compress(d)),
+    3: lambda d: kafka_lz4(d),
     4: lambda d: bytes(cramjam.zstd.compress(d)),
 }
+
+
+def kafka_lz4(data: bytes) -> bytes:
+    """An LZ4 frame as Kafka's producers write it (python-lz4): independent 64 KiB blocks, no checksums."""
+    return lz4.frame.compress(data, block_size=lz4.frame.BLOCKSIZE_MAX64KB, block_linked=False,
+                              content_checksum=False, store_size=False)
 
 
 def lz4_with_old_kafka_header_checksum(data: bytes) -> bytes:
     """An LZ4 frame whose descriptor checksum was computed the wrong way (over the magic too),
     as very old Kafka clients did (spec 1.5)."""
-    frame = bytearray(cramjam.lz4.compress(data))
+    frame = bytearray(kafka_lz4(data))
     assert frame[:4] == h("04 22 4D 18")
     flg = frame[4]
     hc_pos = 6 + (8 if flg & 0x08 else 0) + (4 if flg & 0x01 else 0)
@@ -454,3 +461,13 @@ def test_legacy_magic1_message_below_minimum_size_raises():
 def test_inconsistent_batch_contents_raise(payload, count):
     with pytest.raises(CorruptBatchError):
         read_all(batch(7, payload, count, base_ts=T, max_ts=T))
+
+
+def test_lz4_linked_blocks_are_refused_as_kafka_does():
+    """Kafka's Lz4BlockInputStream throws "Dependent block stream is unsupported" on a frame
+    without the block-independence flag (checked on a 4.3.1 broker's DumpLogSegments)."""
+    raw = b"".join(rec(*r) for r in RECS)
+    linked = bytes(cramjam.lz4.compress(raw))            # cramjam's frames link their blocks
+    assert not linked[4] & 0x20
+    with pytest.raises(CorruptBatchError, match="cannot decompress lz4 data: dependent block stream is unsupported"):
+        read_all(batch(500, linked, 3, attrs=3, last_delta=3, base_ts=T, max_ts=T + 2000))

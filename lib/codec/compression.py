@@ -23,6 +23,9 @@ def decompress(codec: int, data, magic: int) -> bytes:
             return _xerial_snappy(bytes(data))
         if codec == 3:
             frame = bytes(data)
+            if len(frame) > 4 and frame.startswith(LZ4_FRAME_MAGIC) and not frame[4] & 0x20:
+                # Kafka's Lz4BlockInputStream refuses linked blocks (FLG.validate)
+                raise DecodeError("cannot decompress lz4 data: dependent block stream is unsupported")
             if magic == 0:
                 frame = _fix_lz4_header_checksum(frame)
             return bytes(cramjam.lz4.decompress(frame))
@@ -78,7 +81,27 @@ def compress(codec: int, data: bytes) -> bytes:
         block = bytes(cramjam.snappy.compress_raw(data))
         return XERIAL_MAGIC + struct.pack(">ii", 1, 1) + struct.pack(">i", len(block)) + block
     if codec == 3:
-        return bytes(cramjam.lz4.compress(data))
+        return lz4_frame(data)
     if codec == 4:
         return bytes(cramjam.zstd.compress(data))
     raise ValueError(f"unknown codec {codec}")
+
+
+LZ4_BLOCK_SIZE = 64 * 1024
+
+
+def lz4_frame(data: bytes) -> bytes:
+    """An LZ4 frame as Kafka's Lz4BlockOutputStream writes it: independent 64 KiB blocks, no
+    block or content checksums, an end mark. (A generic LZ4 frame links its blocks, which
+    Kafka refuses to read.)"""
+    flg, bd = 0x60, 0x40                      # version 01, block independence; max block 64 KiB
+    out = bytearray(LZ4_FRAME_MAGIC + bytes([flg, bd, (xxhash.xxh32_intdigest(bytes([flg, bd])) >> 8) & 0xFF]))
+    for start in range(0, len(data), LZ4_BLOCK_SIZE):
+        chunk = data[start:start + LZ4_BLOCK_SIZE]
+        block = bytes(cramjam.lz4.compress_block(chunk, store_size=False))
+        if len(block) >= len(chunk):
+            out += struct.pack("<I", len(chunk) | 0x80000000) + chunk
+        else:
+            out += struct.pack("<I", len(block)) + block
+    out += struct.pack("<I", 0)
+    return bytes(out)

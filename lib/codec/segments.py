@@ -68,9 +68,13 @@ class SegmentReader:
     the size of a partial entry at the end (0 if the file ended cleanly)."""
 
     def __init__(self, buf, *, file: str | None = None, partition: int | None = None,
-                 verify_crc: bool = True, skip_below: int = 0):
+                 verify_crc: bool = True, skip_below: int = 0, on_corrupt=None):
         """`skip_below`: magic-2 batches that end below this offset are stepped over on their
-        header alone (no CRC check, no decompression, no records): an incremental read."""
+        header alone (no CRC check, no decompression, no records): an incremental read.
+        `on_corrupt(error, raw_entry_bytes)`: instead of raising on a corrupt batch, hand it
+        over and go on with the next entry, whose position the entry's length gives; if that
+        length itself is impossible nothing after it can be framed: the rest is handed over
+        and the read stops (`unreadable_bytes`)."""
         self.buf = buf
         self.file = file
         self.partition = partition
@@ -78,6 +82,8 @@ class SegmentReader:
         self.skip_below = skip_below
         self.last_skipped_offset: int | None = None
         self.trailing_bytes = 0
+        self.on_corrupt = on_corrupt
+        self.unreadable_bytes = 0
 
     def _corrupt(self, message: str, offset: int | None, position: int) -> CorruptBatchError:
         return CorruptBatchError(message, file=self.file, partition=self.partition, offset=offset,
@@ -90,8 +96,13 @@ class SegmentReader:
         while end - pos >= HEADER_SIZE_UP_TO_MAGIC:
             offset, size = _ENTRY_HEAD.unpack_from(buf, pos)
             if size < RECORD_OVERHEAD_V0:
-                raise self._corrupt(f"entry size {size} is smaller than the minimum {RECORD_OVERHEAD_V0}",
+                err = self._corrupt(f"entry size {size} is smaller than the minimum {RECORD_OVERHEAD_V0}",
                                     offset, pos)
+                if self.on_corrupt is None:
+                    raise err
+                self.on_corrupt(err, bytes(buf[pos:end]))
+                self.unreadable_bytes = self.trailing_bytes = end - pos
+                return
             if pos + LOG_OVERHEAD + size > end:
                 break
             magic = buf[pos + 16]
@@ -108,12 +119,15 @@ class SegmentReader:
                     batch = self._read_legacy(pos, size, offset)
                 else:
                     raise self._corrupt(f"unknown magic byte {magic}", offset, pos)
-            except CorruptBatchError:
-                raise
             except DecodeError as e:
-                raise CorruptBatchError(e.message, file=self.file, partition=self.partition,
-                                        offset=e.offset if e.offset is not None else offset,
-                                        position=pos) from None
+                if not isinstance(e, CorruptBatchError):
+                    e = CorruptBatchError(e.message, file=self.file, partition=self.partition,
+                                          offset=e.offset if e.offset is not None else offset, position=pos)
+                if self.on_corrupt is None:
+                    raise e from None
+                self.on_corrupt(e, bytes(buf[pos:pos + LOG_OVERHEAD + size]))
+                pos += LOG_OVERHEAD + size
+                continue
             yield batch
             pos += LOG_OVERHEAD + size
         self.trailing_bytes = end - pos

@@ -1,0 +1,201 @@
+"""A replay killed with SIGKILL, or racing another replay, never leaves a half-written table.
+
+Run 1 replays the first phase of a log (the "before" state); an uninterrupted run 2 over the
+grown log gives the "after" state. Run 2 is then repeated in a separate process that is
+SIGKILLed at each crash point (during the read, before the commits, between table commits)
+and at random moments. After each kill every table must equal its before or its after state,
+with the checkpoint its newest commit names agreeing with its rows; the next run must roll
+back what the dead run committed and end exactly in the after state."""
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from lib.delta_io import commit_history, tagged_checkpoint, tagged_run
+from tests.conftest import REPO, rows
+from tests.test_incremental import KEYS, NOW, STATE_TABLES, phases, snapshot
+
+pytestmark = pytest.mark.spark
+
+KILL_POINTS = ["after_decode", "before_commit", "after_commit:offsets_log", "after_commit:group_offsets",
+               "after_commit:consumer_groups", "after_commit:group_fold_state"]
+
+
+def job(log_dir, warehouse, env_extra=None, **popen):
+    env = dict(os.environ, PYTHONPATH=REPO, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
+               **(env_extra or {}))
+    cmd = [sys.executable, "-m", "jobs.replay_offsets", "--input", str(log_dir), "--warehouse", str(warehouse),
+           "--now", str(NOW), "--quiet", "--conf", "spark.sql.shuffle.partitions=2", "--conf", "spark.master=local[2]"]
+    return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            **popen)
+
+
+def checkpoints(spark, warehouse) -> dict[int, int]:
+    return {r["offsets_partition"]: r["next_log_offset"] for r in rows(spark, str(warehouse), "replay_checkpoints")}
+
+
+@pytest.fixture(scope="module")
+def states(spark, replay_logdir, tmp_path_factory):
+    """Log dirs of phase 1 and of phases 1+2, the warehouse after run 1, and both snapshots."""
+    tmp = tmp_path_factory.mktemp("crash")
+    builders, steps = phases()
+    steps[0]()
+    for b in builders:
+        b.write(str(tmp / "log1"))
+    steps[1]()
+    for b in builders:
+        b.write(str(tmp / "log2"))
+    replay_logdir(tmp / "log1", tmp / "before", NOW)
+    shutil.copytree(tmp / "before", tmp / "after")
+    replay_logdir(tmp / "log2", tmp / "after", NOW)
+    return {"tmp": tmp, "log2": tmp / "log2", "before_wh": tmp / "before",
+            "before": snapshot(spark, tmp / "before"), "after": snapshot(spark, tmp / "after"),
+            "before_cp": checkpoints(spark, tmp / "before"), "after_cp": checkpoints(spark, tmp / "after")}
+
+
+def assert_each_table_before_or_after(spark, warehouse, states) -> dict[str, str]:
+    """Every table is wholly at one of the two states, and its newest run commit names the
+    checkpoint of that state. Returns table -> "before" / "after"."""
+    got = snapshot(spark, warehouse)
+    where = {}
+    for table in STATE_TABLES:
+        if got[table] == states["after"][table] and got[table] != states["before"][table]:
+            where[table] = "after"
+        elif got[table] == states["before"][table]:
+            where[table] = "before"
+        else:
+            raise AssertionError(f"{table} is neither the before nor the after state: half-written")
+        history = commit_history(spark, str(warehouse / table))
+        newest_run_commit = next(meta for _, meta in history if tagged_run(meta))
+        expected_cp = states["after_cp"] if where[table] == "after" else states["before_cp"]
+        if states["before"][table] != states["after"][table]:
+            assert tagged_checkpoint(newest_run_commit) == expected_cp, table
+    assert checkpoints(spark, warehouse) == states["before_cp"], "checkpoint moved without the run completing"
+    return where
+
+
+@pytest.mark.parametrize("point", KILL_POINTS)
+def test_kill_at_a_crash_point_then_recover(spark, replay_logdir, states, tmp_path, point):
+    wh = tmp_path / "wh"
+    shutil.copytree(states["before_wh"], wh)
+    proc = job(states["log2"], wh, {"OFFSETS_LAKE_KILL_AT": point})
+    proc.communicate(timeout=300)
+    assert proc.returncode == -signal.SIGKILL
+    where = assert_each_table_before_or_after(spark, wh, states)
+    committed = point.split(":", 1)[1] if ":" in point else None
+    order = ["offsets_log", "group_offsets", "expired_offsets", "pending_transactional_offsets",
+             "consumer_groups", "expired_groups", "group_fold_state"]
+    done = set(order[:order.index(committed) + 1]) if committed else set()
+    for table in STATE_TABLES:
+        if states["before"][table] != states["after"][table]:
+            assert where[table] == ("after" if table in done else "before"), table
+
+    result = replay_logdir(states["log2"], wh, NOW)
+    assert result.took_over_lock is not None and result.took_over_lock["owner"].startswith("replay run ")
+    rolled = {r["table"] for r in result.rolled_back}
+    assert rolled == done
+    assert snapshot(spark, wh) == states["after"]
+    assert checkpoints(spark, wh) == states["after_cp"]
+
+
+def test_kill_at_random_moments_then_recover(spark, replay_logdir, states, tmp_path):
+    rng = random.Random(20261122)
+    for i in range(2):
+        wh = tmp_path / f"wh{i}"
+        shutil.copytree(states["before_wh"], wh)
+        proc = job(states["log2"], wh, start_new_session=True)
+        delay = rng.uniform(6, 22)
+        try:
+            proc.wait(timeout=delay)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)         # the whole process group: driver JVM included
+            proc.wait()
+        if proc.returncode == 0:                         # finished before the kill: that is the after state
+            assert snapshot(spark, wh) == states["after"]
+        else:
+            assert proc.returncode == -signal.SIGKILL
+            assert_each_table_before_or_after(spark, wh, states)
+        replay_logdir(states["log2"], wh, NOW)
+        assert snapshot(spark, wh) == states["after"], f"delay {delay:.1f}s"
+        assert checkpoints(spark, wh) == states["after_cp"]
+
+
+def test_a_live_writer_makes_a_second_run_fail_clearly(spark, states, tmp_path):
+    from lib.warehouse_lock import WarehouseLock
+
+    wh = tmp_path / "wh"
+    shutil.copytree(states["before_wh"], wh)
+    with WarehouseLock(str(wh), "a test holding the warehouse"):
+        proc = job(states["log2"], wh)
+        out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 75
+    assert (f"warehouse {wh} is being written by a test holding the warehouse (pid {os.getpid()} on "
+            f"{socket.gethostname()}") in err
+    assert "no table was changed" in err
+    assert snapshot(spark, wh) == states["before"]
+
+
+def test_two_replays_at_once_do_not_corrupt_the_tables(spark, states, tmp_path):
+    wh = tmp_path / "wh"
+    shutil.copytree(states["before_wh"], wh)
+    procs = [job(states["log2"], wh) for _ in range(2)]
+    outcomes = []
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        outcomes.append((p.returncode, err))
+    codes = sorted(c for c, _ in outcomes)
+    # Either they overlapped (the loser exits 75 naming the winner) or ran one after the other.
+    assert codes in ([0, 75], [0, 0]), outcomes
+    for code, err in outcomes:
+        if code == 75:
+            assert "is being written by replay run" in err
+    assert snapshot(spark, wh) == states["after"]
+    assert checkpoints(spark, wh) == states["after_cp"]
+    assert not (wh / "_writer.lock").exists()
+
+
+def test_a_failed_commit_is_taken_back_at_once(spark, replay_logdir, states, tmp_path, monkeypatch):
+    """An exception between table commits (a Delta conflict, say) rolls the run back before it
+    propagates: the tables stay at the before state without waiting for the next run."""
+    import lib.pipeline as pipeline
+
+    wh = tmp_path / "wh"
+    shutil.copytree(states["before_wh"], wh)
+    real = pipeline.merge_partitions
+
+    def failing(spark_, df, path, table, partitions, tag):
+        if table.name == "consumer_groups":
+            raise RuntimeError("simulated commit conflict")
+        return real(spark_, df, path, table, partitions, tag)
+
+    monkeypatch.setattr(pipeline, "merge_partitions", failing)
+    with pytest.raises(RuntimeError, match="simulated commit conflict"):
+        replay_logdir(states["log2"], wh, NOW)
+    assert snapshot(spark, wh) == states["before"]
+    assert checkpoints(spark, wh) == states["before_cp"]
+    assert not (wh / "_writer.lock").exists()
+    monkeypatch.setattr(pipeline, "merge_partitions", real)
+    result = replay_logdir(states["log2"], wh, NOW)
+    assert result.rolled_back == []
+    assert snapshot(spark, wh) == states["after"]
+
+
+def test_a_stale_lock_is_taken_over(spark, replay_logdir, states, tmp_path):
+    wh = tmp_path / "wh"
+    shutil.copytree(states["before_wh"], wh)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    (wh / "_writer.lock").write_text(json.dumps({"pid": dead.pid, "host": socket.gethostname(),
+                                                 "owner": "replay run dead-one", "since": "2026-11-22T00:00:00+00:00"}))
+    result = replay_logdir(states["log2"], wh, NOW)
+    assert result.took_over_lock["owner"] == "replay run dead-one"
+    assert snapshot(spark, wh) == states["after"]
+    assert not (wh / "_writer.lock").exists()
