@@ -335,7 +335,7 @@ def mutate(draw, data: bytes, bounds: list[tuple[int, int]], max_steps: int = 3)
     for _ in range(draw(st.integers(1, max_steps))):
         n = len(buf)
         op = draw(st.sampled_from(["flip", "truncate", "insert", "delete", "overwrite", "field", "field",
-                                   "duplicate", "drop", "shuffle", "varint"]))
+                                   "offset", "duplicate", "drop", "shuffle", "varint"]))
         if op == "flip" and n:
             i = draw(st.integers(0, n - 1))
             buf[i] ^= 1 << draw(st.integers(0, 7))
@@ -364,6 +364,12 @@ def mutate(draw, data: bytes, bounds: list[tuple[int, int]], max_steps: int = 3)
                 raw = bytes([draw(st.integers(0, 255))])
             if start + rel + width <= len(buf):
                 buf[start + rel:start + rel + width] = raw
+        elif op == "offset" and bounds:
+            # an entry's offset (never covered by a CRC) at the ends of the int64 range
+            start, _ = draw(st.sampled_from(bounds))
+            if start + 8 <= len(buf):
+                buf[start:start + 8] = struct.pack(">q", draw(st.sampled_from(
+                    [2 ** 63 - 1, 2 ** 63 - 2, 2 ** 63 - 3, 2 ** 63 - 20, -1, -2, -2 ** 63])))
         elif op == "varint" and n:
             i = draw(st.integers(0, n - 1))
             raw = draw(st.sampled_from([b"\xff\xff\xff\xff\x0f", b"\xfe\xff\xff\xff\x0f", b"\x80\x80\x80\x80\x80\x01",

@@ -123,3 +123,50 @@ def test_legacy_wrapper_inner_offsets_overflowing_are_corrupt():
     data = struct.pack(">q", MAX - 1) + data[8:]
     with pytest.raises(CorruptBatchError, match="outside"):
         decode(data)
+
+
+# --- a snappy block claiming a huge uncompressed length (found by probing the codecs' length
+# headers: the decoder allocates the claimed size first; under a memory limit, such as the one
+# spark.executor.pyspark.memory sets on Python workers, the process aborted) --------------------
+
+BOMB_SCRIPT = r"""
+import resource, struct, sys
+resource.setrlimit(resource.RLIMIT_AS, (1_500_000_000, 1_500_000_000))
+from lib.codec.compression import XERIAL_MAGIC
+from lib.codec.errors import DecodeError
+from lib.codec.primitives import encode_uvarint
+from lib.codec.writer import encode_batch
+from lib.decode import SegmentDecoder
+import lib.codec.writer as w
+bomb = encode_uvarint(0xFFFFFFFF) + b"\0"
+payload = bomb if sys.argv[1] == "raw" else XERIAL_MAGIC + struct.pack(">iii", 1, 1, len(bomb)) + bomb
+w.compress = lambda codec, data: payload
+data = encode_batch(9, [(9, 0, b"k", b"v")], compression=2)
+try:
+    list(SegmentDecoder("/logs/__consumer_offsets-3/00000000000000000000.log", 3, data=data))
+except DecodeError as e:
+    print(str(e))
+"""
+
+
+@pytest.mark.parametrize("framing", ["raw", "xerial"])
+def test_snappy_block_claiming_4_gib_is_corrupt_even_under_a_memory_limit(framing):
+    import os
+    import subprocess
+    import sys
+
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = subprocess.run([sys.executable, "-c", BOMB_SCRIPT, framing], cwd=repo, capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": repo}, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == (
+        "snappy block of 6 bytes claims 4294967295 bytes uncompressed "
+        "(file /logs/__consumer_offsets-3/00000000000000000000.log, partition 3, log offset 9, byte position 0)")
+
+
+def test_snappy_at_its_largest_expansion_still_decodes():
+    from lib.codec.compression import compress, decompress
+    data = b"a" * 1_000_000          # compresses about 21 times (64-byte copies)
+    packed = compress(2, data)
+    assert len(data) > 20 * (len(packed) - 20)
+    assert decompress(2, packed, 2) == data
