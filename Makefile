@@ -23,6 +23,7 @@ help:
 	@echo "make run    - set up, replay the bundled sample log into ./$(WAREHOUSE) and print a summary"
 	@echo "make test   - set up, run every test"
 	@echo "make bench  - set up, generate a log of RECORDS records and measure the replay"
+	@echo "make soak   - set up, run the property tests (tests/test_fuzz.py) with SOAK_SCALE x more examples"
 	@echo "make setup  - virtualenv at $(VENV) and JVM jars in $(JARS)/ (idempotent)"
 
 setup: venv jars kafka-jars
@@ -60,6 +61,15 @@ test: setup
 
 bench: setup
 	$(PY) -m jobs.bench --records $(RECORDS)
+
+# The codec's property tests with SOAK_SCALE times the examples of `make test` and fresh
+# randomness each run (hypothesis keeps failing examples in .hypothesis/ and prints how to
+# reproduce them). SOAK_ARGS go to pytest, e.g. SOAK_ARGS="--hypothesis-seed=7 -x".
+SOAK_SCALE ?= 50
+SOAK_ARGS  ?=
+.PHONY: soak
+soak: setup
+	FUZZ_SCALE=$(SOAK_SCALE) $(PY) -m pytest tests/test_fuzz.py -q --hypothesis-show-statistics $(SOAK_ARGS)
 
 clean:
 	rm -rf $(WAREHOUSE) spark-warehouse .pytest_cache

@@ -42,12 +42,23 @@ class _Columns:
         return pa.RecordBatch.from_arrays(arrays, schema=SCHEMA)
 
 
+# The latest instant Spark's TIMESTAMP supports (9999-12-31T23:59:59.999Z; Python's datetime
+# ends there too), in ms. Kafka takes any int64 (clients chose commit timestamps in OffsetCommit
+# v1, and expiry through retention times); a later timestamp is stored as this instant, which
+# compares with any real "now" as the true value does, so expiry decides alike. raw_value keeps
+# the exact bytes.
+MAX_TIMESTAMP_MS = 253_402_300_799_999
+
+
 def _ms(value: int) -> int | None:
-    return None if value is None or value < 0 else value
+    if value is None or value < 0:
+        return None
+    return value if value <= MAX_TIMESTAMP_MS else MAX_TIMESTAMP_MS
 
 
 def _us(ms: int) -> int | None:
-    return None if ms is None or ms < 0 else ms * 1000
+    ms = _ms(ms)
+    return None if ms is None else ms * 1000
 
 
 def decode_group_metadata(data: dict) -> dict:

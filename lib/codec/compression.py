@@ -40,10 +40,26 @@ def decompress(codec: int, data, magic: int) -> bytes:
     raise DecodeError(f"unknown compression codec id {codec}")
 
 
+def _snappy_block(block: bytes) -> bytes:
+    """One raw snappy block. It starts with its uncompressed length (uvarint), which the decoder
+    allocates up front; no element expands more than 64 bytes out of 3 in, so a block claiming
+    over 22 times its size is corrupt (a 6-byte block claiming 4 GiB killed a memory-limited
+    worker instead of raising)."""
+    claimed, shift = 0, 0
+    for i in range(min(5, len(block))):
+        claimed |= (block[i] & 0x7F) << shift
+        shift += 7
+        if block[i] < 0x80:
+            break
+    if claimed > 22 * len(block):
+        raise DecodeError(f"snappy block of {len(block)} bytes claims {claimed} bytes uncompressed")
+    return bytes(cramjam.snappy.decompress_raw(block))
+
+
 def _xerial_snappy(data: bytes) -> bytes:
     """snappy-java's SnappyOutputStream framing: magic, two int32, then [int32 len][raw block]..."""
     if not data.startswith(XERIAL_MAGIC):
-        return bytes(cramjam.snappy.decompress_raw(data))
+        return _snappy_block(data)
     pos = 16
     out = bytearray()
     while pos < len(data):
@@ -53,7 +69,7 @@ def _xerial_snappy(data: bytes) -> bytes:
         pos += 4
         if n < 0 or pos + n > len(data):
             raise DecodeError(f"xerial snappy block of {n} bytes runs past the end")
-        out += bytes(cramjam.snappy.decompress_raw(data[pos:pos + n]))
+        out += _snappy_block(data[pos:pos + n])
         pos += n
     return bytes(out)
 

@@ -24,6 +24,8 @@ RECORD_BATCH_OVERHEAD = 61
 RECORD_OVERHEAD_V0 = 14
 RECORD_OVERHEAD_V1 = 22
 NO_TIMESTAMP = -1
+# Offsets are int64 and a log's next offset must be one too: records sit at 0 .. 2^63-2.
+MAX_RECORD_OFFSET = 2 ** 63 - 2
 
 _ENTRY_HEAD = struct.Struct(">qi")
 # attributes, lastOffsetDelta, baseTimestamp, maxTimestamp, producerId, producerEpoch, baseSequence, count
@@ -150,6 +152,9 @@ class SegmentReader:
             raise self._corrupt(f"negative record count {count}", base_offset, pos)
         if last_delta < 0:
             raise self._corrupt(f"negative lastOffsetDelta {last_delta}", base_offset, pos)
+        if base_offset < 0 or base_offset + last_delta > MAX_RECORD_OFFSET:
+            raise self._corrupt(f"batch offsets {base_offset}..{base_offset + last_delta} are outside "
+                                f"0..{MAX_RECORD_OFFSET}", base_offset, pos)
         codec = attributes & 0x07
         ts_type = (attributes >> 3) & 1
         batch = Batch(pos, total, 2, base_offset, base_offset + last_delta, leader_epoch, crc, attributes,
@@ -164,7 +169,7 @@ class SegmentReader:
             data = decompress(codec, buf[pos + RECORD_BATCH_OVERHEAD:pos + total], 2)
             start, stop = 0, len(data)
         log_append = ts_type == 1
-        batch.records = _parse_v2_records(data, start, stop, count, base_offset, base_ts,
+        batch.records = _parse_v2_records(data, start, stop, count, base_offset, last_delta, base_ts,
                                           max_ts if log_append else None)
         return batch
 
@@ -187,6 +192,8 @@ class SegmentReader:
         batch = Batch(pos, total, magic, offset, offset, -1, crc, attributes, codec, ts_type, False, False,
                       False, timestamp, timestamp, -1, -1, -1)
         if codec == 0:
+            if not 0 <= offset <= MAX_RECORD_OFFSET:
+                raise self._corrupt(f"message offset {offset} is outside 0..{MAX_RECORD_OFFSET}", offset, pos)
             batch.records = [(offset, timestamp, key, value)]
             return batch
         if value is None:
@@ -220,6 +227,9 @@ class SegmentReader:
             base = offset - records[-1][0]
             for rec in records:
                 rec[0] += base
+        if not all(0 <= rec[0] <= MAX_RECORD_OFFSET for rec in records):
+            raise self._corrupt(f"inner message offsets {records[0][0]}..{records[-1][0]} are outside "
+                                f"0..{MAX_RECORD_OFFSET}", offset, pos)
         batch.records = [tuple(rec) for rec in records]
         batch.base_offset = batch.records[0][0]
         batch.last_offset = batch.records[-1][0]
@@ -250,7 +260,7 @@ def _legacy_bytes(buf, pos: int, end: int, what: str):
     return bytes(buf[pos:pos + n]), pos + n
 
 
-def _parse_v2_records(buf, pos: int, end: int, count: int, base_offset: int, base_ts: int,
+def _parse_v2_records(buf, pos: int, end: int, count: int, base_offset: int, last_delta: int, base_ts: int,
                       log_append_ts: int | None) -> list:
     """DefaultRecord layout (spec 1.6). Inlined varint decoding: this is the hot loop."""
     records = []
@@ -319,6 +329,8 @@ def _parse_v2_records(buf, pos: int, end: int, count: int, base_offset: int, bas
             else:
                 vals.append(n)
         offset_delta, key, value, header_count = vals
+        if not 0 <= offset_delta <= last_delta:
+            raise DecodeError(f"record offset delta {offset_delta} is outside the batch's 0..{last_delta}")
         if header_count < 0:
             raise DecodeError(f"negative header count {header_count}")
         if header_count:
