@@ -34,6 +34,10 @@ def parse_args(argv=None) -> argparse.Namespace:
                         "quarantine: keep each in the quarantined_records table with its bytes and go on")
     p.add_argument("--lock-wait", type=float, default=0.0, metavar="SECONDS",
                    help="if another run is writing the warehouse, wait this long for it (default: fail at once)")
+    p.add_argument("--check", action="store_true",
+                   help="after the replay, run the quality suites (jobs.quality); exit 1 if an error-level check fails")
+    p.add_argument("--partition-count", type=int, default=50,
+                   help="with --check: partition count of __consumer_offsets (default 50)")
     p.add_argument("--quiet", action="store_true", help="print only the one-line result")
     return p.parse_args(argv)
 
@@ -79,7 +83,20 @@ def main(argv=None) -> int:
     wall = time.monotonic() - started
     summary = summarize(spark, args.warehouse, result.partitions)
     print_summary(args, result, summary, wall)
+    if args.check:
+        return run_checks(spark, args, result.partitions)
     return 0
+
+
+def run_checks(spark, args, partitions) -> int:
+    from jobs.quality import report
+    from lib.quality import run_suites
+
+    print("\nquality checks:")
+    if report(run_suites(spark, args.warehouse, partitions, args.partition_count)) == 0:
+        return 0
+    print("replay_offsets: the tables were written but failed error-level quality checks", file=sys.stderr)
+    return 1
 
 
 def print_summary(args, result, s: dict, wall: float) -> None:
