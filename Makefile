@@ -17,7 +17,7 @@ export PYSPARK_PYTHON        := $(CURDIR)/$(PY)
 export PYSPARK_DRIVER_PYTHON := $(CURDIR)/$(PY)
 export PYTHONPATH            := $(CURDIR)
 
-.PHONY: help setup run test bench clean jars venv submit
+.PHONY: help setup run test bench clean jars venv submit airflow-venv
 
 help:
 	@echo "make run    - set up, replay the bundled sample log into ./$(WAREHOUSE) and print a summary"
@@ -25,6 +25,7 @@ help:
 	@echo "make bench  - set up, generate a log of RECORDS records and measure the replay"
 	@echo "make soak   - set up, run the property tests (tests/test_fuzz.py) with SOAK_SCALE x more examples"
 	@echo "make setup  - virtualenv at $(VENV) and JVM jars in $(JARS)/ (idempotent)"
+	@echo "make airflow-venv - Airflow 3 in its own virtualenv at .venv-airflow (idempotent)"
 
 setup: venv jars kafka-jars
 
@@ -33,6 +34,17 @@ $(VENV)/.stamp: requirements.txt constraints.txt
 	@test -x $(PY) || $(PYTHON_BOOT) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -r requirements.txt -c constraints.txt
+	@touch $@
+
+# Airflow 3 in its own virtualenv (its pins clash with the pipeline's); the DAGs in airflow_dags/
+# start the jobs in $(VENV) or under spark-submit. conf/airflow/constraints.txt is a pip freeze
+# of what resolved.
+AIRFLOW_VENV := .venv-airflow
+airflow-venv: $(AIRFLOW_VENV)/.stamp
+$(AIRFLOW_VENV)/.stamp: conf/airflow/requirements.txt conf/airflow/constraints.txt
+	@test -x $(AIRFLOW_VENV)/bin/python || $(PYTHON_BOOT) -m venv $(AIRFLOW_VENV)
+	$(AIRFLOW_VENV)/bin/python -m pip install -q --upgrade pip
+	$(AIRFLOW_VENV)/bin/python -m pip install -q -r conf/airflow/requirements.txt -c conf/airflow/constraints.txt
 	@touch $@
 
 jars: $(JARS)/spark/.stamp
@@ -56,7 +68,7 @@ $(JARS)/kafka39/.stamp: conf/maven/pom.xml
 run: setup
 	$(PY) -m jobs.replay_offsets --input $(SAMPLE) --warehouse $(WAREHOUSE) --full $(if $(SAMPLE_NOW),--now $(SAMPLE_NOW),)
 
-test: setup
+test: setup airflow-venv
 	$(PY) -m pytest
 
 bench: setup

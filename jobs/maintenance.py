@@ -1,0 +1,119 @@
+"""Compact and vacuum the Delta tables of a warehouse.
+
+    python -m jobs.maintenance --warehouse WAREHOUSE [--vacuum-hours 168] [--tables offsets_log,group_offsets]
+        [--allow-short-retention] [--no-optimize] [--no-vacuum] [--conf key=value ...]
+
+For each table (default: every table of schemas/tables.py that exists): OPTIMIZE (bin-packing
+compaction), then VACUUM of the files no version younger than the retention references. The
+retention defaults to 168 hours, Delta's own default; a shorter one is refused unless
+--allow-short-retention is given, which is the only case where Delta's retention check is
+switched off. Readers time-travelling to older versions (the replay reads the state "as of"
+the last completed run) need the files VACUUM would delete: keep the retention longer than
+the longest gap between two runs of any partition.
+
+Must not run while a replay writes the same warehouse (the Airflow DAGs share one pool).
+Works the same under spark-submit. Exit code 0 on success, 2 on bad arguments."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+DEFAULT_VACUUM_HOURS = 168          # Delta's default delta.deletedFileRetentionDuration (7 days)
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="maintenance", description=__doc__.splitlines()[0])
+    p.add_argument("--warehouse", required=True, help="folder of the Delta tables")
+    p.add_argument("--vacuum-hours", type=float, default=DEFAULT_VACUUM_HOURS,
+                   help=f"VACUUM retention in hours (default {DEFAULT_VACUUM_HOURS})")
+    p.add_argument("--allow-short-retention", action="store_true",
+                   help=f"allow --vacuum-hours below {DEFAULT_VACUUM_HOURS} (disables Delta's retention check)")
+    p.add_argument("--tables", help="comma-separated table names (default: every table)")
+    p.add_argument("--no-optimize", action="store_true", help="skip OPTIMIZE")
+    p.add_argument("--no-vacuum", action="store_true", help="skip VACUUM")
+    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting")
+    return p.parse_args(argv)
+
+
+def fail(message: str) -> int:
+    print(f"maintenance: error: {message}", file=sys.stderr)
+    print("maintenance: no table was changed", file=sys.stderr)
+    return 2
+
+
+def choose_tables(text: str | None) -> list[str]:
+    from schemas.tables import ALL_TABLES
+
+    known = [t.name for t in ALL_TABLES]
+    if not text:
+        return known
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ValueError(f"unknown table(s) {', '.join(unknown)}; known: {', '.join(known)}")
+    return list(dict.fromkeys(names))
+
+
+def vacuumed_files(table) -> str:
+    """Files the last VACUUM deleted, from its VACUUM END commit ("?" if not logged)."""
+    for r in table.history(2).select("operation", "operationMetrics").collect():
+        if r["operation"] == "VACUUM END":
+            return (r["operationMetrics"] or {}).get("numDeletedFiles", "?")
+    return "?"
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    try:
+        tables = choose_tables(args.tables)
+    except ValueError as e:
+        return fail(str(e))
+    if not os.path.isdir(args.warehouse):
+        return fail(f"warehouse {args.warehouse} is not a directory")
+    if args.vacuum_hours < 0:
+        return fail("--vacuum-hours must not be negative")
+    if args.vacuum_hours < DEFAULT_VACUUM_HOURS and not args.allow_short_retention and not args.no_vacuum:
+        return fail(f"--vacuum-hours {args.vacuum_hours:g} is below Delta's default retention of "
+                    f"{DEFAULT_VACUUM_HOURS} h: older versions (which incremental replays read) would lose "
+                    "their files; pass --allow-short-retention if that is really wanted")
+
+    from delta.tables import DeltaTable
+
+    from lib.delta_io import table_path
+    from lib.spark_session import build_session
+
+    # VACUUM lists the table's folder with this many tasks (Spark's default: 10000, which costs
+    # minutes even on a one-file table); a small number suits these tables.
+    overrides = {"spark.sql.sources.parallelPartitionDiscovery.parallelism": "8"}
+    overrides.update(kv.split("=", 1) for kv in args.conf)
+    if args.vacuum_hours < DEFAULT_VACUUM_HOURS and not args.no_vacuum:
+        overrides["spark.databricks.delta.retentionDurationCheck.enabled"] = "false"
+    spark = build_session("maintenance", overrides)
+    started = time.monotonic()
+    done = 0
+    for name in tables:
+        path = table_path(args.warehouse, name)
+        if not DeltaTable.isDeltaTable(spark, path):
+            print(f"{name}: skipped, no Delta table at {path}")
+            continue
+        table = DeltaTable.forPath(spark, path)
+        parts = []
+        if not args.no_optimize:
+            metrics = table.optimize().executeCompaction().select("metrics.*").first()
+            parts.append(f"optimize {metrics['numFilesRemoved']} files -> {metrics['numFilesAdded']}")
+        if not args.no_vacuum:
+            table.vacuum(args.vacuum_hours)
+            parts.append(f"vacuum (retain {args.vacuum_hours:g} h) deleted {vacuumed_files(table)} files")
+        detail = spark.sql(f"DESCRIBE DETAIL delta.`{path}`").select("numFiles", "sizeInBytes").first()
+        version = table.history(1).select("version").first()["version"]
+        parts.append(f"now version {version}, {detail['numFiles']} files, {detail['sizeInBytes']} bytes")
+        print(f"{name}: " + "; ".join(parts))
+        done += 1
+    print(f"maintenance: {done} of {len(tables)} tables in {args.warehouse} in {time.monotonic() - started:.1f}s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
