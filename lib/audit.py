@@ -17,6 +17,7 @@ required. Values are bound with Spark's named parameter markers (`:name`), never
 into the SQL text."""
 from __future__ import annotations
 
+import atexit
 import base64
 import csv
 import datetime as dt
@@ -25,6 +26,7 @@ import io
 import json
 import os
 import re
+import shutil
 import tempfile
 from dataclasses import dataclass, field
 
@@ -140,7 +142,7 @@ def list_text(queries: dict[str, Query]) -> str:
 
 
 # --- parameter values ---------------------------------------------------------------------
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)\s*(w|d|h|m|s|ms)", re.I)
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|w|d|h|m|s)", re.I)
 _ISO_DURATION = re.compile(r"^P(?:(\d+(?:\.\d+)?)W)?(?:(\d+(?:\.\d+)?)D)?"
                            r"(?:T(?:(\d+(?:\.\d+)?)H)?(?:(\d+(?:\.\d+)?)M)?(?:(\d+(?:\.\d+)?)S)?)?$", re.I)
 _UNIT_SECONDS = {"w": 604800, "d": 86400, "h": 3600, "m": 60, "s": 1, "ms": 0.001}
@@ -239,6 +241,7 @@ def open_catalog(spark, warehouse: str, use: bool = True) -> list[str]:
     if not spark.catalog.databaseExists(DATABASE):
         # the database's own folder holds nothing; keep it out of the warehouse and the cwd
         location = tempfile.mkdtemp(prefix="offsets-lake-catalog-")
+        atexit.register(shutil.rmtree, location, True)
         spark.sql(f"CREATE DATABASE IF NOT EXISTS {DATABASE} LOCATION {_quote(location)}")
     for t in spark.catalog.listTables(DATABASE):
         if t.tableType == "EXTERNAL" or t.isTemporary:

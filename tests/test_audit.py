@@ -465,3 +465,27 @@ def test_interactive_prompt_via_stdin(audit):
     assert out[out.index("committed_offset") + 1] == "260"
     assert out[out.index("c") + 1] == "200"        # time travel by path to the first run's version
     assert "not reached" not in res.stdout
+
+
+def test_durations_statements_and_output_helpers():
+    from lib.audit import format_rows, iso_duration, parse_duration, split_statements
+    td = dt.timedelta
+    assert [parse_duration(t) for t in ("7d", "36h", "1d12h30m", "500ms", "2w", "P7D", "PT36H", "P1DT12H")] == [
+        td(days=7), td(hours=36), td(days=1, hours=12, minutes=30), td(milliseconds=500), td(weeks=2),
+        td(days=7), td(hours=36), td(days=1, hours=12)]
+    for bad in ("7x", "", "P", "7", "d"):
+        with pytest.raises(ValueError):
+            parse_duration(bad)
+    assert [iso_duration(t) for t in (td(days=3), td(days=2, hours=23, minutes=55), td(0), -td(hours=1))] == [
+        "P3D", "P2DT23H55M", "PT0S", "-PT1H"]
+    assert split_statements("select ';' as a; select 1 -- x;y\n; sel") == (
+        ["select ';' as a", "select 1 -- x;y"], " sel")
+    rows = [{"g": "a", "t": ts(T0), "m": [{"x": 1}]}, {"g": None, "t": None, "m": None}]
+    assert format_rows(["g", "t", "m"], rows, "table").splitlines() == [
+        "g    | t                    | m",
+        "-----+----------------------+----------",
+        "a    | 2024-01-01T00:00:00Z | [{\"x\":1}]",
+        "NULL | NULL                 | NULL",
+        "(2 rows)",
+    ]
+    assert format_rows(["g", "t"], rows, "csv") == "g,t\na,2024-01-01T00:00:00Z\n,"
