@@ -1,0 +1,89 @@
+"""SQL audits over the warehouse's Delta tables (canned queries in sql/audits/, ad-hoc SQL, or a prompt).
+
+    python -m jobs.audit --warehouse WH --list
+    python -m jobs.audit --warehouse WH QUERY_NAME [--param name=value ...] [--format table|json|csv]
+    python -m jobs.audit --warehouse WH --sql "SELECT ..." [--param name=value ...]
+    python -m jobs.audit --warehouse WH            # interactive SQL prompt
+
+Exit code 0 on success, 2 on bad input (unknown query or parameter, bad value, missing
+warehouse, SQL that fails)."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from lib.audit import (FORMATS, AuditError, bind, collect, format_rows, get_query, interactive, list_text,
+                       load_queries, open_catalog, parse_param_args, run_query, sql, warehouse_tables)
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="audit", description=__doc__.splitlines()[0])
+    p.add_argument("query", nargs="?", help="canned query name (see --list)")
+    p.add_argument("--warehouse", help="folder of the Delta tables")
+    p.add_argument("--list", action="store_true", help="list the canned queries and their parameters")
+    p.add_argument("--sql", help="run this SQL statement instead of a canned query")
+    p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                   help="query parameter (timestamps: ISO-8601 or epoch ms; durations: 7d, 36h, P7D)")
+    p.add_argument("--format", default="table", choices=FORMATS)
+    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting")
+    return p.parse_args(argv)
+
+
+def fail(message: str) -> int:
+    print(f"audit: error: {message}", file=sys.stderr)
+    return 2
+
+
+def quiet_sql_errors(spark) -> None:
+    """Spark logs every failing query at ERROR with its plan; the CLI prints the error itself."""
+    try:
+        log4j = spark._jvm.org.apache.logging.log4j
+        for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+            log4j.core.config.Configurator.setLevel(name, log4j.Level.OFF)
+    except Exception:  # noqa: BLE001  (logging only)
+        pass
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    try:
+        queries = load_queries()
+        if args.list:
+            print(list_text(queries))
+            return 0
+        if args.query and args.sql:
+            raise AuditError("give a query name or --sql, not both")
+        raw = parse_param_args(args.param)
+        query = bound = None
+        if args.query:
+            query = get_query(args.query, queries)
+            bound = bind(query, raw)
+        elif args.sql is None and raw:
+            raise AuditError("--param needs a query name or --sql")
+        if not args.warehouse:
+            raise AuditError("--warehouse is required")
+        warehouse_tables(args.warehouse)
+        overrides = dict(kv.split("=", 1) for kv in args.conf if "=" in kv)
+    except AuditError as e:
+        return fail(str(e))
+
+    from lib.spark_session import build_session
+
+    spark = build_session("audit", overrides)
+    quiet_sql_errors(spark)
+    try:
+        open_catalog(spark, args.warehouse)
+        if query is not None:
+            columns, rows = collect(run_query(spark, query, bound))
+        elif args.sql is not None:
+            columns, rows = collect(sql(spark, args.sql, dict(raw)))
+        else:
+            return interactive(spark, args.warehouse, sys.stdin, sys.stdout, queries, args.format)
+    except AuditError as e:
+        return fail(str(e))
+    print(format_rows(columns, rows, args.format))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
