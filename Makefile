@@ -17,11 +17,12 @@ export PYSPARK_PYTHON        := $(CURDIR)/$(PY)
 export PYSPARK_DRIVER_PYTHON := $(CURDIR)/$(PY)
 export PYTHONPATH            := $(CURDIR)
 
-.PHONY: help setup run test bench clean jars venv submit airflow-venv
+.PHONY: help setup run test bench clean jars venv submit airflow-venv report browser soak
 
 help:
 	@echo "make run    - set up, replay the bundled sample log into ./$(WAREHOUSE) and print a summary"
 	@echo "make test   - set up, run every test"
+	@echo "make report - set up, write the HTML report of ./$(WAREHOUSE) (replays the sample first if it is empty)"
 	@echo "make bench  - set up, generate a log of RECORDS records and measure the replay"
 	@echo "make soak   - set up, run the property tests (tests/test_fuzz.py) with SOAK_SCALE x more examples"
 	@echo "make setup  - virtualenv at $(VENV) and JVM jars in $(JARS)/ (idempotent)"
@@ -68,7 +69,7 @@ $(JARS)/kafka39/.stamp: conf/maven/pom.xml
 run: setup
 	$(PY) -m jobs.replay_offsets --input $(SAMPLE) --warehouse $(WAREHOUSE) --full $(if $(SAMPLE_NOW),--now $(SAMPLE_NOW),)
 
-test: setup airflow-venv
+test: setup airflow-venv browser
 	$(PY) -m pytest
 
 bench: setup
@@ -94,3 +95,17 @@ submit: setup
 	  --jars "$$(ls $(CURDIR)/$(JARS)/spark/*.jar | paste -sd,)" \
 	  --driver-java-options "-Dlog4j2.configurationFile=file:$(CURDIR)/conf/log4j2.properties" \
 	  jobs/replay_offsets.py $(ARGS)
+
+# The report: one self-contained HTML page, $(WAREHOUSE)/report/index.html, as of REPORT_NOW
+# (the sample's instant by default). Replays the sample first when the warehouse has no tables.
+REPORT_NOW ?= $(SAMPLE_NOW)
+report: setup
+	@test -d $(WAREHOUSE)/offsets_log/_delta_log || $(MAKE) --no-print-directory run
+	$(PY) -m jobs.report --warehouse $(WAREHOUSE) $(if $(REPORT_NOW),--now $(REPORT_NOW),) $(REPORT_ARGS)
+
+# Debian's chromium, for the report's browser test (needs root and apt); instant when installed.
+# When it cannot be installed, that test skips and says so.
+browser:
+	@command -v chromium >/dev/null 2>&1 || { echo "installing chromium (apt-get)"; \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } \
+	  || echo "browser: chromium could not be installed; the browser test of tests/test_report.py will skip"; }

@@ -110,7 +110,8 @@ def test_all_suites_pass_on_a_replayed_log(clean):
     assert [t.table for t in result.tables] == list(EXPECTED_NAMES)
     for t in result.tables:
         assert [e.name for e in t.expectations] == EXPECTED_NAMES[t.table], t.table
-        assert all(e.success and e.unexpected_count == 0 for e in t.expectations), t.table
+        assert all(e.success and e.unexpected_count in ((None, 0) if e.name == "nothing_quarantined" else (0,))
+                   for e in t.expectations), t.table
         if t.table in EXPECTED_ROWS:
             assert t.rows == EXPECTED_ROWS[t.table], t.table
 

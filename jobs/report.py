@@ -1,0 +1,53 @@
+"""Write the warehouse report: one self-contained HTML page, WAREHOUSE/report/index.html.
+
+    python -m jobs.report --warehouse WH [--now TIME] [--top 20] [--days 7] [--retention-minutes 10080]
+
+Prints the page's path."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from lib.cli import parse_time_ms
+from lib.transform.expiry import DEFAULT_RETENTION_MINUTES
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="report", description=__doc__.splitlines()[0])
+    p.add_argument("--warehouse", required=True, help="folder of the Delta tables")
+    p.add_argument("--now", help="the report's 'now' for expiry: epoch ms or ISO-8601 (default: now)")
+    p.add_argument("--top", type=int, default=20, help="groups per ranking and groups plotted (default 20)")
+    p.add_argument("--days", type=int, default=7, help="list what expires within this many days (default 7)")
+    p.add_argument("--retention-minutes", type=int, default=DEFAULT_RETENTION_MINUTES,
+                   help="offsets.retention.minutes the expiry is judged with (default 10080)")
+    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting")
+    return p.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    try:
+        now_ms = parse_time_ms(args.now)
+    except ValueError as e:
+        print(f"report: error: {e}", file=sys.stderr)
+        return 2
+    if args.top <= 0 or args.days < 0 or args.retention_minutes <= 0:
+        print("report: error: --top and --retention-minutes must be positive, --days not negative", file=sys.stderr)
+        return 2
+
+    from lib.report import write_report
+    from lib.spark_session import build_session
+
+    spark = build_session("report", dict(kv.split("=", 1) for kv in args.conf))
+    try:
+        path = write_report(spark, args.warehouse, now_ms, top=args.top, days=args.days,
+                            retention_minutes=args.retention_minutes)
+    except FileNotFoundError as e:
+        print(f"report: error: {e}", file=sys.stderr)
+        return 2
+    print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
