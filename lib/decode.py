@@ -203,17 +203,28 @@ def _bytes_or_none(b):
     return None if b is None else bytes(b)
 
 
+def _fast_available() -> bool:
+    try:
+        import lib.fastdecode  # noqa: F401  (numba)
+        return True
+    except ImportError:
+        return False
+
+
 class SegmentDecoder:
     """Decodes one segment file into offsets_log Arrow batches of at most `chunk_rows` rows.
     After iteration: `records`, `next_offset` (after the last batch) and `trailing_bytes`."""
 
+    _columns = _Columns      # the row accumulator (lib.fastdecode shares one between byte ranges)
+
     def __init__(self, path: str, partition: int, *, start_offset: int = 0, chunk_rows: int = DEFAULT_CHUNK_ROWS,
                  verify_crc: bool = True, data=None, source_name: str | None = None,
-                 quarantine: list | None = None):
+                 quarantine: list | None = None, fast: bool | None = None):
         """`data`: the bytes to decode instead of reading `path` (fetched batches);
         `source_name`: what the segment_file column says (default: the file name);
         `quarantine`: a list to which undecodable batches and records are appended (as
-        quarantined_records rows without run_id) instead of raising."""
+        quarantined_records rows without run_id) instead of raising;
+        `fast`: use lib.fastdecode's numba kernels (same output; default: when numba imports)."""
         self.path = path
         self.data = data
         self.source_name = source_name
@@ -224,6 +235,7 @@ class SegmentDecoder:
         self.records = 0
         self.next_offset: int | None = None
         self.trailing_bytes = 0
+        self.fast = _fast_available() if fast is None else fast
         self.quarantine = quarantine
 
     def _quarantine(self, e: DecodeError, level: str, name: str, raw_bytes=None, raw_key=None, raw_value=None):
@@ -234,6 +246,10 @@ class SegmentDecoder:
             "file_path": self.path})
 
     def __iter__(self) -> Iterator[pa.RecordBatch]:
+        if self.fast:
+            from lib.fastdecode import iter_fast
+            yield from iter_fast(self)
+            return
         name = self.source_name or os.path.basename(self.path)
         data = self.data if self.data is not None else read_segment_bytes(self.path)
         on_corrupt = None
@@ -242,7 +258,7 @@ class SegmentDecoder:
                 self._quarantine(e, "batch", name, raw_bytes=raw)
         reader = SegmentReader(data, file=self.path, partition=self.partition, verify_crc=self.verify_crc,
                                skip_below=self.start_offset, on_corrupt=on_corrupt)
-        acc = _Columns()
+        acc = self._columns()
         cols = acc.cols
         n = 0
         for batch in reader:
@@ -265,7 +281,7 @@ class SegmentDecoder:
                 if n >= self.chunk_rows:
                     self.records += n
                     yield acc.to_batch()
-                    acc = _Columns()
+                    acc = self._columns()
                     cols = acc.cols
                     n = 0
         self.trailing_bytes = reader.trailing_bytes

@@ -1,0 +1,1067 @@
+"""Fast path of lib.decode.SegmentDecoder: numba kernels over the segment's bytes.
+
+The output is exactly what the pure-Python decoder yields (same Arrow batches, chunk
+boundaries, counters, errors, quarantine rows). How:
+
+1. `_frame` (one numba pass) hops over the entries as SegmentReader does, steps over the
+   batches below the start offset on their headers, checks each magic-2 batch's header and
+   CRC-32C, and classifies every entry: FAST (uncompressed, or no records), COMP (compressed:
+   decompressed in Python with lib.codec.compression, then parsed like FAST), SLOW (anything
+   else: legacy magic 0/1, a bad CRC, an odd header), SKIP, or TAIL (an entry size below the
+   minimum: nothing after it can be framed).
+2. `_records` (one numba pass) parses the records of every FAST/COMP batch (varints) and
+   decodes the hot case in place: OffsetCommit keys (type 0/1) with tombstones or values
+   v0-v4, and transaction markers. Strings and bytes stay (offset, length) pairs into the
+   segment (or the decompressed bytes). A batch holding anything else (GroupMetadata, other
+   record types, headers, invalid UTF-8, any inconsistency) turns SLOW as a whole.
+3. Columns are gathered into Arrow buffers by numba (`_gather`), numbers go in as numpy arrays.
+4. Runs of consecutive SLOW entries are decoded by the pure-Python SegmentDecoder itself over
+   that byte range, so everything the fast path does not handle (and every error, with the
+   same class, message and location) comes from the one reference implementation.
+"""
+from __future__ import annotations
+
+import copy
+import functools
+import os
+import time
+
+import numba
+import numpy as np
+import pyarrow as pa
+from numba import njit
+
+from lib.codec.compression import CODEC_NAMES, decompress
+from lib.codec.errors import DecodeError
+from schemas.records import CONTROL_TYPES, RECORD_TYPES
+
+FAST, COMP, SLOW, SKIP, TAIL = 0, 1, 2, 3, 4
+_MIN_RECORD_BYTES = 7      # length varint + attributes + 5 one-byte varints
+
+# --- CRC-32C (Castagnoli), slicing-by-8 ------------------------------------------------------
+
+
+def _crc_tables() -> np.ndarray:
+    t = np.zeros((8, 256), dtype=np.uint32)
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+        t[0, i] = c
+    for i in range(256):
+        c = int(t[0, i])
+        for k in range(1, 8):
+            c = (c >> 8) ^ int(t[0, c & 0xFF])
+            t[k, i] = c
+    return t
+
+
+_CRC = _crc_tables()
+
+
+@njit(cache=True, nogil=True)
+def _crc32c(buf, start, stop, tab):
+    crc = np.uint32(0xFFFFFFFF)
+    i = start
+    while i + 8 <= stop:
+        one = crc ^ (np.uint32(buf[i]) | (np.uint32(buf[i + 1]) << np.uint32(8))
+                     | (np.uint32(buf[i + 2]) << np.uint32(16)) | (np.uint32(buf[i + 3]) << np.uint32(24)))
+        two = (np.uint32(buf[i + 4]) | (np.uint32(buf[i + 5]) << np.uint32(8))
+               | (np.uint32(buf[i + 6]) << np.uint32(16)) | (np.uint32(buf[i + 7]) << np.uint32(24)))
+        crc = (tab[7, one & np.uint32(0xFF)] ^ tab[6, (one >> np.uint32(8)) & np.uint32(0xFF)]
+               ^ tab[5, (one >> np.uint32(16)) & np.uint32(0xFF)] ^ tab[4, one >> np.uint32(24)]
+               ^ tab[3, two & np.uint32(0xFF)] ^ tab[2, (two >> np.uint32(8)) & np.uint32(0xFF)]
+               ^ tab[1, (two >> np.uint32(16)) & np.uint32(0xFF)] ^ tab[0, two >> np.uint32(24)])
+        i += 8
+    while i < stop:
+        crc = tab[0, (crc ^ np.uint32(buf[i])) & np.uint32(0xFF)] ^ (crc >> np.uint32(8))
+        i += 1
+    return crc ^ np.uint32(0xFFFFFFFF)
+
+
+def crc32c(data) -> int:
+    """The kernel's CRC-32C (for tests)."""
+    buf = np.frombuffer(data, dtype=np.uint8)
+    return int(_crc32c(buf, 0, len(buf), _CRC))
+
+
+# --- big-endian and varint readers ------------------------------------------------------------
+
+@njit(cache=True, inline="always")
+def _u64(buf, p, n):
+    v = np.uint64(0)
+    for k in range(n):
+        v = (v << np.uint64(8)) | np.uint64(buf[p + k])
+    return v
+
+
+@njit(cache=True, inline="always")
+def _i64(buf, p):
+    return np.int64(_u64(buf, p, 8))
+
+
+@njit(cache=True, inline="always")
+def _i32(buf, p):
+    v = np.int64(_u64(buf, p, 4))
+    return v - 4294967296 if v >= 2147483648 else v
+
+
+@njit(cache=True, inline="always")
+def _i16(buf, p):
+    v = np.int64(_u64(buf, p, 2))
+    return v - 65536 if v >= 32768 else v
+
+
+@njit(cache=True, inline="always")
+def _uvarint(buf, pos, end, maxshift):
+    """(value, new position, ok): as lib.codec's loops, failing where they raise."""
+    v = np.int64(0)
+    shift = 0
+    while True:
+        if pos >= end:
+            return np.int64(0), pos, False
+        b = np.int64(buf[pos])
+        pos += 1
+        v |= (b & 0x7F) << shift
+        if b < 0x80:
+            return v, pos, True
+        shift += 7
+        if shift > maxshift:
+            return np.int64(0), pos, False
+
+
+@njit(cache=True, inline="always")
+def _varint(buf, pos, end, maxshift):
+    v, pos, ok = _uvarint(buf, pos, end, maxshift)
+    return (v >> 1) ^ -(v & 1), pos, ok
+
+
+@njit(cache=True, inline="always")
+def _add_ok(a, b):
+    """a + b without int64 overflow (Python's ints never overflow: such input goes SLOW)."""
+    if b > 0:
+        return a <= 9223372036854775807 - b
+    return a >= -9223372036854775807 - 1 - b
+
+
+@njit(cache=True, inline="always")
+def _utf8_ok(buf, p, n):
+    """Strict UTF-8 as Python's decoder checks it (no overlongs, surrogates or > U+10FFFF)."""
+    i = p
+    end = p + n
+    while i < end:
+        c = buf[i]
+        if c < 0x80:
+            i += 1
+            continue
+        if c < 0xC2:
+            return False
+        if c < 0xE0:
+            need = 1
+            lo = 0x80
+            hi = 0xBF
+        elif c < 0xF0:
+            need = 2
+            lo = 0xA0 if c == 0xE0 else 0x80
+            hi = 0x9F if c == 0xED else 0xBF
+        elif c < 0xF5:
+            need = 3
+            lo = 0x90 if c == 0xF0 else 0x80
+            hi = 0x8F if c == 0xF4 else 0xBF
+        else:
+            return False
+        if i + need >= end:
+            return False
+        s = buf[i + 1]
+        if s < lo or s > hi:
+            return False
+        for k in range(2, need + 1):
+            s = buf[i + k]
+            if s < 0x80 or s > 0xBF:
+                return False
+        i += need + 1
+    return True
+
+
+# --- pass 1: framing ------------------------------------------------------------------------------
+
+_MAX_OFFSET = 2 ** 63 - 2        # lib.codec.segments.MAX_RECORD_OFFSET: beyond it the Python reader raises
+
+
+@njit(cache=True, nogil=True)
+def _frame(buf, skip_below, verify_crc, tab):
+    """Entries of one segment, as SegmentReader walks them. Returns (status, n, trailing_pos,
+    last_skipped (or None as has_skipped=False), per-entry arrays). status 1: an offset sum
+    overflows int64 (the caller decodes the whole file in Python)."""
+    end = len(buf)
+    # count the entries first (header hops only)
+    n = 0
+    pos = 0
+    while end - pos >= 17:
+        size = _i32(buf, pos + 8)
+        if size < 14:
+            n += 1
+            break
+        if pos + 12 + size > end:
+            break
+        n += 1
+        pos += 12 + size
+    kind = np.empty(n, np.int8)
+    epos = np.empty(n, np.int64)
+    etotal = np.empty(n, np.int64)
+    base = np.empty(n, np.int64)
+    last = np.empty(n, np.int64)
+    attr = np.zeros(n, np.int64)
+    base_ts = np.zeros(n, np.int64)
+    max_ts = np.zeros(n, np.int64)
+    pid = np.zeros(n, np.int64)
+    pepoch = np.zeros(n, np.int64)
+    count = np.zeros(n, np.int64)
+    has_skipped = False
+    last_skipped = np.int64(0)
+    status = 0
+    pos = 0
+    e = 0
+    while end - pos >= 17:
+        offset = _i64(buf, pos)
+        size = _i32(buf, pos + 8)
+        epos[e] = pos
+        base[e] = offset
+        last[e] = offset
+        if size < 14:
+            kind[e] = TAIL
+            etotal[e] = end - pos
+            e += 1
+            pos = end
+            break
+        if pos + 12 + size > end:
+            break
+        total = 12 + size
+        etotal[e] = total
+        magic = buf[pos + 16]
+        if magic == 2 and skip_below != 0 and size >= 49:
+            d = _i32(buf, pos + 23)
+            if not _add_ok(offset, d):
+                status = 1
+                break
+            if offset + d < skip_below:
+                has_skipped = True
+                last_skipped = offset + d
+                kind[e] = SKIP
+                e += 1
+                pos += total
+                continue
+        k = SLOW
+        if magic == 2 and total >= 61:
+            crc_ok = True
+            if verify_crc:
+                crc_ok = _crc32c(buf, pos + 21, pos + total, tab) == np.uint32(_u64(buf, pos + 17, 4))
+            a = _i16(buf, pos + 21)
+            d = _i32(buf, pos + 23)
+            c = _i32(buf, pos + 57)
+            if crc_ok and c >= 0 and d >= 0 and offset >= 0 and _add_ok(offset, d) and offset + d <= _MAX_OFFSET:
+                attr[e] = a
+                last[e] = offset + d
+                base_ts[e] = _i64(buf, pos + 27)
+                max_ts[e] = _i64(buf, pos + 35)
+                pid[e] = _i64(buf, pos + 43)
+                pepoch[e] = _i16(buf, pos + 51)
+                count[e] = c
+                codec = a & 7
+                if c == 0 or codec == 0:
+                    if c <= (total - 61) // _MIN_RECORD_BYTES:
+                        k = FAST
+                elif codec <= 4:
+                    k = COMP
+        kind[e] = k
+        e += 1
+        pos += total
+    return status, e, pos, has_skipped, last_skipped, kind, epos, etotal, base, last, attr, base_ts, max_ts, \
+        pid, pepoch, count
+
+
+# --- pass 2: records ----------------------------------------------------------------------------
+
+@njit(cache=True, inline="always")
+def _str16(buf, p, end):
+    """(start, length, next position, ok) of a non-null int16-length UTF-8 string."""
+    if p + 2 > end:
+        return 0, 0, p, False
+    n = _i16(buf, p)
+    p += 2
+    if n < 0 or p + n > end:
+        return 0, 0, p, False
+    if not _utf8_ok(buf, p, n):
+        return 0, 0, p, False
+    return p, n, p + n, True
+
+
+@njit(cache=True, nogil=True)
+def _records(seg, extra, kind, src, estart, estop, ecount, ebase, elast, ebase_ts, emax_ts, eattr, start_offset,
+             capacity):
+    """Parses every FAST/COMP entry's records; an entry with anything else turns SLOW (kind
+    is updated in place). Returns the per-entry first row and the row columns."""
+    seglen = len(seg)
+    n = len(kind)
+    row0 = np.zeros(n + 1, np.int64)
+    r_entry = np.empty(capacity, np.int64)
+    r_offset = np.empty(capacity, np.int64)
+    r_ts = np.empty(capacity, np.int64)
+    r_key_off = np.empty(capacity, np.int64)
+    r_key_len = np.empty(capacity, np.int64)
+    r_val_off = np.empty(capacity, np.int64)
+    r_val_len = np.empty(capacity, np.int64)     # -1: null value
+    r_rtype = np.empty(capacity, np.int64)       # record type, or the control type for markers
+    r_kver = np.empty(capacity, np.int64)
+    r_vver = np.empty(capacity, np.int64)        # -1: null
+    r_cepoch = np.empty(capacity, np.int64)
+    r_group_off = np.empty(capacity, np.int64)
+    r_group_len = np.empty(capacity, np.int64)
+    r_topic_off = np.empty(capacity, np.int64)
+    r_topic_len = np.empty(capacity, np.int64)
+    r_part = np.empty(capacity, np.int64)
+    r_committed = np.empty(capacity, np.int64)
+    r_lepoch = np.empty(capacity, np.int64)
+    r_meta_off = np.empty(capacity, np.int64)
+    r_meta_len = np.empty(capacity, np.int64)
+    r_cts = np.empty(capacity, np.int64)
+    r_ets = np.empty(capacity, np.int64)
+    r_tid = np.empty(capacity, np.int64)         # -1: none
+    r = 0
+    for e in range(n):
+        row0[e] = r
+        k = kind[e]
+        if k != FAST and k != COMP:
+            continue
+        if src[e] == 0:
+            buf = seg
+            voff = 0
+        else:
+            buf = extra
+            voff = seglen
+        pos = estart[e]
+        end = estop[e]
+        count = ecount[e]
+        if count > (end - pos) // _MIN_RECORD_BYTES:
+            kind[e] = SLOW
+            continue
+        base_offset = ebase[e]
+        base_ts = ebase_ts[e]
+        attributes = eattr[e]
+        log_append = (attributes >> 3) & 1
+        control = (attributes & 0x20) != 0
+        below = elast[e] < start_offset      # framed and checked, but no rows (as the decoder)
+        ok = True
+        r_first = r
+        for _ in range(count):
+            length, pos, ok = _varint(buf, pos, end, 28)
+            if not ok:
+                break
+            body_end = pos + length
+            if length < 0 or body_end > end:
+                ok = False
+                break
+            pos += 1
+            ts_delta, pos, ok = _varint(buf, pos, body_end, 56)
+            if not ok:
+                break
+            odelta, pos, ok = _varint(buf, pos, body_end, 28)
+            if not ok:
+                break
+            klen, pos, ok = _varint(buf, pos, body_end, 28)
+            if not ok:
+                break
+            kpos = pos
+            if klen >= 0:
+                if pos + klen > body_end:
+                    ok = False
+                    break
+                pos += klen
+            vlen, pos, ok = _varint(buf, pos, body_end, 28)
+            if not ok:
+                break
+            vpos = pos
+            if vlen >= 0:
+                if pos + vlen > body_end:
+                    ok = False
+                    break
+                pos += vlen
+            hcount, pos, ok = _varint(buf, pos, body_end, 28)
+            if not ok or hcount != 0 or pos != body_end:
+                ok = False
+                break
+            if not _add_ok(base_offset, odelta) or odelta < 0 or odelta > elast[e] - base_offset:
+                ok = False            # the Python reader names this error (offset delta outside the batch)
+                break
+            offset = base_offset + odelta
+            if log_append:
+                ts = emax_ts[e]
+            else:
+                if not _add_ok(base_ts, ts_delta):
+                    ok = False
+                    break
+                ts = base_ts + ts_delta
+            if below or offset < start_offset:
+                continue
+            # --- the coordinator record
+            if klen < 0:
+                ok = False
+                break
+            kend = kpos + klen
+            vend = vpos + vlen
+            r_entry[r] = e
+            r_offset[r] = offset
+            r_ts[r] = ts
+            r_key_off[r] = kpos + voff
+            r_key_len[r] = klen
+            r_val_off[r] = vpos + voff
+            r_val_len[r] = vlen if vlen >= 0 else -1
+            r_vver[r] = -1
+            if control:
+                if klen < 4:
+                    ok = False
+                    break
+                r_kver[r] = _i16(buf, kpos)
+                ctype = _i16(buf, kpos + 2)
+                r_rtype[r] = ctype
+                if ctype == 0 or ctype == 1:
+                    if vlen < 6:
+                        ok = False
+                        break
+                    r_vver[r] = _i16(buf, vpos)
+                    r_cepoch[r] = _i32(buf, vpos + 2)
+                r += 1
+                continue
+            if klen < 2:
+                ok = False
+                break
+            rtype = _i16(buf, kpos)
+            if rtype != 0 and rtype != 1:
+                ok = False
+                break
+            r_rtype[r] = rtype
+            r_kver[r] = 0
+            p, ln, q, ok = _str16(buf, kpos + 2, kend)
+            if not ok:
+                break
+            r_group_off[r] = p + voff
+            r_group_len[r] = ln
+            p, ln, q, ok = _str16(buf, q, kend)
+            if not ok:
+                break
+            r_topic_off[r] = p + voff
+            r_topic_len[r] = ln
+            if q + 4 > kend:
+                ok = False
+                break
+            r_part[r] = _i32(buf, q)
+            if vlen < 0:
+                r += 1
+                continue
+            # --- OffsetCommitValue v0-v4 / LegacyOffsetCommitValue v0
+            if vlen < 2:
+                ok = False
+                break
+            version = _i16(buf, vpos)
+            if version < 0 or version > (0 if rtype == 0 else 4):
+                ok = False
+                break
+            r_vver[r] = version
+            p = vpos + 2
+            if p + 8 > vend:
+                ok = False
+                break
+            r_committed[r] = _i64(buf, p)
+            p += 8
+            lepoch = -1
+            if version >= 3:
+                if p + 4 > vend:
+                    ok = False
+                    break
+                lepoch = _i32(buf, p)
+                p += 4
+            r_lepoch[r] = lepoch
+            if version >= 4:
+                m, p, ok = _uvarint(buf, p, vend, 28)
+                if not ok:
+                    break
+                m -= 1
+            else:
+                if p + 2 > vend:
+                    ok = False
+                    break
+                m = _i16(buf, p)
+                p += 2
+            if m < 0 or p + m > vend or not _utf8_ok(buf, p, m):
+                ok = False
+                break
+            r_meta_off[r] = p + voff
+            r_meta_len[r] = m
+            p += m
+            if p + 8 > vend:
+                ok = False
+                break
+            r_cts[r] = _i64(buf, p)
+            p += 8
+            ets = -1
+            if version == 1:
+                if p + 8 > vend:
+                    ok = False
+                    break
+                ets = _i64(buf, p)
+                p += 8
+            r_ets[r] = ets
+            tid = -1
+            if version >= 4:
+                ntags, p, ok = _uvarint(buf, p, vend, 28)
+                if not ok:
+                    break
+                for _t in range(ntags):
+                    tag, p, ok = _uvarint(buf, p, vend, 28)
+                    if not ok:
+                        break
+                    tsize, p, ok = _uvarint(buf, p, vend, 28)
+                    if not ok:
+                        break
+                    if tag == 0 and tsize != 16:
+                        ok = False
+                        break
+                    if p + tsize > vend:
+                        ok = False
+                        break
+                    if tag == 0:
+                        tid = -1
+                        for j in range(16):
+                            if buf[p + j] != 0:
+                                tid = p + voff
+                                break
+                    p += tsize
+                if not ok:
+                    break
+            r_tid[r] = tid
+            r += 1
+        if ok and pos != end:
+            ok = False
+        if not ok:
+            kind[e] = SLOW
+            r = r_first
+    row0[n] = r
+    return (row0, r_entry, r_offset, r_ts, r_key_off, r_key_len, r_val_off, r_val_len, r_rtype, r_kver, r_vver,
+            r_cepoch, r_group_off, r_group_len, r_topic_off, r_topic_len, r_part, r_committed, r_lepoch,
+            r_meta_off, r_meta_len, r_cts, r_ets, r_tid)
+
+
+# --- pass 3: Arrow buffers -------------------------------------------------------------------------
+
+@njit(cache=True, nogil=True)
+def _gather(seg, extra, offs, lens):
+    """Arrow offsets (int32 when they fit, else int64) and data of the (offset, length) pairs;
+    length < 0 is null (no bytes). Offsets past the segment are in `extra`."""
+    seglen = len(seg)
+    n = len(offs)
+    out_off = np.empty(n + 1, np.int64)
+    total = 0
+    for i in range(n):
+        out_off[i] = total
+        if lens[i] > 0:
+            total += lens[i]
+    out_off[n] = total
+    data = np.empty(total, np.uint8)
+    w = 0
+    for i in range(n):
+        ln = lens[i]
+        if ln > 0:
+            o = offs[i]
+            if o < seglen:
+                data[w:w + ln] = seg[o:o + ln]
+            else:
+                data[w:w + ln] = extra[o - seglen:o - seglen + ln]
+            w += ln
+    return out_off, data
+
+
+_B64 = np.frombuffer(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_", dtype=np.uint8)
+
+
+@njit(cache=True, nogil=True)
+def _uuid_gather(seg, extra, offs, alphabet):
+    """Kafka's Uuid.toString() (URL-safe base64 without padding, 22 characters) of each
+    16-byte id; offset < 0 is null."""
+    seglen = len(seg)
+    n = len(offs)
+    out_off = np.empty(n + 1, np.int64)
+    m = 0
+    for i in range(n):
+        out_off[i] = m * 22
+        if offs[i] >= 0:
+            m += 1
+    out_off[n] = m * 22
+    data = np.empty(m * 22, np.uint8)
+    raw = np.empty(18, np.uint8)
+    w = 0
+    for i in range(n):
+        o = offs[i]
+        if o < 0:
+            continue
+        for j in range(16):
+            raw[j] = seg[o + j] if o < seglen else extra[o - seglen + j]
+        raw[16] = 0
+        raw[17] = 0
+        for g in range(6):
+            b0 = np.int64(raw[3 * g])
+            b1 = np.int64(raw[3 * g + 1])
+            b2 = np.int64(raw[3 * g + 2])
+            v = (b0 << 16) | (b1 << 8) | b2
+            for c in range(4):
+                if g * 4 + c < 22:
+                    data[w + g * 4 + c] = alphabet[(v >> (18 - 6 * c)) & 63]
+        w += 22
+    return out_off, data
+
+
+# --- Arrow assembly ------------------------------------------------------------------------------
+
+def _validity(valid: np.ndarray):
+    if valid is None or valid.all():
+        return None, 0
+    return pa.py_buffer(np.packbits(valid, bitorder="little")), int(len(valid) - valid.sum())
+
+
+def _varwidth(typ, seg, extra, offs, lens, valid=None, uuid=False):
+    n = len(offs)
+    if uuid:
+        out_off, data = _uuid_gather(seg, extra, offs, _B64)
+    else:
+        out_off, data = _gather(seg, extra, offs, lens)
+    if valid is None:
+        valid = lens >= 0
+    if out_off[-1] > 2**31 - 1:      # what pa.array(list) would do with it
+        objs = [None if not v else bytes(data[a:b]) for v, a, b in zip(valid, out_off[:-1], out_off[1:])]
+        if typ == pa.string():
+            objs = [None if o is None else o.decode("utf-8") for o in objs]
+        return pa.array(objs, typ)
+    bitmap, nulls = _validity(valid)
+    return pa.Array.from_buffers(typ, n, [bitmap, pa.py_buffer(out_off.astype(np.int32)), pa.py_buffer(data)],
+                                 null_count=nulls)
+
+
+def _num(values: np.ndarray, typ, valid=None):
+    dtype = np.int64 if pa.types.is_timestamp(typ) else typ.to_pandas_dtype()
+    values = values.astype(dtype, copy=False)
+    if valid is None or valid.all():
+        return pa.array(values, typ)
+    return pa.array(values, typ, mask=~valid)
+
+
+def _ts(values: np.ndarray, valid: np.ndarray, field_type):
+    """ms since the epoch as the column's timestamp type, by lib.decode's rule (_ms): null
+    when negative, and capped at the last instant a Spark TIMESTAMP holds."""
+    from lib.decode import MAX_TIMESTAMP_MS
+
+    valid = valid & (values >= 0)
+    ms = np.minimum(np.where(valid, values, 0), MAX_TIMESTAMP_MS)
+    if field_type == pa.timestamp("us", tz="UTC"):
+        return _num(ms * 1000, field_type, valid)
+    return _num(ms, pa.int64(), valid).cast(pa.timestamp("ms", tz="UTC")).cast(field_type)
+
+
+def _labels(codes: np.ndarray, names: list, valid=None):
+    """Strings by index into `names` (null where not valid)."""
+    idx = pa.array(codes.astype(np.int32), pa.int32(), mask=None if valid is None or valid.all() else ~valid)
+    return pa.array(names, pa.string()).take(idx)
+
+
+class _Rows:
+    """The fast rows of one segment (numpy columns), turned into Arrow batches on demand."""
+
+    def __init__(self, dec, seg, extra, ent, rows):
+        self.dec = dec
+        self.seg = seg
+        self.extra = extra
+        self.ent = ent
+        (self.row0, self.entry, self.offset, self.ts, self.key_off, self.key_len, self.val_off, self.val_len,
+         self.rtype, self.kver, self.vver, self.cepoch, self.group_off, self.group_len, self.topic_off,
+         self.topic_len, self.part, self.committed, self.lepoch, self.meta_off, self.meta_len, self.cts, self.ets,
+         self.tid) = rows
+
+    def batch(self, r0: int, r1: int, schema: pa.Schema, name: str) -> pa.RecordBatch:
+        n = r1 - r0
+        s = slice(r0, r1)
+        ent = self.ent
+        e = self.entry[s]
+        attr = ent["attr"][e]
+        control = (attr & 0x20) != 0
+        data = ~control
+        tomb = self.val_len[s] < 0
+        oc = data & ~tomb
+        vver = self.vver[s]
+        rtype = self.rtype[s]
+        seg, extra = self.seg, self.extra
+        cols = {}
+        cols["offsets_partition"] = pa.array(np.full(n, self.dec.partition, np.int32), pa.int32())
+        cols["log_offset"] = _num(self.offset[s], pa.int64())
+        cols["batch_base_offset"] = _num(ent["base"][e], pa.int64())
+        cols["magic"] = pa.array(np.full(n, 2, np.int8), pa.int8())
+        cols["compression"] = _labels(attr & 7, _CODECS)
+        cols["producer_id"] = _num(ent["pid"][e], pa.int64())
+        cols["producer_epoch"] = _num(ent["pepoch"][e], pa.int16())
+        cols["is_transactional"] = pa.array((attr & 0x10) != 0, pa.bool_())
+        cols["is_control"] = pa.array(control, pa.bool_())
+        cols["is_tombstone"] = pa.array(tomb, pa.bool_())
+        cols["segment_file"] = _labels(np.zeros(n, np.int32), [name])
+        cols["raw_key"] = _varwidth(pa.binary(), seg, extra, self.key_off[s], self.key_len[s])
+        cols["raw_value"] = _varwidth(pa.binary(), seg, extra, self.val_off[s], self.val_len[s])
+        if control.any():
+            uniq = np.unique(rtype[control])
+            inv = np.searchsorted(uniq, np.where(control, rtype, uniq[0]))
+            cols["control_type"] = _labels(inv, [CONTROL_TYPES.get(int(t), f"UNKNOWN({int(t)})") for t in uniq],
+                                           control)
+            marker = control & ((rtype == 0) | (rtype == 1))
+            cols["coordinator_epoch"] = _num(self.cepoch[s], pa.int32(), marker)
+        else:
+            cols["control_type"] = pa.nulls(n, pa.string())
+            cols["coordinator_epoch"] = pa.nulls(n, pa.int32())
+        cols["record_type"] = _num(rtype, pa.int16(), data)
+        cols["record_type_name"] = _labels(np.where(data, rtype, 0), _OC_NAMES, data)
+        cols["key_version"] = _num(self.kver[s], pa.int16())
+        cols["value_version"] = _num(vver, pa.int16(), vver >= 0)
+        cols["decode_status"] = _labels(np.zeros(n, np.int32), ["ok"])
+        glen = np.where(data, self.group_len[s], -1)
+        cols["group_id"] = _varwidth(pa.string(), seg, extra, self.group_off[s], glen)
+        cols["member_id"] = pa.nulls(n, pa.string())
+        cols["topic"] = _varwidth(pa.string(), seg, extra, self.topic_off[s], np.where(data, self.topic_len[s], -1))
+        cols["partition"] = _num(self.part[s], pa.int32(), data)
+        cols["committed_offset"] = _num(self.committed[s], pa.int64(), oc)
+        lepoch = self.lepoch[s]
+        cols["leader_epoch"] = _num(lepoch, pa.int32(), oc & (lepoch != -1))
+        cols["metadata"] = _varwidth(pa.string(), seg, extra, self.meta_off[s], np.where(oc, self.meta_len[s], -1))
+        cols["log_timestamp"] = _ts(self.ts[s], np.ones(n, bool), schema.field("log_timestamp").type)
+        cols["commit_timestamp"] = _ts(self.cts[s], oc, schema.field("commit_timestamp").type)
+        cols["expire_timestamp"] = _ts(self.ets[s], oc, schema.field("expire_timestamp").type)
+        tid = np.where(oc, self.tid[s], -1)
+        cols["topic_id"] = _varwidth(pa.string(), seg, extra, tid, None, valid=tid >= 0, uuid=True)
+        cols["group_metadata"] = pa.nulls(n, schema.field("group_metadata").type)
+        cols["value_json"] = pa.nulls(n, pa.string())
+        return pa.RecordBatch.from_arrays([cols[f.name] for f in schema], schema=schema)
+
+
+_CODECS = [CODEC_NAMES.get(i, str(i)) for i in range(8)]
+_OC_NAMES = [RECORD_TYPES[0][0], RECORD_TYPES[1][0]]
+
+
+# --- the decoder ---------------------------------------------------------------------------------
+
+def _shift(e: DecodeError, base: int) -> DecodeError:
+    if e.position is not None:
+        e.position += base
+    return e
+
+
+class _SlowRows:
+    """What the Python decoder's accumulator "yields" inside the fast path: a count of rows
+    left in the shared accumulator, turned into Arrow once per output chunk."""
+
+    __slots__ = ("num_rows",)
+
+    def __init__(self, num_rows: int):
+        self.num_rows = num_rows
+
+
+class _Shared:
+    """One row accumulator (lib.decode._Columns) shared by every Python-decoded byte range of
+    the current output chunk; each range's decoder gets a view that reports its own rows."""
+
+    def __init__(self):
+        from lib.decode import _Columns
+        self._cls = _Columns
+        self.acc = _Columns()
+
+    def rows(self) -> int:
+        return len(self.acc.cols["offsets_partition"])
+
+    def view(self):
+        return functools.partial(_View, self)
+
+    def take(self) -> pa.RecordBatch:
+        batch = self.acc.to_batch()
+        self.acc = self._cls()
+        return batch
+
+
+class _View:
+    __slots__ = ("shared", "cols", "start")
+
+    def __init__(self, shared: _Shared):
+        self.shared = shared
+        self.cols = shared.acc.cols
+        self.start = shared.rows()
+
+    def to_batch(self) -> _SlowRows:
+        return _SlowRows(self.shared.rows() - self.start)
+
+
+class _PythonRange:
+    """The pure-Python SegmentDecoder over bytes [a, b) of the segment, its rows added to the
+    shared accumulator and its positions moved back to the whole segment's."""
+
+    def __init__(self, dec, data, a: int, b: int, name: str, shared: _Shared | None):
+        sub = copy.copy(dec)
+        sub.fast = False
+        sub.data = data if (a == 0 and b == len(data)) else memoryview(data)[a:b]
+        sub.source_name = name
+        sub.records = 0
+        sub.next_offset = None
+        sub.trailing_bytes = 0
+        if shared is not None:
+            sub._columns = shared.view()
+        self.own_quarantine = getattr(dec, "quarantine", None)
+        if self.own_quarantine is not None:
+            sub.quarantine = []
+        self.sub = sub
+        self.base = a
+
+    def run(self, first_chunk_rows: int, chunk_rows: int):
+        """Yields the sub-decoder's batches; the first ends where the caller's chunk ends, as
+        the whole-file decoder's would (so an error comes after the same batches)."""
+        sub = self.sub
+        sub.chunk_rows = first_chunk_rows
+        it = iter(sub)
+        try:
+            while True:
+                try:
+                    batch = next(it)
+                except StopIteration:
+                    break
+                sub.chunk_rows = chunk_rows
+                yield batch
+        except DecodeError as e:
+            raise _shift(e, self.base) from None
+        finally:
+            if self.own_quarantine is not None:
+                for row in sub.quarantine:
+                    if row.get("byte_position") is not None:
+                        row["byte_position"] += self.base
+                    self.own_quarantine.append(row)
+                sub.quarantine = []
+
+
+PROFILE: dict | None = None     # set to a dict to collect seconds per stage (measure_decode)
+
+
+class _Clock:
+    """Seconds spent per stage of iter_fast, summed into PROFILE (time spent by the consumer
+    of the batches between yields is not counted)."""
+
+    def __init__(self):
+        self.t = time.thread_time()
+
+    def lap(self, what: str) -> None:
+        if PROFILE is not None:
+            now = time.thread_time()
+            PROFILE[what] = PROFILE.get(what, 0.0) + now - self.t
+            self.t = now
+
+    def pause(self) -> None:
+        self.t = time.thread_time()
+
+
+def _readonly(a: np.ndarray) -> np.ndarray:
+    # one numba type for the segment and the decompressed bytes, whatever buffer they came from
+    a = a.view()
+    a.flags.writeable = False
+    return a
+
+
+def iter_fast(dec):
+    """SegmentDecoder.__iter__'s fast path (see the module doc)."""
+    from lib.codec.segments import read_segment_bytes
+    from lib.decode import SCHEMA
+
+    clock = _Clock()
+    name = dec.source_name or os.path.basename(dec.path)
+    data = dec.data if dec.data is not None else read_segment_bytes(dec.path)
+    chunk_rows = dec.chunk_rows
+    seg = _readonly(np.frombuffer(data, dtype=np.uint8) if len(data) else np.zeros(0, np.uint8))
+    (status, n, end_pos, has_skipped, last_skipped, kind, epos, etotal, base, last, attr, base_ts, max_ts, pid,
+     pepoch, count) = _frame(seg, int(dec.start_offset), bool(dec.verify_crc), _CRC)
+    clock.lap("frame")
+    if status != 0 or chunk_rows < 1:
+        # odd offsets (or chunk size): the reference decoder, whole file
+        rng = _PythonRange(dec, data, 0, len(data), name, None)
+        yield from rng.run(chunk_rows, chunk_rows)
+        dec.records, dec.next_offset, dec.trailing_bytes = rng.sub.records, rng.sub.next_offset, rng.sub.trailing_bytes
+        return
+    start = epos + 61
+    stop = epos + etotal
+    src = np.zeros(n, np.int8)
+    extra = _readonly(np.zeros(0, np.uint8))
+    comp = np.flatnonzero(kind == COMP)
+    if len(comp):
+        parts = []
+        at = 0
+        mv = memoryview(data)
+        for e, codec, a, b in zip(comp.tolist(), (attr[comp] & 7).tolist(), start[comp].tolist(),
+                                  stop[comp].tolist()):
+            try:
+                raw = decompress(codec, mv[a:b], 2)
+            except DecodeError:
+                kind[e] = SLOW
+                continue
+            parts.append(raw)
+            src[e] = 1
+            start[e] = at
+            at += len(raw)
+            stop[e] = at
+        if parts:
+            extra = _readonly(np.frombuffer(b"".join(parts), dtype=np.uint8))
+    clock.lap("decompress")
+    live = (kind == FAST) | (kind == COMP)
+    capacity = int(np.minimum(count[live], (stop[live] - start[live]) // _MIN_RECORD_BYTES + 1).sum())
+    rows = _records(seg, extra, kind, src, start, stop, count, base, last, base_ts, max_ts, attr,
+                    int(dec.start_offset), capacity)
+    row0 = rows[0]
+    fast_rows = _Rows(dec, seg, extra, {"base": base, "attr": attr, "pid": pid, "pepoch": pepoch}, rows)
+
+    # pieces in log order: fast row ranges, and runs of SLOW/TAIL entries decoded in Python
+    slow = (kind == SLOW) | (kind == TAIL)
+    edges = np.flatnonzero(np.diff(np.concatenate(([0], slow.view(np.int8), [0]))))
+    runs = edges.reshape(-1, 2).tolist()          # [first, stop) entry index of each slow run
+    clock.lap("records")
+
+    shared = _Shared() if runs else None
+    pending: list = []          # (r0, r1) fast rows | _SlowRows
+    pending_n = 0
+
+    def flush():
+        nonlocal pending, pending_n
+        clock.lap("python_path")
+        fast = [p for p in pending if type(p) is tuple]
+        if len(pending) == 1 and fast:
+            out = fast_rows.batch(fast[0][0], fast[0][1], SCHEMA, name)
+        else:
+            # fast rows of one chunk are consecutive, so are its Python-decoded rows
+            fb = fast_rows.batch(fast[0][0], fast[-1][1], SCHEMA, name) if fast else None
+            sb = shared.take()
+            parts = []
+            f0 = fast[0][0] if fast else 0
+            s0 = 0
+            for p in pending:
+                if type(p) is tuple:
+                    parts.append(fb.slice(p[0] - f0, p[1] - p[0]))
+                elif p.num_rows:
+                    parts.append(sb.slice(s0, p.num_rows))
+                    s0 += p.num_rows
+            out = pa.concat_batches(parts) if len(parts) > 1 else parts[0]
+        dec.records += pending_n
+        pending = []
+        pending_n = 0
+        clock.lap("arrow")
+        return out
+
+    def add_fast(r0, r1):
+        nonlocal pending_n
+        while r1 > r0:
+            take = min(r1 - r0, chunk_rows - pending_n)
+            pending.append((r0, r0 + take))
+            pending_n += take
+            r0 += take
+            if pending_n >= chunk_rows:
+                yield flush()
+                clock.pause()
+
+    next_offset = None
+    next_offset_at = -1           # entry index that set next_offset
+    cur = 0
+    for first, stop_e in runs:
+        r = int(row0[first])
+        if r > cur:
+            yield from add_fast(cur, r)
+            cur = r
+        a = int(epos[first])
+        b = int(epos[stop_e - 1] + etotal[stop_e - 1])
+        rng = _PythonRange(dec, data, a, b, name, shared)
+        for piece in rng.run(chunk_rows - pending_n, chunk_rows):
+            pending.append(piece)
+            pending_n += piece.num_rows
+            if pending_n >= chunk_rows:
+                yield flush()
+                clock.pause()
+        if rng.sub.next_offset is not None:
+            next_offset, next_offset_at = rng.sub.next_offset, stop_e - 1
+        if kind[stop_e - 1] == TAIL:
+            dec.trailing_bytes = rng.sub.trailing_bytes
+    total_rows = int(row0[n])
+    if total_rows > cur:
+        yield from add_fast(cur, total_rows)
+    done = np.flatnonzero((kind == FAST) | (kind == COMP))
+    if len(done) and done[-1] > next_offset_at:
+        next_offset = int(last[done[-1]]) + 1
+    if not (n and kind[n - 1] == TAIL):
+        dec.trailing_bytes = len(data) - int(end_pos)
+    if has_skipped and (next_offset or 0) <= int(last_skipped):
+        next_offset = int(last_skipped) + 1
+    dec.next_offset = next_offset
+    if pending_n:
+        yield flush()
+    clock.lap("python_path")
+
+
+# --- measuring -----------------------------------------------------------------------------------
+
+def measure_decode(paths, *, partition: int = 0, repeat: int = 3, compare: bool = True) -> dict:
+    """Records/s of the pure-Python and the fast decoder over the same segment files, timed
+    alternately in this process: CPU time of this thread (less sensitive to other load than
+    wall time), best of `repeat`; batches are counted and dropped. With `compare`, a separate
+    pass checks, file by file, that both paths yield equal batches."""
+    from lib.decode import SegmentDecoder
+
+    def run(fast):
+        n = 0
+        t0 = time.thread_time()
+        for p in paths:
+            for b in SegmentDecoder(p, partition, fast=fast):
+                n += b.num_rows
+        return n, time.thread_time() - t0
+
+    for p in paths[:1]:
+        list(SegmentDecoder(p, partition, fast=True))      # load (or compile) the kernels untimed
+    t_py = t_fast = float("inf")
+    n_py = n_fast = 0
+    for _ in range(repeat):
+        n_py, t = run(False)
+        t_py = min(t_py, t)
+        n_fast, t = run(True)
+        t_fast = min(t_fast, t)
+    equal = None
+    if compare:
+        equal = n_py == n_fast
+        for p in paths:
+            a, b = list(SegmentDecoder(p, partition, fast=False)), list(SegmentDecoder(p, partition, fast=True))
+            equal = equal and len(a) == len(b) and all(x.equals(y) for x, y in zip(a, b))
+    return {"records": n_py, "python_s": t_py, "fast_s": t_fast,
+            "python_rps": n_py / t_py if t_py else float("inf"),
+            "fast_rps": n_fast / t_fast if t_fast else float("inf"),
+            "ratio": t_py / t_fast if t_fast else float("inf"), "equal": equal, "numba": numba.__version__}
+
+
+def warm() -> None:
+    """Compile the kernels into numba's on-disk cache (lib/__pycache__) once, e.g. at setup:
+    a cold compile takes ~10 s of CPU, loading the cache well under a second per process."""
+    from lib.codec.writer import encode_batch, encode_control_batch
+    from lib.decode import SegmentDecoder
+    from lib.logbuilder import offset_commit_key, offset_commit_value
+
+    value = offset_commit_value(5, 1, version=4, topic_id="ASNFZ4mrze8BI0VniavN7w")
+    recs = [(i, 1, offset_commit_key("g", "t", i), value) for i in range(2)]
+    data = encode_batch(0, recs) + encode_batch(2, [(2, 1, recs[0][2], None)], compression=4) + \
+        encode_control_batch(3, 1, 0, True, 1)
+    for buf in (data, bytearray(data)):
+        list(SegmentDecoder("warm", 0, data=buf, fast=True))
+
+
+if __name__ == "__main__":      # python -m lib.fastdecode SEGMENT...
+    import sys
+
+    m = measure_decode(sys.argv[1:])
+    print(f"{m['records']} records: python {m['python_rps']:,.0f}/s, fast {m['fast_rps']:,.0f}/s "
+          f"(CPU time of one thread), ratio {m['ratio']:.1f}x, equal output: {m['equal']}")

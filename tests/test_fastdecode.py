@@ -1,0 +1,407 @@
+"""lib.fastdecode: the numba fast path of SegmentDecoder.
+
+The pure-Python SegmentDecoder (checked against spec vectors and Kafka's own dump tool
+elsewhere) is the reference: on every log here both paths must yield equal Arrow batches
+(schema, values, order, chunk boundaries), the same counters, and the same error (class,
+message, file, partition, offset, byte position) or quarantine rows. One test also checks
+the fast path's rows against values worked out by hand."""
+from __future__ import annotations
+
+import glob
+import inspect
+import os
+import struct
+import zlib
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from lib.codec.coordinator import CoordinatorKey, encode_key
+from lib.codec.primitives import encode_uvarint
+from lib.codec.writer import encode_batch, encode_control_batch, encode_legacy_message, encode_legacy_wrapper
+from lib.decode import SegmentDecoder
+from lib.generate import generate_log
+from lib.logbuilder import (PartitionLogBuilder, consumer_member, group_key, group_metadata_value, offset_commit_key,
+                            offset_commit_value)
+
+fastdecode = pytest.importorskip("lib.fastdecode")
+
+PART = 7
+T = 1_700_000_000_000
+TOPIC_ID = "ASNFZ4mrze8BI0VniavN7w"   # 0123456789abcdef0123456789abcdef
+HAS_QUARANTINE = "quarantine" in inspect.signature(SegmentDecoder.__init__).parameters
+
+
+def _run(fast: bool, path: str, quarantine: bool = False, **kw):
+    extra = {"quarantine": []} if quarantine else {}
+    dec = SegmentDecoder(path, PART, fast=fast, **extra, **kw)
+    batches, err = [], None
+    try:
+        for b in dec:
+            batches.append(b)
+    except Exception as e:      # compared below, class included
+        err = e
+    return dec, batches, err
+
+
+def assert_same(path: str, quarantine: bool = False, **kw) -> list[pa.RecordBatch]:
+    """Both paths over one segment (or `data`): equal batches, counters, errors, quarantine."""
+    pdec, pb, perr = _run(False, path, quarantine, **kw)
+    fdec, fb, ferr = _run(True, path, quarantine, **kw)
+    assert [b.num_rows for b in fb] == [b.num_rows for b in pb]
+    for a, b in zip(pb, fb):
+        b.validate(full=True)
+        assert b.schema == a.schema
+        for name in a.schema.names:
+            assert b.column(name).equals(a.column(name)), name
+    if perr is not None:
+        assert type(ferr) is type(perr), (ferr, perr)
+        assert str(ferr) == str(perr)
+        for attr in ("message", "file", "partition", "offset", "position"):
+            assert getattr(ferr, attr, None) == getattr(perr, attr, None), attr
+    else:
+        assert ferr is None, ferr
+        assert (fdec.records, fdec.next_offset, fdec.trailing_bytes) == \
+               (pdec.records, pdec.next_offset, pdec.trailing_bytes)
+    if quarantine:
+        assert fdec.quarantine == pdec.quarantine
+    return pb
+
+
+def write_segment(tmp_path, data: bytes, name: str = "00000000000000000000.log") -> str:
+    path = os.path.join(str(tmp_path), name)
+    with open(path, "wb") as f:
+        f.write(data)
+    return path
+
+
+def rows_of(batches) -> list[dict]:
+    return pa.Table.from_batches(batches).to_pylist() if batches else []
+
+
+# --- a hand-built log with every kind of record -------------------------------------------------
+
+def rich_log(b: PartitionLogBuilder) -> PartitionLogBuilder:
+    g = "group-a"
+    b.commit(g, "t", 0, 10, T, version=0)
+    b.commit(g, "t", 1, 11, T + 1, version=1, expire_ts=T + 86_400_000)
+    b.commit(g, "t", 2, 12, T + 2, version=1)                       # expire -1 -> null
+    b.commit(g, "t", 3, 13, T + 3, version=2, metadata="meta")
+    b.commit(g, "t", 4, 14, T + 4, version=3, leader_epoch=-1)
+    b.commit(g, "t", 5, 15, T + 5, version=3, leader_epoch=9, metadata="x" * 5000)
+    b.commit(g, "t", 6, 16, T + 6, version=4, topic_id=TOPIC_ID, metadata="ü€😀")
+    b.commit(g, "t", 7, 17, T + 7, version=4)
+    b.commit(g, "t", 8, 18, -5, version=3)                          # negative timestamps -> null
+    b.commit("grüppe-😀", "tøpic", 0, 5, T, record_type=0, version="legacy")
+    b.offset_tombstone(g, "t", 0, T + 8)
+    b.offset_tombstone(g, "t", 1, T + 9, record_type=0)
+    b.group(g, T + 10, generation=3, members=[consumer_member("m1", ["t"], {"t": [0, 1]})], state_ts=T)
+    b.commit(g, "t", 9, 19, T + 11, producer_id=42)
+    b.marker(42, True, T + 12, coordinator_epoch=3)
+    b.commit(g, "t", 9, 20, T + 13, producer_id=43)
+    b.marker(43, False, T + 14)
+    b.group_tombstone("gone", T + 15)
+    b.record(3, {"group_id": "g848"}, {"epoch": 5}, T + 16)
+    key = struct.pack(">h", 99) + struct.pack(">h", 1) + b"u"
+    b.batch([(key, b"\x00\x00whatever", T + 17)])                 # unknown record type
+    b.batch([(offset_commit_key(g, "t", p), offset_commit_value(100 + p, T, version=3, leader_epoch=2), T + p)
+             for p in range(4)], gaps=[0, 2, 5, 6])               # compacted batch
+    b.batch([], gaps=[2])                                          # empty batch
+    for codec in (1, 2, 3, 4):
+        b.batch([(offset_commit_key(f"c{codec}", "t", p), offset_commit_value(p, T, version=v), T + p)
+                 for p, v in enumerate((0, 1, 3, 4, 3))], compression=codec)
+    b.batch([(offset_commit_key(g, "t", 1), None, T), (group_key(g), None, T),
+             (offset_commit_key(g, "t", 2), offset_commit_value(1, T), T)])  # mixed batch -> Python
+    b.batch([(offset_commit_key(g, "t", p), offset_commit_value(p, T, version=4, topic_id=TOPIC_ID), T)
+             for p in range(3)], producer_id=44, producer_epoch=2, transactional=True, compression=4)
+    b.marker(44, True, T, producer_epoch=2)
+    return b
+
+
+@pytest.fixture(scope="module")
+def rich(tmp_path_factory):
+    d = tmp_path_factory.mktemp("rich")
+    b = rich_log(PartitionLogBuilder(PART, start_offset=1000))
+    # a log-append-time batch, and records with headers (the Python path)
+    base = b.next_offset
+    b.raw(encode_batch(base, [(base, T, offset_commit_key("lat", "t", 0), offset_commit_value(1, T)),
+                              (base + 1, T + 5, offset_commit_key("lat", "t", 1), offset_commit_value(2, T))],
+                       log_append_time=True, max_timestamp=T + 99), 2)
+    folder = b.write(str(d))
+    return glob.glob(os.path.join(folder, "*.log"))[0]
+
+
+@pytest.mark.parametrize("chunk_rows", [1, 2, 3, 5, 7, 16, 65536])
+def test_rich_log_every_chunk_size(rich, chunk_rows):
+    assert_same(rich, chunk_rows=chunk_rows)
+
+
+def test_rich_log_every_start_offset(rich):
+    for start in range(995, 1075, 3):
+        assert_same(rich, start_offset=start, chunk_rows=4)
+    assert_same(rich, start_offset=10**9)
+
+
+def test_rich_log_without_crc_check_and_from_bytes(rich):
+    with open(rich, "rb") as f:
+        data = f.read()
+    assert_same(rich, verify_crc=False)
+    for buf in (data, bytearray(data), memoryview(data)):
+        assert_same("where", data=buf, source_name="fetch:1000", chunk_rows=6)
+
+
+def test_rich_log_rows_hand_checked(rich):
+    """The fast path alone, against values worked out from the fixture."""
+    rows = rows_of(list(SegmentDecoder(rich, PART, fast=True)))
+    by_offset = {r["log_offset"]: r for r in rows}
+    assert min(by_offset) == 1000 and max(by_offset) == 1058 and len(rows) == 53
+    r = by_offset[1000]
+    assert (r["offsets_partition"], r["batch_base_offset"], r["magic"], r["compression"], r["record_type"],
+            r["record_type_name"], r["key_version"], r["value_version"], r["group_id"], r["topic"], r["partition"],
+            r["committed_offset"], r["leader_epoch"], r["metadata"], r["expire_timestamp"], r["topic_id"],
+            r["decode_status"], r["is_tombstone"], r["segment_file"]) == \
+        (PART, 1000, 2, "none", 1, "OffsetCommit", 0, 0, "group-a", "t", 0, 10, None, "", None, None, "ok", False,
+         "00000000000000001000.log")
+    assert r["log_timestamp"].timestamp() * 1000 == T == r["commit_timestamp"].timestamp() * 1000
+    assert by_offset[1001]["expire_timestamp"].timestamp() * 1000 == T + 86_400_000
+    assert by_offset[1002]["expire_timestamp"] is None
+    assert by_offset[1004]["leader_epoch"] is None and by_offset[1005]["leader_epoch"] == 9
+    assert by_offset[1005]["metadata"] == "x" * 5000
+    assert (by_offset[1006]["topic_id"], by_offset[1006]["metadata"]) == (TOPIC_ID, "ü€😀")
+    assert by_offset[1007]["topic_id"] is None
+    assert by_offset[1008]["log_timestamp"] is None and by_offset[1008]["commit_timestamp"] is None
+    r = by_offset[1009]
+    assert (r["record_type"], r["record_type_name"], r["group_id"], r["topic"]) == \
+        (0, "LegacyOffsetCommit", "grüppe-😀", "tøpic")
+    r = by_offset[1010]
+    assert (r["is_tombstone"], r["value_version"], r["committed_offset"], r["raw_value"]) == (True, None, None, None)
+    assert r["raw_key"] == offset_commit_key("group-a", "t", 0)
+    r = by_offset[1014]
+    assert (r["is_control"], r["is_transactional"], r["control_type"], r["coordinator_epoch"], r["producer_id"],
+            r["record_type"], r["key_version"], r["value_version"], r["group_id"]) == \
+        (True, True, "COMMIT", 3, 42, None, 0, 0, None)
+    assert by_offset[1016]["control_type"] == "ABORT"
+    assert by_offset[1019]["decode_status"] == "unknown_type"
+    assert [o for o in by_offset if 1020 <= o < 1030] == [1020, 1022, 1025, 1026]
+    gz = [r for r in rows if r["group_id"] == "c1"]
+    assert [(r["compression"], r["value_version"], r["committed_offset"]) for r in gz] == \
+        [("gzip", 0, 0), ("gzip", 1, 1), ("gzip", 3, 2), ("gzip", 4, 3), ("gzip", 3, 4)]
+    lat = [r for r in rows if r["group_id"] == "lat"]
+    assert [r["log_timestamp"].timestamp() * 1000 for r in lat] == [T + 99, T + 99]
+
+
+# --- generated logs (the benchmark's generator) ---------------------------------------------------
+
+@pytest.mark.parametrize("seed,share", [(1, 0.1), (2, 0.6)])
+def test_generated_logs(tmp_path, seed, share):
+    generate_log(str(tmp_path), 2500, partitions=3, groups=40, seed=seed, compressed_share=share,
+                 segment_bytes=30_000)
+    paths = sorted(glob.glob(os.path.join(str(tmp_path), "*", "*.log")))
+    assert len(paths) > 3
+    for p in paths:
+        assert_same(p, chunk_rows=1000)
+    assert_same(paths[1], start_offset=333, chunk_rows=77)
+
+
+# --- legacy formats ----------------------------------------------------------------------------------
+
+def test_legacy_magic_0_and_1_between_batches(tmp_path):
+    k = offset_commit_key("old", "t", 0)
+    v = offset_commit_value(5, T, version=1, expire_ts=T + 1)
+    data = bytearray()
+    data += encode_legacy_message(0, 0, k, v)
+    data += encode_legacy_message(1, 1, k, None, T)
+    data += encode_batch(2, [(2, T, k, offset_commit_value(6, T)), (3, T, k, offset_commit_value(7, T))])
+    data += encode_legacy_wrapper([(4, T, k, v), (5, T, k, v)], 1, 1, T)
+    data += encode_legacy_wrapper([(6, T, k, v), (7, T, k, v)], 0, 2)
+    data += encode_batch(8, [(8, T, k, offset_commit_value(9, T))], compression=3)
+    path = write_segment(tmp_path, bytes(data))
+    for chunk in (1, 3, 100):
+        assert len(rows_of(assert_same(path, chunk_rows=chunk))) == 9
+    assert_same(path, start_offset=5, chunk_rows=2)
+
+
+# --- bad input: the same error (or quarantine rows) as the Python path ------------------------------
+
+def _good(offset: int, n: int = 3, **kw) -> bytes:
+    return encode_batch(offset, [(offset + i, T, offset_commit_key("g", "t", i), offset_commit_value(i, T))
+                                 for i in range(n)], **kw)
+
+
+def _with_key_and_value(offset: int, key, value) -> bytes:
+    return encode_batch(offset, [(offset, T, offset_commit_key("g", "t", 0), offset_commit_value(1, T)),
+                                 (offset + 1, T, key, value)])
+
+
+def _bad_inputs() -> dict[str, bytes]:
+    ok = _good(0)
+    bad_crc = bytearray(_good(3))
+    bad_crc[-1] ^= 0xFF
+    k = offset_commit_key("g", "t", 0)
+    cases = {
+        "crc": ok + bytes(bad_crc) + _good(6),
+        "truncated tail": ok + _good(3)[:-5],
+        "short header tail": ok + _good(3)[:15],
+        "entry size too small": ok + struct.pack(">qi", 3, 5) + b"\x02" * 40 + _good(4),
+        "unknown magic": ok + (lambda b: b[:16] + b"\x07" + b[17:])(_good(3)) + _good(6),
+        "batch below minimum": ok + struct.pack(">qiib", 3, 20, 0, 2) + b"\x00" * 15 + _good(4),
+        "null key": ok + _with_key_and_value(3, None, b"\x00\x01"),
+        "short key": ok + _with_key_and_value(3, b"\x00", None),
+        "invalid utf-8 group": ok + _with_key_and_value(3, b"\x00\x01\x00\x02\xc3\x28\x00\x01t\x00\x00\x00\x00", None),
+        "surrogate in topic": ok + _with_key_and_value(3, b"\x00\x01\x00\x01g\x00\x03\xed\xa0\x80\x00\x00\x00\x00",
+                                                       None),
+        "truncated partition": ok + _with_key_and_value(3, b"\x00\x01\x00\x01g\x00\x01t\x00\x00", None),
+        "value version 5": ok + _with_key_and_value(3, k, struct.pack(">hq", 5, 1) + b"\x00" * 20),
+        "legacy key with v1 value": ok + _with_key_and_value(3, offset_commit_key("g", "t", 0, 0),
+                                                             offset_commit_value(1, T, version=1)),
+        "value without version": ok + _with_key_and_value(3, k, b"\x00"),
+        "truncated value": ok + _with_key_and_value(3, k, offset_commit_value(1, T)[:-3]),
+        "null metadata": ok + _with_key_and_value(3, k, struct.pack(">hqhq", 1, 1, -1, T)),
+        "bad topic id size": ok + _with_key_and_value(3, k, struct.pack(">hqi", 4, 1, 0) + b"\x01" +
+                                                      struct.pack(">q", T) + b"\x01\x00\x03abc"),
+        "unknown value version of a group": ok + _with_key_and_value(3, group_key("g"), b"\x00\x09"),
+        "bad compressed data": ok + (lambda b: b[:61] + b"\x00" * (len(b) - 61))(_good(3, compression=4)),
+        "record count too high": ok + (lambda b: b[:57] + struct.pack(">i", 50) + b[61:])(_good(3)),
+        "trailing bytes in a batch": ok + (lambda b: b[:57] + struct.pack(">i", 2) + b[61:])(_good(3)),
+        "bad legacy message": ok + encode_legacy_message(3, 1, k, None, T)[:-1] + b"\x00\x00",
+        "negative count": ok + (lambda b: b[:57] + struct.pack(">i", -1) + b[61:])(_good(3)),
+    }
+    return {name: _fix_crcs(data) if name != "crc" else data for name, data in cases.items()}
+
+
+def _fix_crcs(data: bytes) -> bytes:
+    """Recompute every complete magic-2 batch CRC (so the intended defect is what is found)."""
+    import crc32c
+    out = bytearray(data)
+    pos = 0
+    while len(out) - pos >= 17:
+        size = struct.unpack_from(">i", out, pos + 8)[0]
+        if size < 14 or pos + 12 + size > len(out):
+            break
+        if out[pos + 16] == 2 and size >= 9:
+            out[pos + 17:pos + 21] = struct.pack(">I", crc32c.crc32c(bytes(out[pos + 21:pos + 12 + size])))
+        elif out[pos + 16] in (0, 1):
+            out[pos + 12:pos + 16] = struct.pack(">I", zlib.crc32(bytes(out[pos + 16:pos + 12 + size])))
+        pos += 12 + size
+    return bytes(out)
+
+
+BAD = _bad_inputs()
+
+
+@pytest.mark.parametrize("name", sorted(BAD))
+def test_bad_input_same_outcome(tmp_path, name):
+    path = write_segment(tmp_path, BAD[name])
+    for chunk in (1, 2, 100):
+        assert_same(path, chunk_rows=chunk)
+    assert_same(path, verify_crc=False)
+    assert_same(path, start_offset=2)
+    if HAS_QUARANTINE:
+        assert_same(path, quarantine=True, chunk_rows=2)
+
+
+def test_bad_input_is_reported_as_before(tmp_path):
+    """Spot check of the error itself (hand-written expectation)."""
+    path = write_segment(tmp_path, BAD["value version 5"])
+    with pytest.raises(Exception) as exc:
+        list(SegmentDecoder(path, PART, fast=True))
+    assert type(exc.value).__name__ == "UnknownRecordVersionError"
+    assert (exc.value.offset, exc.value.position, exc.value.partition) == (4, len(_good(0)), PART)
+
+
+# --- property test: random commit contents ------------------------------------------------------
+
+_text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
+
+
+@st.composite
+def commit_records(draw):
+    rtype = draw(st.sampled_from((0, 1)))
+    key = encode_key(CoordinatorKey(rtype, draw(_text), draw(_text), draw(st.integers(-2**31, 2**31 - 1))))
+    if draw(st.integers(0, 9)) == 0:
+        return key, None
+    version = 0 if rtype == 0 else draw(st.integers(0, 4))
+    offset = draw(st.integers(-2**63, 2**63 - 1))
+    epoch = draw(st.sampled_from((-1, 0, 7, 2**31 - 1)))
+    meta = draw(_text).encode("utf-8")
+    ts = draw(st.sampled_from((-1, 0, T, 2**62, 9_223_372_036_854_775)))
+    value = struct.pack(">hq", version, offset)
+    if version >= 3:
+        value += struct.pack(">i", epoch)
+    if version >= 4:
+        value += encode_uvarint(len(meta) + 1) + meta
+    else:
+        value += struct.pack(">h", len(meta)) + meta
+    value += struct.pack(">q", ts)
+    if version == 1:
+        value += struct.pack(">q", draw(st.sampled_from((-1, T, 2**40))))
+    if version >= 4:
+        tags = draw(st.lists(st.tuples(st.sampled_from((0, 1, 5)), st.binary(min_size=16, max_size=16)), max_size=2))
+        value += bytes([len(tags)])
+        for tag, raw in tags:
+            value += bytes([tag, len(raw)]) + raw
+    if draw(st.integers(0, 19)) == 0:
+        value += b"\x00\x01"          # trailing bytes after the value (accepted, as by Kafka)
+    if draw(st.integers(0, 29)) == 0:
+        value = value[:draw(st.integers(0, len(value)))]   # truncated: an error
+    return key, value
+
+
+@st.composite
+def logs(draw):
+    data = bytearray()
+    offset = draw(st.integers(0, 2**40))
+    first = offset
+    for _ in range(draw(st.integers(1, 6))):
+        kind = draw(st.integers(0, 9))
+        if kind == 0:
+            data += encode_control_batch(offset, 5, 0, draw(st.booleans()), T)
+            offset += 1
+            continue
+        recs = draw(st.lists(commit_records(), min_size=0 if kind == 1 else 1, max_size=5))
+        if kind == 2:
+            recs.append((group_key("gm"), group_metadata_value(generation=1, members=[])))
+        ts = draw(st.sampled_from((-1, T)))
+        if not recs:
+            data += encode_batch(offset, [], last_offset_delta=draw(st.integers(0, 3)))
+            offset += 1
+            continue
+        data += encode_batch(offset, [(offset + i, ts + i, k, v) for i, (k, v) in enumerate(recs)],
+                             compression=draw(st.sampled_from((0, 0, 0, 1, 2, 3, 4))),
+                             transactional=kind == 3, producer_id=9 if kind == 3 else -1,
+                             log_append_time=kind == 4)
+        offset += len(recs)
+    if draw(st.integers(0, 4)) == 0 and len(data) > 20:   # flip one byte
+        pos = draw(st.integers(0, len(data) - 1))
+        data[pos] ^= draw(st.integers(1, 255))
+    return bytes(data), first, offset
+
+
+@settings(max_examples=300, derandomize=True, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(log=logs(), chunk=st.integers(1, 9), start_delta=st.integers(-2, 12))
+def test_random_commits_same_as_python(log, chunk, start_delta):
+    data, first, end = log
+    start = max(0, first + start_delta) if start_delta >= 0 else 0
+    assert_same("random.log", data=data, source_name="random.log", chunk_rows=chunk, start_offset=start)
+    if HAS_QUARANTINE:
+        assert_same("random.log", quarantine=True, data=data, source_name="random.log", chunk_rows=chunk)
+
+
+# --- the measuring function ----------------------------------------------------------------------
+
+def test_measure_decode_reports_both_rates(tmp_path):
+    generate_log(str(tmp_path), 600, partitions=1, groups=10)
+    paths = sorted(glob.glob(os.path.join(str(tmp_path), "*", "*.log")))
+    m = fastdecode.measure_decode(paths)
+    assert m["equal"] is True and m["records"] >= 600
+    assert m["python_rps"] > 0 and m["fast_rps"] > 0 and m["ratio"] == pytest.approx(m["python_s"] / m["fast_s"])
+
+
+def test_kernel_crc32c_matches_the_crc32c_package():
+    import crc32c
+    for data in (b"", b"a", b"123456789", bytes(range(256)) * 5, os.urandom(1001)):
+        assert fastdecode.crc32c(data) == crc32c.crc32c(data)
+    assert fastdecode.crc32c(b"123456789") == 0xE3069283     # the CRC-32C check value
