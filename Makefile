@@ -28,7 +28,14 @@ help:
 	@echo "make setup  - virtualenv at $(VENV) and JVM jars in $(JARS)/ (idempotent)"
 	@echo "make airflow-venv - Airflow 3 in its own virtualenv at .venv-airflow (idempotent)"
 
-setup: venv jars kafka-jars
+setup: venv jars kafka-jars numba-cache
+
+# Compile the decoder's numba kernels into their on-disk cache once (Spark workers load it).
+.PHONY: numba-cache
+numba-cache: lib/__pycache__/.numba-stamp
+lib/__pycache__/.numba-stamp: lib/fastdecode.py $(VENV)/.stamp
+	$(PY) -m lib.fastdecode --warm
+	@mkdir -p lib/__pycache__ && touch $@
 
 venv: $(VENV)/.stamp
 $(VENV)/.stamp: requirements.txt constraints.txt

@@ -90,8 +90,30 @@ def main(argv=None) -> int:
     overrides.update(kv.split("=", 1) for kv in args.conf)
     if args.vacuum_hours < DEFAULT_VACUUM_HOURS and not args.no_vacuum:
         overrides["spark.databricks.delta.retentionDurationCheck.enabled"] = "false"
+    from lib.delta_io import roll_back_incomplete_runs
+    from lib.warehouse_lock import WarehouseBusyError, WarehouseLock
+    from schemas import tables as T
+
     spark = build_session("maintenance", overrides)
     started = time.monotonic()
+    try:
+        lock = WarehouseLock(args.warehouse, "maintenance").acquire()
+    except WarehouseBusyError as e:
+        print(f"maintenance: error: {e}", file=sys.stderr)
+        return 75
+    try:
+        # A replay that died left commits no checkpoint vouches for: undo them before
+        # OPTIMIZE stacks commits of its own on top.
+        for r in roll_back_incomplete_runs(spark, args.warehouse, T.ALL_TABLES, T.REPLAY_CHECKPOINTS):
+            print(f"rolled back {r['table']}: run {r['run']} died before its checkpoint commit")
+        done = _maintain(spark, args, tables, table_path, DeltaTable)
+    finally:
+        lock.release()
+    print(f"maintenance: {done} of {len(tables)} tables in {args.warehouse} in {time.monotonic() - started:.1f}s")
+    return 0
+
+
+def _maintain(spark, args, tables, table_path, DeltaTable) -> int:
     done = 0
     for name in tables:
         path = table_path(args.warehouse, name)
@@ -111,8 +133,7 @@ def main(argv=None) -> int:
         parts.append(f"now version {version}, {detail['numFiles']} files, {detail['sizeInBytes']} bytes")
         print(f"{name}: " + "; ".join(parts))
         done += 1
-    print(f"maintenance: {done} of {len(tables)} tables in {args.warehouse} in {time.monotonic() - started:.1f}s")
-    return 0
+    return done
 
 
 if __name__ == "__main__":

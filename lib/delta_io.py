@@ -4,8 +4,8 @@ Delta commits one table at a time, so a run's commit point is its replay_checkpo
 written last. Every data commit carries, in its userMetadata, the run id and the checkpoint
 (next log offset per partition) its rows reflect: the checkpoint travels in the same commit as
 the data. A run is complete when replay_checkpoints has a commit of it; a later run rolls back
-(RESTORE) any table whose newest commits belong to a run that never completed, and reads the
-previous state as of the completed runs' versions."""
+(RESTORE) any table whose newest commits belong to a run that never completed, so the latest
+versions always hold what the completed runs left."""
 from __future__ import annotations
 
 import json
@@ -119,28 +119,12 @@ def read_table(spark: SparkSession, warehouse: str, table: Table | str) -> DataF
     return spark.read.format("delta").load(table_path(warehouse, table))
 
 
-def read_as_of_runs(spark: SparkSession, warehouse: str, table: Table, runs: dict[str, list[int]]) -> DataFrame | None:
-    """The rows of `table` for each run's partitions, as that run committed them: a run that
-    died later may have moved some tables but not the checkpoints. None if the table is absent."""
+def read_partitions(spark: SparkSession, warehouse: str, table: Table, partitions: list[int]) -> DataFrame | None:
+    """The rows of `partitions` in the table's latest version; None if the table is absent."""
     path = table_path(warehouse, table)
     if not table_exists(spark, path):
         return None
-    history: dict[str, int] = {}
-    for version, meta in commit_history(spark, path):
-        run = tagged_run(meta)
-        if run is not None:
-            history.setdefault(run, version)
-    parts = []
-    for run_id, partitions in runs.items():
-        version = history.get(run_id)
-        reader = spark.read.format("delta")
-        if version is not None:
-            reader = reader.option("versionAsOf", version)
-        parts.append(reader.load(path).filter(F.col("offsets_partition").isin(partitions)))
-    out = parts[0]
-    for p in parts[1:]:
-        out = out.unionByName(p)
-    return out
+    return spark.read.format("delta").load(path).filter(F.col("offsets_partition").isin(partitions))
 
 
 def merge_partitions(spark: SparkSession, df: DataFrame, path: str, table: Table, partitions: list[int],

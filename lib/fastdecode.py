@@ -1059,9 +1059,13 @@ def warm() -> None:
         list(SegmentDecoder("warm", 0, data=buf, fast=True))
 
 
-if __name__ == "__main__":      # python -m lib.fastdecode SEGMENT...
+if __name__ == "__main__":      # python -m lib.fastdecode SEGMENT... | --warm
     import sys
 
+    if sys.argv[1:] == ["--warm"]:
+        warm()
+        print("numba kernels compiled into their cache")
+        sys.exit(0)
     m = measure_decode(sys.argv[1:])
     print(f"{m['records']} records: python {m['python_rps']:,.0f}/s, fast {m['fast_rps']:,.0f}/s "
           f"(CPU time of one thread), ratio {m['ratio']:.1f}x, equal output: {m['equal']}")

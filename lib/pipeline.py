@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from lib.delta_io import (append_new_records, insert_new_rows, merge_partitions, read_as_of_runs, replace_partitions,
+from lib.delta_io import (append_new_records, insert_new_rows, merge_partitions, read_partitions, replace_partitions,
                           roll_back_incomplete_runs, run_tag, table_exists, table_path)
 from lib.logdir import PartitionLog
 from lib.warehouse_lock import WarehouseBusyError, WarehouseLock  # noqa: F401 - re-exported for jobs
@@ -166,6 +166,8 @@ def run_replay(spark: SparkSession, logs: list[PartitionLog], warehouse: str, no
         result = RunResult(run_id, [pl.partition for pl in logs], now_ms, retention_minutes, on_corrupt=on_corrupt)
         result.took_over_lock = lock.took_over
         result.rolled_back = roll_back_incomplete_runs(spark, warehouse, T.ALL_TABLES, T.REPLAY_CHECKPOINTS)
+        # staging folders of runs that died (we hold the lock: no live run owns one)
+        shutil.rmtree(os.path.join(warehouse, "_staging"), ignore_errors=True)
         _run_locked(spark, logs, warehouse, result, full, end_offsets)
         return result
 
@@ -208,7 +210,9 @@ def _run_locked(spark: SparkSession, logs: list[PartitionLog], warehouse: str, r
         previous = {}
         if prev is not None:
             for table in (T.GROUP_OFFSETS, T.EXPIRED_OFFSETS, T.PENDING_TRANSACTIONAL_OFFSETS, T.GROUP_FOLD_STATE):
-                previous[table.name] = read_as_of_runs(spark, warehouse, table, prev.runs)
+                # latest versions: incomplete runs were rolled back on start, so they hold what
+                # the completed runs left (no time travel, so VACUUM cannot break it)
+                previous[table.name] = read_partitions(spark, warehouse, table, partitions)
         before_expiry = None
         if previous.get(T.GROUP_OFFSETS.name) is not None:
             before_expiry = previous[T.GROUP_OFFSETS.name]
