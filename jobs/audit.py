@@ -34,13 +34,13 @@ def fail(message: str) -> int:
     return 2
 
 
-def quiet_sql_errors(spark) -> None:
-    """Spark logs every failing query at ERROR with its plan; the CLI prints the error itself."""
+def quiet_sql_errors() -> None:
+    """PySpark logs every failing query with its plan and JVM stack; the CLI prints the error itself."""
     try:
-        log4j = spark._jvm.org.apache.logging.log4j
+        from pyspark.logger import PySparkLogger
         for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
-            log4j.core.config.Configurator.setLevel(name, log4j.Level.OFF)
-    except Exception:  # noqa: BLE001  (logging only)
+            PySparkLogger.getLogger(name).disabled = True
+    except ImportError:
         pass
 
 
@@ -70,7 +70,7 @@ def main(argv=None) -> int:
     from lib.spark_session import build_session
 
     spark = build_session("audit", overrides)
-    quiet_sql_errors(spark)
+    quiet_sql_errors()
     try:
         open_catalog(spark, args.warehouse)
         if query is not None:
