@@ -11,7 +11,7 @@ SAMPLE      := samples/logdir
 WAREHOUSE   ?= warehouse
 # The sample was captured at this instant; replaying "as of" it makes `make run` repeatable.
 SAMPLE_NOW  ?= $(shell cat samples/NOW 2>/dev/null)
-RECORDS     ?= 5000000
+RECORDS     ?= 10000000
 
 export PYSPARK_PYTHON        := $(CURDIR)/$(PY)
 export PYSPARK_DRIVER_PYTHON := $(CURDIR)/$(PY)
