@@ -14,7 +14,7 @@ import os
 import shutil
 import time
 
-from lib.generate import generate_log
+from lib.generate import GENERATOR_VERSION, generate_log
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -99,7 +99,7 @@ def main(argv=None) -> int:
 
 def ensure_log(data: str, records: int, partitions: int, seed: int) -> str:
     """A generated log, cached under `data` by its parameters."""
-    log_dir = os.path.join(data, f"log-{records}-{partitions}-{seed}")
+    log_dir = os.path.join(data, f"log-{records}-{partitions}-{seed}-g{GENERATOR_VERSION}")
     if not os.path.exists(os.path.join(log_dir, ".complete")):
         shutil.rmtree(log_dir, ignore_errors=True)
         t0 = time.monotonic()
@@ -118,7 +118,7 @@ def count_records(log_dir: str) -> int:
     n = 0
     for log in find_partitions(log_dir):
         for seg in log.segments:
-            for batch in SegmentReader(read_segment_bytes(seg.path), verify_crc=False, skip_below=1 << 62):
+            for batch in SegmentReader(read_segment_bytes(seg.path), verify_crc=False):
                 n += len(batch.records)
     return n
 
@@ -303,7 +303,7 @@ def bench_coordinator(spark, records: int, seed: int, data: str) -> dict:
     from lib.logdir import find_partitions
     from lib.pipeline import run_replay
 
-    log_dir = os.path.join(data, f"coord-log-{records}-{seed}")
+    log_dir = os.path.join(data, f"coord-log-{records}-{seed}-g{GENERATOR_VERSION}")
     if not os.path.exists(os.path.join(log_dir, ".complete")):
         shutil.rmtree(log_dir, ignore_errors=True)
         stats = generate_log(log_dir, records, partitions=1, groups=2000, seed=seed)

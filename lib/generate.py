@@ -14,6 +14,9 @@ from lib.logbuilder import consumer_member, group_key, group_metadata_value, off
 from lib.partitioning import partition_for
 
 T0 = 1_760_000_000_000
+# Bumped whenever the bytes written change, so cached benchmark logs are made anew
+# (2: LZ4 frames with independent blocks, as Kafka writes them; stable topic names).
+GENERATOR_VERSION = 2
 
 
 def _topic_of(group: str) -> str:
