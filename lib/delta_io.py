@@ -41,12 +41,13 @@ def tagged_checkpoint(user_metadata: str | None) -> dict[int, int] | None:
     return {int(p): o for p, o in data["next_log_offsets"].items()}
 
 
-def commit_history(spark: SparkSession, path: str) -> list[tuple[int, str | None]]:
-    """(version, userMetadata) of every commit, newest first."""
+def commit_history(spark: SparkSession, path: str, limit: int | None = None) -> list[tuple[int, str | None]]:
+    """(version, userMetadata) of every commit (or the newest `limit`), newest first."""
     from delta.tables import DeltaTable
+    table = DeltaTable.forPath(spark, path)
+    history = table.history(limit) if limit else table.history()
     return [(r["version"], r["userMetadata"]) for r in
-            DeltaTable.forPath(spark, path).history().select("version", "userMetadata").orderBy(F.desc("version"))
-            .collect()]
+            history.select("version", "userMetadata").orderBy(F.desc("version")).collect()]
 
 
 def table_path(warehouse: str, table: Table | str) -> str:
@@ -172,6 +173,10 @@ def roll_back_incomplete_runs(spark: SparkSession, warehouse: str, tables: list[
             continue
         path = table_path(warehouse, table)
         if not table_exists(spark, path):
+            continue
+        # the usual case, a table whose newest commit is sound, needs no more than that commit
+        (_, newest), = commit_history(spark, path, limit=1)
+        if tagged_run(newest) is None or tagged_run(newest) in completed:
             continue
         streak = []
         for version, meta in commit_history(spark, path):
