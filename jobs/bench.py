@@ -30,6 +30,8 @@ def main(argv=None) -> int:
     p.add_argument("--coordinator-records", type=int, default=10_000_000,
                    help="size of the one-partition log for the coordinator warm-start figure (0: skip)")
     p.add_argument("--skip-2x", action="store_true", help="skip the replay of a log twice the size (memory figure)")
+    p.add_argument("--scale-only", action="store_true",
+                   help="only the full replay's rate, named replay_records_per_s_per_core_<N>m (make bench-scale)")
     args = p.parse_args(argv)
     warehouse = os.path.join(args.data, "warehouse")
     figures: dict[str, tuple[float, str]] = {}
@@ -43,7 +45,8 @@ def main(argv=None) -> int:
     records = count_records(cut_dir)
     figures["records"] = (records, "records")
 
-    figures.update(bench_decode(cut_dir, args.decode_sample))
+    if not args.scale_only:
+        figures.update(bench_decode(cut_dir, args.decode_sample))
 
     from lib.logdir import find_partitions
     from lib.pipeline import run_replay
@@ -52,17 +55,20 @@ def main(argv=None) -> int:
     spark = build_session("bench")
     now_ms = 1_760_000_000_000 + 86_400_000
     shutil.rmtree(warehouse, ignore_errors=True)
-    with RssSampler() as rss:
-        t0 = time.monotonic()
-        result = run_replay(spark, find_partitions(cut_dir), warehouse, now_ms=now_ms, full=True)
-        wall = time.monotonic() - t0
+    t0 = time.monotonic()
+    result = run_replay(spark, find_partitions(cut_dir), warehouse, now_ms=now_ms, full=True)
+    wall = time.monotonic() - t0
     figures["replay_wall_s"] = (round(wall, 2), "s")
     for stage, seconds in result.stage_seconds.items():
         figures[f"replay_stage_{stage}_s"] = (round(seconds, 2), "s")
     figures["replay_records_per_s"] = (round(records / wall), "records/s")
     figures["replay_records_per_s_per_core"] = (round(records / wall / cores), "records/s/core")
-    figures["peak_rss_mb_1x"] = (rss.driver_mb, "MB (driver: Python + JVM)")
-    figures["peak_rss_mb_worker_1x"] = (rss.worker_mb, "MB (largest Python worker)")
+    if args.scale_only:
+        figures[f"replay_records_per_s_per_core_{round(args.records / 1e6)}m"] = figures["replay_records_per_s_per_core"]
+        spark.stop()
+        for name, (value, unit) in figures.items():
+            print(f"{name} {value} {unit}")
+        return 0
 
     t0 = time.monotonic()
     inc = run_replay(spark, find_partitions(log_dir), warehouse, now_ms=now_ms)
@@ -71,20 +77,29 @@ def main(argv=None) -> int:
     figures["incremental_records"] = (inc.records, "records")
     figures["incremental_wall_s"] = (round(inc_wall, 2), "s")
     figures["incremental_fraction"] = (round(inc_wall / wall, 4), "of the full run")
+    for stage, seconds in inc.stage_seconds.items():
+        figures[f"incremental_stage_{stage}_s"] = (round(seconds, 2), "s")
+    t0 = time.monotonic()
+    noop = run_replay(spark, find_partitions(log_dir), warehouse, now_ms=now_ms)
+    noop_wall = time.monotonic() - t0
+    assert noop.records == 0, noop.records
+    figures["noop_wall_s"] = (round(noop_wall, 2), "s (incremental run with nothing new)")
+    figures["incremental_marginal_fraction"] = (round((inc_wall - noop_wall) / wall, 4),
+                                                "(incremental - noop) / full replay")
 
     if not args.skip_2x:
+        # peak memory of replays run as separate processes (nothing this process holds counts)
         log2 = ensure_log(args.data, records * 2, args.partitions, args.seed + 1)
-        wh2 = os.path.join(args.data, "warehouse-2x")
-        shutil.rmtree(wh2, ignore_errors=True)
-        with RssSampler() as rss2:
-            t0 = time.monotonic()
-            run_replay(spark, find_partitions(log2), wh2, now_ms=now_ms, full=True)
-            wall2 = time.monotonic() - t0
-        shutil.rmtree(wh2, ignore_errors=True)
-        figures["replay_wall_s_2x"] = (round(wall2, 2), "s")
-        figures["peak_rss_mb_2x"] = (rss2.driver_mb, "MB (driver: Python + JVM)")
-        figures["peak_rss_mb_worker_2x"] = (rss2.worker_mb, "MB (largest Python worker)")
-        figures["peak_rss_2x_over_1x"] = (round(rss2.driver_mb / max(rss.driver_mb, 1), 2), "ratio (driver)")
+        one = replay_process(cut_dir, os.path.join(args.data, "warehouse-rss-1x"), now_ms)
+        two = replay_process(log2, os.path.join(args.data, "warehouse-rss-2x"), now_ms)
+        figures["replay_wall_s_1x_process"] = (one["wall_s"], "s (own process, session start included)")
+        figures["replay_wall_s_2x_process"] = (two["wall_s"], "s (own process, session start included)")
+        for name, m in (("1x", one), ("2x", two)):
+            figures[f"peak_rss_mb_worker_{name}"] = (m["worker_mb"], "MB (largest Python worker)")
+            figures[f"peak_rss_mb_driver_jvm_{name}"] = (m["jvm_mb"], "MB (driver JVM)")
+            figures[f"peak_rss_mb_driver_python_{name}"] = (m["python_mb"], "MB (driver Python)")
+        figures["peak_rss_worker_2x_over_1x"] = (round(two["worker_mb"] / max(one["worker_mb"], 1), 2), "ratio")
+        figures["peak_rss_driver_jvm_2x_over_1x"] = (round(two["jvm_mb"] / max(one["jvm_mb"], 1), 2), "ratio")
     if args.coordinator_records:
         figures.update(bench_coordinator(spark, args.coordinator_records, args.seed, args.data))
     spark.stop()
@@ -187,32 +202,40 @@ def dump_log_rate(files: list[str], records: int) -> float | None:
         return records / (time.monotonic() - t0)
 
 
-class RssSampler:
-    """Peak resident memory, sampled every 0.2 s from /proc: the driver (this Python process
-    plus its JVM children) and the largest single Python worker (pyspark.daemon / worker)."""
+def replay_process(log_dir: str, warehouse: str, now_ms: int) -> dict:
+    """A full replay as its own process (jobs.replay_offsets), sampled every 0.1 s from /proc.
+    Processes are counted by what they run, not by their place in the tree: the driver JVM is
+    the java process whose parent is not java (the JVM forks before it execs a Python worker,
+    and for a moment that child carries the JVM's command line and RSS); workers are the
+    pyspark daemon and worker processes."""
+    import subprocess
+    import sys
 
-    def __enter__(self):
-        import threading
-        self.driver_mb = self.worker_mb = 0.0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-        return self
+    shutil.rmtree(warehouse, ignore_errors=True)
+    cmd = [sys.executable, "-m", "jobs.replay_offsets", "--input", log_dir, "--warehouse", warehouse, "--full",
+           "--now", str(now_ms), "--quiet"]
+    peaks = {"jvm_mb": 0.0, "python_mb": 0.0, "worker_mb": 0.0}
+    t0 = time.monotonic()
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    while proc.poll() is None:
+        procs = _proc_table()
+        tree = _descendants(procs, proc.pid)
+        java = {p for p in tree if _is_java(procs[p][2])}
+        jvm = [procs[p][1] for p in java if procs[p][0] not in java]
+        workers = [procs[p][1] for p in tree if "pyspark" in procs[p][2] and p not in java]
+        peaks["jvm_mb"] = max(peaks["jvm_mb"], round(max(jvm, default=0) / 1024, 1))
+        peaks["python_mb"] = max(peaks["python_mb"], round(procs.get(proc.pid, (0, 0, ""))[1] / 1024, 1))
+        peaks["worker_mb"] = max(peaks["worker_mb"], round(max(workers, default=0) / 1024, 1))
+        time.sleep(0.1)
+    out = proc.stdout.read()
+    assert proc.returncode == 0, out
+    shutil.rmtree(warehouse, ignore_errors=True)
+    return {**peaks, "wall_s": round(time.monotonic() - t0, 2)}
 
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
 
-    def _run(self):
-        me = os.getpid()
-        while not self._stop.is_set():
-            procs = _proc_table()
-            tree = _descendants(procs, me)
-            driver = procs.get(me, (0, 0, ""))[1] + sum(procs[p][1] for p in tree if "java" in procs[p][2])
-            workers = [procs[p][1] for p in tree if "pyspark" in procs[p][2] and "java" not in procs[p][2]]
-            self.driver_mb = max(self.driver_mb, round(driver / 1024, 1))
-            self.worker_mb = max(self.worker_mb, round(max(workers, default=0) / 1024, 1))
-            self._stop.wait(0.2)
+def _is_java(cmdline: str) -> bool:
+    exe = cmdline.split(" ", 1)[0]
+    return os.path.basename(exe) == "java"
 
 
 def _proc_table() -> dict[int, tuple[int, int, str]]:

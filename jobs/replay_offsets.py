@@ -100,8 +100,10 @@ def run_checks(spark, args, partitions) -> int:
 
 
 def print_summary(args, result, s: dict, wall: float) -> None:
-    rate = result.records / max(result.stage_seconds.get("decode", 0) + result.stage_seconds.get("replay", 0), 1e-9)
+    rate = result.records / max(wall, 1e-9)
     mode = "incremental" if result.incremental else "full"
+    if result.skipped_partitions:
+        mode += f", {result.skipped_partitions} partitions unchanged"
     if result.took_over_lock:
         print(f"took over the lock of {result.took_over_lock.get('owner')} (pid {result.took_over_lock.get('pid')}, "
               "no longer running)")

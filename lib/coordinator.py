@@ -151,18 +151,19 @@ class GroupCoordinator:
         try:
             end = reader.end_offset(partition)
             offset = state.next_offset
+            engine = self._engine(partition, state)
             while offset < end:
                 chunk = reader.fetch(partition, offset)
                 decoder = SegmentDecoder(f"{self.bootstrap} __consumer_offsets-{partition}@{offset}", partition,
                                          start_offset=offset, data=chunk.data, source_name=f"fetch:{offset}")
                 for batch in decoder:
-                    for row in batch.select(REPLAY_COLUMNS).to_pylist():
-                        self._apply(state, row)
+                    engine.feed(batch)
                 if decoder.next_offset is None or decoder.next_offset <= offset:
                     break
                 state.tail_records += decoder.records
                 offset = decoder.next_offset
             state.next_offset = offset
+            self._take_engine_state(engine, state)
         finally:
             reader.close()
 
@@ -172,14 +173,53 @@ class GroupCoordinator:
         from lib.pipeline import segments_from
 
         (log,) = find_partitions(self.log_dir, [partition])
+        engine = self._engine(partition, state)
         for seg in segments_from(log, state.next_offset):
             decoder = SegmentDecoder(seg.path, partition, start_offset=state.next_offset)
             for batch in decoder:
-                for row in batch.select(REPLAY_COLUMNS).to_pylist():
-                    self._apply(state, row)
+                engine.feed(batch)
             state.tail_records += decoder.records
             if decoder.next_offset is not None:
                 state.next_offset = max(state.next_offset, decoder.next_offset)
+        self._take_engine_state(engine, state)
+
+    @staticmethod
+    def _engine(partition: int, state: PartitionState):
+        """The compiled one-pass replay (lib.replay.partition), seeded with the loaded state."""
+        import pyarrow as pa
+
+        from lib.replay.partition import PartitionReplay
+        from schemas.tables import GROUP_FOLD_STATE, GROUP_OFFSETS, PENDING_TRANSACTIONAL_OFFSETS
+
+        engine = PartitionReplay(partition)
+        committed = [{c: e.get(c) for c in GROUP_OFFSETS.column_names} for e in state.offsets.offsets.values()]
+        pending = [{"producer_id": pid, **{c: e.get(c) for c in PENDING_TRANSACTIONAL_OFFSETS.column_names
+                                           if c != "producer_id"}}
+                   for pid, entries in state.offsets.pending.items() for e in entries.values()]
+        folds = [{"offsets_partition": partition, "group_id": g, "log_offset": f.log_offset or 0,
+                  "fold_state": f.to_state()} for g, f in state.groups.items() if f.group is not None]
+        engine.load(pa.Table.from_pylist(committed, schema=GROUP_OFFSETS.arrow_schema) if committed else None,
+                    pa.Table.from_pylist(pending, schema=PENDING_TRANSACTIONAL_OFFSETS.arrow_schema)
+                    if pending else None,
+                    pa.Table.from_pylist(folds, schema=GROUP_FOLD_STATE.arrow_schema) if folds else None)
+        return engine
+
+    @staticmethod
+    def _take_engine_state(engine, state: PartitionState) -> None:
+        from lib.replay.partition import NO_GROUP
+
+        # both tables: Kafka holds every offset still in the log (expiry is not applied on load)
+        out = engine.finish(0, 1)
+        offsets = PartitionOffsets()
+        for table in ("group_offsets", "expired_offsets"):
+            for row in out[table].to_pylist():
+                offsets.load_committed(row)
+        for row in out["pending_transactional_offsets"].to_pylist():
+            offsets.load_pending(row["producer_id"], row)
+        state.offsets = offsets
+        state.groups = {f.group_id: f for g, f in engine.folds.items() if engine.gstate[g] != NO_GROUP
+                        and f.group is not None}
+        state.topic_names.update(engine.topic_names)
 
     @staticmethod
     def _apply(state: PartitionState, row: dict) -> None:

@@ -1,32 +1,29 @@
-"""The replay run: decode -> stage -> replay -> expire -> stage -> commit.
+"""The replay run: one Spark task per offsets partition, then one commit per table.
 
-Everything that can fail on bad input (decoding, the group replay) runs while writing the
-staging copies under WAREHOUSE/_staging/<run id>; only when all of them exist are the Delta
-tables committed, one transaction per table, each naming the run and its checkpoint, and the
-replay_checkpoints commit last: that commit is the run's commit point. A bad input therefore
-leaves every table as it was; a run that dies between table commits is rolled back by the
-next run (lib.delta_io.roll_back_incomplete_runs), which then redoes the work. One run at a
-time writes a warehouse (lib.warehouse_lock)."""
+Each task (lib.partition_task) reads its partition once, in log order, from its checkpoint:
+decode, replay, group fold and expiry in one pass; it writes its rows as Parquet files into
+the tables' folders, invisible until committed. Everything that can fail on bad input fails
+there, before any commit, so bad input leaves every table as it was. The driver then commits
+the files table by table (delta-rs, no copy), each commit naming the run and its checkpoint,
+and the replay_checkpoints commit last: that commit is the run's commit point. A run that dies
+between table commits is rolled back by the next run (lib.delta_io.roll_back_incomplete_runs),
+which then redoes the work. One run at a time writes a warehouse (lib.warehouse_lock)."""
 from __future__ import annotations
 
 import datetime as dt
 import os
-import shutil
 import time
 import uuid
 from dataclasses import dataclass, field
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from lib.delta_io import (append_new_records, insert_new_rows, merge_partitions, read_partitions, replace_partitions,
-                          roll_back_incomplete_runs, run_tag, table_exists, table_path)
+from lib.delta_io import (commit_files, overwrite_small_table, partition_files, read_small_table,
+                          roll_back_incomplete_runs, run_tag, table_path)
 from lib.logdir import PartitionLog
 from lib.warehouse_lock import WarehouseBusyError, WarehouseLock  # noqa: F401 - re-exported for jobs
-from lib.transform.decode import decode_segments, worker_error_from
-from lib.transform.expiry import judge_groups, judge_offsets
-from lib.transform.groups import replay_groups, topic_names_by_id
-from lib.transform.offsets import replay_offsets
+from lib.worker_errors import worker_error_from
 from schemas import tables as T
 
 
@@ -47,31 +44,7 @@ class RunResult:
     on_corrupt: str = "fail"
     quarantined: int = 0
     took_over_lock: dict | None = None
-
-
-def _stage(df: DataFrame, path: str) -> None:
-    df.write.mode("overwrite").parquet(path)
-
-
-def _checkpoints(logs: list[PartitionLog], summaries: list[dict], run_id: str,
-                 start_offsets: dict[int, int]) -> list[tuple]:
-    """One row per partition from the per-segment summaries: the log end is the next offset
-    after the last batch of the last segment (or that segment's base offset if it is empty)."""
-    rows = []
-    finished = dt.datetime.now(dt.timezone.utc)
-    by_partition: dict[int, list[dict]] = {}
-    for s in summaries:
-        by_partition.setdefault(s["offsets_partition"], []).append(s)
-    for pl in logs:
-        segs = sorted(by_partition.get(pl.partition, []), key=lambda s: s["base_offset"])
-        next_offset = start_offsets.get(pl.partition, 0)
-        for s in segs:
-            next_offset = max(next_offset, s["base_offset"], s["next_offset"] or 0)
-        trailing = sum(s["trailing_bytes"] for s in segs)
-        records = sum(s["records"] for s in segs)
-        rows.append((pl.partition, int(next_offset), int(records), pl.high_watermark, int(trailing), run_id,
-                     finished))
-    return rows
+    skipped_partitions: int = 0
 
 
 @dataclass
@@ -79,20 +52,23 @@ class PreviousRun:
     """Where the last completed runs left each partition (from replay_checkpoints)."""
     next_offsets: dict[int, int]
     runs: dict[str, list[int]]           # run id -> partitions whose checkpoint it wrote
+    rows: dict[int, dict] = field(default_factory=dict)   # partition -> its checkpoint row
 
 
-def previous_run(spark: SparkSession, warehouse: str, partitions: list[int]) -> PreviousRun | None:
-    path = table_path(warehouse, T.REPLAY_CHECKPOINTS)
-    if not table_exists(spark, path):
+def previous_run(spark: SparkSession | None, warehouse: str, partitions: list[int]) -> PreviousRun | None:
+    """Read with delta-rs: a small table, and no Spark job for a run that may have nothing to do."""
+    table = read_small_table(table_path(warehouse, T.REPLAY_CHECKPOINTS))
+    if table is None:
         return None
-    rows = (spark.read.format("delta").load(path).filter(F.col("offsets_partition").isin(partitions))
-            .select("offsets_partition", "next_log_offset", "run_id").collect())
+    wanted = set(partitions)
+    rows = [r for r in table.to_pylist() if r["offsets_partition"] in wanted]
     if not rows:
         return None
     runs: dict[str, list[int]] = {}
     for r in rows:
         runs.setdefault(r["run_id"], []).append(r["offsets_partition"])
-    return PreviousRun({r["offsets_partition"]: r["next_log_offset"] for r in rows}, runs)
+    return PreviousRun({r["offsets_partition"]: r["next_log_offset"] for r in rows}, runs,
+                       {r["offsets_partition"]: r for r in rows})
 
 
 def segments_from(log: PartitionLog, start: int) -> list:
@@ -107,33 +83,6 @@ def segments_from(log: PartitionLog, start: int) -> list:
             continue
         keep.append(seg)
     return keep
-
-
-def _offset_events(committed: DataFrame | None, pending: DataFrame | None) -> DataFrame | None:
-    """The previous run's state as offsets_log-shaped events: committed offsets (before expiry)
-    as non-transactional commits and pending ones as transactional commits, each at the log
-    offset of the record that set it, so the replay's maximum rule applies unchanged."""
-    parts = []
-    base = {"is_control": F.lit(False), "control_type": F.lit(None).cast("string"),
-            "record_type": F.lit(1).cast("smallint"), "decode_status": F.lit("ok"),
-            "is_tombstone": F.lit(False)}
-    if committed is not None:
-        parts.append(committed.select("offsets_partition", "log_offset", F.lit(-1).cast("bigint").alias("producer_id"),
-                                      "group_id", "topic", "partition", "committed_offset", "leader_epoch", "metadata",
-                                      "commit_timestamp", "expire_timestamp", "topic_id",
-                                      *[v.alias(k) for k, v in base.items()]))
-    if pending is not None:
-        parts.append(pending.select("offsets_partition", "log_offset", "producer_id", "group_id", "topic",
-                                    "partition", "committed_offset", "leader_epoch", "metadata", "commit_timestamp",
-                                    F.lit(None).cast("timestamp").alias("expire_timestamp"),
-                                    F.lit(None).cast("string").alias("topic_id"),
-                                    *[v.alias(k) for k, v in base.items()]))
-    if not parts:
-        return None
-    out = parts[0]
-    for p in parts[1:]:
-        out = out.unionByName(p)
-    return out
 
 
 def new_run_id() -> str:
@@ -166,14 +115,40 @@ def run_replay(spark: SparkSession, logs: list[PartitionLog], warehouse: str, no
         result = RunResult(run_id, [pl.partition for pl in logs], now_ms, retention_minutes, on_corrupt=on_corrupt)
         result.took_over_lock = lock.took_over
         result.rolled_back = roll_back_incomplete_runs(spark, warehouse, T.ALL_TABLES, T.REPLAY_CHECKPOINTS)
-        # staging folders of runs that died (we hold the lock: no live run owns one)
-        shutil.rmtree(os.path.join(warehouse, "_staging"), ignore_errors=True)
         _run_locked(spark, logs, warehouse, result, full, end_offsets)
         return result
 
 
+def source_signature(log: PartitionLog) -> str | None:
+    """What the input of a partition looks like without reading it: the last segment's base
+    offset and size (None for the live topic, whose end is asked for instead)."""
+    if log.path.startswith("kafka://"):
+        return None
+    if not log.segments:
+        return "empty"
+    last = log.segments[-1]
+    return f"{last.base_offset}:{os.path.getsize(last.path)}"
+
+
+def _unchanged(log: PartitionLog, row: dict | None, now_ms: int, retention_minutes: int) -> bool:
+    """A partition whose input and expiry judgement cannot have changed since its checkpoint."""
+    if row is None or row.get("source_signature") is None:
+        return False
+    if row["source_signature"] != source_signature(log) or row.get("retention_minutes") != retention_minutes:
+        return False
+    judged = row.get("judged_at_ms")
+    changes = row.get("expiry_changes_at_ms")
+    return judged is not None and judged <= now_ms and (changes is None or now_ms < changes)
+
+
 def _run_locked(spark: SparkSession, logs: list[PartitionLog], warehouse: str, result: RunResult, full: bool,
                 end_offsets: dict[int, int] | None) -> None:
+    """Each partition with anything to do is one Spark task (lib.partition_task) that reads it
+    once and writes its files; the driver then commits them table by table (delta-rs), the
+    checkpoints last. A partition whose input and judgement cannot have changed is skipped:
+    a run with nothing new makes no Spark job and no commit."""
+    from lib.partition_task import replay_partition
+
     run_id, now_ms, retention_minutes, partitions = (result.run_id, result.now_ms, result.retention_minutes,
                                                      result.partitions)
     prev = None if full else previous_run(spark, warehouse, partitions)
@@ -181,121 +156,120 @@ def _run_locked(spark: SparkSession, logs: list[PartitionLog], warehouse: str, r
     if prev is not None:
         start_offsets.update(prev.next_offsets)
         result.incremental = True
-    staging = os.path.join(warehouse, "_staging", run_id)
-    segments = [s for pl in logs for s in segments_from(pl, start_offsets[pl.partition])]
+    t0 = time.monotonic()
+    todo = [pl for pl in logs
+            if prev is None or not _unchanged(pl, prev.rows.get(pl.partition), now_ms, retention_minutes)]
+    result.skipped_partitions = len(logs) - len(todo)
+    if not todo:
+        result.stage_seconds["plan"] = time.monotonic() - t0
+        return
+    todo_ids = [pl.partition for pl in todo]
+    previous_files = {}
+    if prev is not None:
+        for table in (T.GROUP_OFFSETS, T.EXPIRED_OFFSETS, T.PENDING_TRANSACTIONAL_OFFSETS, T.GROUP_FOLD_STATE):
+            previous_files[table.name] = partition_files(table_path(warehouse, table), todo_ids)
+    tasks = []
+    for pl in todo:
+        p = pl.partition
+        segs = segments_from(pl, start_offsets[p])
+        task = {"partition": p, "start_offset": int(start_offsets[p]), "warehouse": os.path.abspath(warehouse),
+                "run_id": run_id, "now_ms": int(now_ms), "retention_ms": int(retention_minutes) * 60_000,
+                "quarantine": result.on_corrupt == "quarantine",
+                "end_offset": (end_offsets or {}).get(p),
+                "previous": {name: files.get(p, []) for name, files in previous_files.items()} if prev else {}}
+        if pl.path.startswith("kafka://"):
+            task["bootstrap"] = pl.path[len("kafka://"):]
+            task["segments"] = []
+            size = 0
+        else:
+            task["segments"] = [(s.path, s.base_offset) for s in segs]
+            size = sum(os.path.getsize(s.path) for s in segs)
+        tasks.append((size, task))
+    # largest first, so the last task to finish is a small one
+    tasks = [t for _, t in sorted(tasks, key=lambda st: -st[0])]
+    result.stage_seconds["plan"] = time.monotonic() - t0
+
+    t0 = time.monotonic()
     try:
-        t0 = time.monotonic()
-        log_path = os.path.join(staging, "offsets_log")
-        try:
-            quarantine_raw = os.path.join(staging, "quarantine_raw") if result.on_corrupt == "quarantine" else None
-            summaries = decode_segments(spark, segments, log_path, start_offsets, end_offsets, quarantine_raw)
-        except Exception as e:  # noqa: BLE001 - a Spark job failure carries the worker's error as text
-            info = worker_error_from(e)
-            if info is None:
-                raise
-            raise ReplayError(_describe_worker_error(info)) from None
-        _check_not_behind(logs, summaries, start_offsets, prev)
-        _crash_point("after_decode")
-        result.stage_seconds["decode"] = time.monotonic() - t0
-
-        t0 = time.monotonic()
-        new_log = spark.read.schema(T.OFFSETS_LOG.ddl).parquet(log_path)
-
-        def staged(df: DataFrame, name: str) -> DataFrame:
-            """Write once, read back: later steps reuse the result instead of recomputing it."""
-            path = os.path.join(staging, name)
-            _stage(df, path)
-            return spark.read.parquet(path)
-
-        previous = {}
-        if prev is not None:
-            for table in (T.GROUP_OFFSETS, T.EXPIRED_OFFSETS, T.PENDING_TRANSACTIONAL_OFFSETS, T.GROUP_FOLD_STATE):
-                # latest versions: incomplete runs were rolled back on start, so they hold what
-                # the completed runs left (no time travel, so VACUUM cannot break it)
-                previous[table.name] = read_partitions(spark, warehouse, table, partitions)
-        before_expiry = None
-        if previous.get(T.GROUP_OFFSETS.name) is not None:
-            before_expiry = previous[T.GROUP_OFFSETS.name]
-            if previous.get(T.EXPIRED_OFFSETS.name) is not None:
-                before_expiry = before_expiry.unionByName(previous[T.EXPIRED_OFFSETS.name])
-        events = _offset_events(before_expiry, previous.get(T.PENDING_TRANSACTIONAL_OFFSETS.name))
-        replay_input = new_log if events is None else new_log.unionByName(events, allowMissingColumns=True)
-        committed, pending = replay_offsets(replay_input)
-        committed = staged(committed, "offsets_before_expiry")
-        pending = staged(pending, T.PENDING_TRANSACTIONAL_OFFSETS.name)
-        try:
-            groups = staged(replay_groups(new_log, topic_names_by_id(new_log), previous.get(T.GROUP_FOLD_STATE.name)),
-                            "groups_before_expiry")
-        except Exception as e:  # noqa: BLE001
-            info = worker_error_from(e)
-            if info is None:
-                raise
-            raise ReplayError("group replay failed as Kafka's loader would: " + _describe_worker_error(info)) from None
-        _stage(groups.select(*T.GROUP_FOLD_STATE.column_names), os.path.join(staging, T.GROUP_FOLD_STATE.name))
-        groups = groups.drop("fold_state")
-        offsets = staged(judge_offsets(committed, groups, pending, now_ms, retention_minutes * 60_000),
-                         "offsets_judged")
-        judged_groups = staged(judge_groups(groups, offsets, pending), "groups_judged")
-        for name, df in ((T.GROUP_OFFSETS.name, offsets.filter(~F.col("expired"))),
-                         (T.EXPIRED_OFFSETS.name, offsets.filter(F.col("expired"))),
-                         (T.CONSUMER_GROUPS.name, judged_groups.filter(~F.col("deleted"))),
-                         (T.EXPIRED_GROUPS.name, judged_groups.filter(F.col("deleted")))):
-            _stage(df.drop("expired", "deleted"), os.path.join(staging, name))
-        result.records = sum(s["records"] for s in summaries)
-        result.quarantined = sum(s["quarantined"] or 0 for s in summaries)
-        quarantined = spark.createDataFrame([], T.QUARANTINED_RECORDS.ddl)
-        if result.quarantined:
-            quarantined = (spark.read.schema(T.QUARANTINED_RECORDS.ddl).parquet(quarantine_raw)
-                           .withColumn("run_id", F.lit(run_id)))
-        _stage(quarantined.select(*T.QUARANTINED_RECORDS.column_names),
-               os.path.join(staging, T.QUARANTINED_RECORDS.name))
-        checkpoint_rows = _checkpoints(logs, summaries, run_id, start_offsets)
-        _stage(spark.createDataFrame(checkpoint_rows, T.REPLAY_CHECKPOINTS.ddl),
-               os.path.join(staging, T.REPLAY_CHECKPOINTS.name))
-        result.stage_seconds["replay"] = time.monotonic() - t0
-        _crash_point("before_commit")
-
-        t0 = time.monotonic()
-        tag = run_tag(run_id, {r[0]: r[1] for r in checkpoint_rows})
-        try:
-            for table in T.ALL_TABLES:
-                df = spark.read.schema(table.ddl).parquet(os.path.join(staging, table.name))
-                path = table_path(warehouse, table)
-                if table is T.OFFSETS_LOG and prev is not None:
-                    append_new_records(spark, df, path, table, start_offsets, tag)
-                elif table is T.QUARANTINED_RECORDS and prev is not None:
-                    insert_new_rows(spark, df, path, table, partitions, tag)
-                elif prev is not None and table is not T.REPLAY_CHECKPOINTS:
-                    merge_partitions(spark, df, path, table, partitions, tag)
-                else:
-                    replace_partitions(df, path, table, partitions, tag)
-                _crash_point(f"after_commit:{table.name}")
-        except BaseException:
-            # A commit failed (a Delta conflict, a lost executor): take back what this run committed.
-            roll_back_incomplete_runs(spark, warehouse, T.ALL_TABLES, T.REPLAY_CHECKPOINTS)
+        summaries = spark.sparkContext.parallelize(tasks, len(tasks)).map(replay_partition).collect()
+    except Exception as e:  # noqa: BLE001 - a Spark job failure carries the worker's error as text
+        info = worker_error_from(e)
+        if info is None:
             raise
-        result.stage_seconds["commit"] = time.monotonic() - t0
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-        try:
-            os.rmdir(os.path.join(warehouse, "_staging"))
-        except OSError:
-            pass
+        raise ReplayError(_describe_worker_error(info)) from None
+    by_partition = {s["partition"]: s for s in summaries}
+    ends = {p: max(start_offsets[p], s["next_offset"] or 0) for p, s in by_partition.items()}
+    log_ends = {pl.partition: (by_partition[pl.partition]["next_offset"] if by_partition[pl.partition]["next_offset"]
+                               is not None else (pl.segments[-1].base_offset if pl.segments else 0)) for pl in todo}
+    _check_not_behind(todo, log_ends, prev)
+    _crash_point("after_decode")
+    result.stage_seconds["read_replay_write"] = time.monotonic() - t0
+    for s in summaries:
+        for step, seconds in s["seconds"].items():
+            key = f"worker_{step}"
+            result.stage_seconds[key] = result.stage_seconds.get(key, 0.0) + seconds
+    result.records = sum(s["records"] for s in summaries)
+    result.quarantined = sum(s["quarantined"] for s in summaries)
+    _crash_point("before_commit")
+
+    t0 = time.monotonic()
+    finished = dt.datetime.now(dt.timezone.utc)
+    checkpoint_rows = []
+    for pl in logs:
+        p = pl.partition
+        if p not in by_partition:
+            continue
+        s = by_partition[p]
+        checkpoint_rows.append({
+            "offsets_partition": p, "next_log_offset": int(ends[p]), "records_read": int(s["records"]),
+            "high_watermark": pl.high_watermark, "trailing_bytes": int(s["trailing_bytes"]), "run_id": run_id,
+            "finished_at": finished, "source_signature": source_signature(pl), "judged_at_ms": int(now_ms),
+            "retention_minutes": int(retention_minutes), "expiry_changes_at_ms": s["expiry_changes_at"]})
+    next_offsets = dict(prev.next_offsets) if prev is not None else {}
+    next_offsets.update({r["offsets_partition"]: r["next_log_offset"] for r in checkpoint_rows})
+    tag = run_tag(run_id, next_offsets)
+    try:
+        for table in T.ALL_TABLES:
+            path = table_path(warehouse, table)
+            if table is T.REPLAY_CHECKPOINTS:
+                _commit_checkpoints(path, checkpoint_rows, prev, tag)
+            else:
+                files = [f for s in summaries for f in s["files"].get(table.name, [])]
+                appends = table in (T.OFFSETS_LOG, T.QUARANTINED_RECORDS) and prev is not None
+                commit_files(path, table, files, tag, replace=None if appends else todo_ids)
+            _crash_point(f"after_commit:{table.name}")
+    except BaseException:
+        # A commit failed (a conflict, a full disk): take back what this run committed.
+        roll_back_incomplete_runs(spark, warehouse, T.ALL_TABLES, T.REPLAY_CHECKPOINTS)
+        raise
+    result.stage_seconds["commit"] = time.monotonic() - t0
 
 
-def _check_not_behind(logs: list[PartitionLog], summaries: list[dict], start_offsets: dict[int, int],
-                      prev: PreviousRun | None) -> None:
+def _commit_checkpoints(path: str, rows: list[dict], prev: PreviousRun | None, tag: str) -> None:
+    """replay_checkpoints is one small file: the rows of the partitions this run replayed
+    replace theirs, the others stay. Its commit is the run's commit point."""
+    import pyarrow as pa
+
+    kept = []
+    current = read_small_table(path)
+    if current is not None:
+        replaced = {r["offsets_partition"] for r in rows}
+        names = T.REPLAY_CHECKPOINTS.column_names
+        kept = [{c: r.get(c) for c in names} for r in current.to_pylist() if r["offsets_partition"] not in replaced]
+    table = pa.Table.from_pylist(sorted(kept + rows, key=lambda r: r["offsets_partition"]),
+                                 schema=T.REPLAY_CHECKPOINTS.arrow_schema)
+    overwrite_small_table(path, T.REPLAY_CHECKPOINTS, table, tag)
+
+
+def _check_not_behind(logs: list[PartitionLog], ends: dict[int, int], prev: PreviousRun | None) -> None:
     """A log that now ends before its checkpoint was truncated or replaced: refuse to guess."""
     if prev is None:
         return
-    ends: dict[int, int] = {}
-    for s in summaries:
-        ends[s["offsets_partition"]] = max(ends.get(s["offsets_partition"], 0), s["base_offset"], s["next_offset"] or 0)
     for pl in logs:
         checkpoint = prev.next_offsets.get(pl.partition)
-        if checkpoint is None:
+        if checkpoint is None or pl.partition not in ends:
             continue
-        end = ends.get(pl.partition, pl.segments[-1].base_offset if pl.segments else 0)
+        end = ends[pl.partition]
         if end < checkpoint:
             raise ReplayError(f"partition {pl.partition} of the input ends at offset {end}, before the checkpoint "
                               f"{checkpoint} of the last run: the log was truncated or replaced; run with --full")

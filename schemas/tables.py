@@ -120,9 +120,9 @@ OFFSETS_LOG = Table(
 )
 
 GROUP_OFFSETS = Table("group_offsets", "Live committed offsets after replay and expiry.", OFFSET_COLUMNS,
-                      key=("group_id", "topic", "partition"))
+                      key=("group_id", "topic", "partition"), partition_by=("offsets_partition",))
 EXPIRED_OFFSETS = Table("expired_offsets", "Offsets that expiry removed as of the run's --now.",
-                        OFFSET_COLUMNS, key=("group_id", "topic", "partition"))
+                        OFFSET_COLUMNS, key=("group_id", "topic", "partition"), partition_by=("offsets_partition",))
 
 PENDING_TRANSACTIONAL_OFFSETS = Table(
     "pending_transactional_offsets",
@@ -140,6 +140,7 @@ PENDING_TRANSACTIONAL_OFFSETS = Table(
         C("log_offset", "BIGINT", "", False),
     ),
     key=("producer_id", "group_id", "topic", "partition"),
+    partition_by=("offsets_partition",),
 )
 
 GROUP_COLUMNS = (
@@ -157,9 +158,9 @@ GROUP_COLUMNS = (
     C("log_offset", "BIGINT", "offset of the last record that changed the group", False),
 )
 CONSUMER_GROUPS = Table("consumer_groups", "Groups after replay and expiry.", GROUP_COLUMNS,
-                        key=("group_id",))
+                        key=("group_id",), partition_by=("offsets_partition",))
 EXPIRED_GROUPS = Table("expired_groups", "Groups that Kafka's cleanup would delete as of --now.",
-                       GROUP_COLUMNS, key=("group_id",))
+                       GROUP_COLUMNS, key=("group_id",), partition_by=("offsets_partition",))
 
 REPLAY_CHECKPOINTS = Table(
     "replay_checkpoints",
@@ -172,6 +173,12 @@ REPLAY_CHECKPOINTS = Table(
         C("trailing_bytes", "BIGINT", "bytes of a partial batch at the end of the segments", False),
         C("run_id", "STRING", "", False),
         C("finished_at", "TIMESTAMP", "", False),
+        C("source_signature", "STRING", "the last segment's base offset and size as read; a run that finds "
+          "the same (and nothing to re-judge) skips the partition"),
+        C("judged_at_ms", "BIGINT", "the --now (epoch ms) expiry was judged at"),
+        C("retention_minutes", "INT", "offsets.retention.minutes expiry was judged with"),
+        C("expiry_changes_at_ms", "BIGINT", "the first later --now at which an offset of the partition "
+          "expires (epoch ms); null if none would"),
     ),
     key=("offsets_partition",),
 )
@@ -186,6 +193,7 @@ GROUP_FOLD_STATE = Table(
         C("fold_state", "STRING", "lib.replay.groups.GroupFold state", False),
     ),
     key=("offsets_partition", "group_id"),
+    partition_by=("offsets_partition",),
 )
 
 QUARANTINED_RECORDS = Table(

@@ -19,7 +19,7 @@ import sys
 
 import pytest
 
-from lib.delta_io import commit_history, tagged_checkpoint, tagged_run
+from lib.delta_io import commit_history, completed_runs, tagged_checkpoint, tagged_run
 from tests.conftest import REPO, rows
 from tests.test_incremental import KEYS, NOW, STATE_TABLES, phases, snapshot
 
@@ -98,10 +98,15 @@ def test_kill_at_a_crash_point_then_recover(spark, replay_logdir, states, tmp_pa
         if states["before"][table] != states["after"][table]:
             assert where[table] == ("after" if table in done else "before"), table
 
+    # tables that had nothing to change (empty before and after) get no commit
+    completed = completed_runs(None, str(wh / "replay_checkpoints"))
+    committed_by_dead = {t for t in order if tagged_run(commit_history(None, str(wh / t), 1)[0][1]) not in completed}
+    assert committed_by_dead <= done
+    assert {t for t in done if states["before"][t] != states["after"][t]} <= committed_by_dead
     result = replay_logdir(states["log2"], wh, NOW)
     assert result.took_over_lock is not None and result.took_over_lock["owner"].startswith("replay run ")
     rolled = {r["table"] for r in result.rolled_back}
-    assert rolled == done
+    assert rolled == committed_by_dead
     assert snapshot(spark, wh) == states["after"]
     assert checkpoints(spark, wh) == states["after_cp"]
 
@@ -169,20 +174,20 @@ def test_a_failed_commit_is_taken_back_at_once(spark, replay_logdir, states, tmp
 
     wh = tmp_path / "wh"
     shutil.copytree(states["before_wh"], wh)
-    real = pipeline.merge_partitions
+    real = pipeline.commit_files
 
-    def failing(spark_, df, path, table, partitions, tag):
+    def failing(path, table, files, tag, replace=None):
         if table.name == "consumer_groups":
             raise RuntimeError("simulated commit conflict")
-        return real(spark_, df, path, table, partitions, tag)
+        return real(path, table, files, tag, replace)
 
-    monkeypatch.setattr(pipeline, "merge_partitions", failing)
+    monkeypatch.setattr(pipeline, "commit_files", failing)
     with pytest.raises(RuntimeError, match="simulated commit conflict"):
         replay_logdir(states["log2"], wh, NOW)
     assert snapshot(spark, wh) == states["before"]
     assert checkpoints(spark, wh) == states["before_cp"]
     assert not (wh / "_writer.lock").exists()
-    monkeypatch.setattr(pipeline, "merge_partitions", real)
+    monkeypatch.setattr(pipeline, "commit_files", real)
     result = replay_logdir(states["log2"], wh, NOW)
     assert result.rolled_back == []
     assert snapshot(spark, wh) == states["after"]

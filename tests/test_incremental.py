@@ -107,20 +107,29 @@ def test_a_log_behind_its_checkpoint_needs_full(spark, replay_logdir, tmp_path):
 
 
 def test_a_run_with_nothing_new_changes_no_row(spark, replay_logdir, tmp_path):
-    from delta.tables import DeltaTable
+    """A new record rewrites only its partition's files, in one commit per table that changed;
+    a run with nothing new makes no commit at all."""
+    from lib.delta_io import commit_history
 
     b = PartitionLogBuilder(0).commit("g", "t", 0, 1, T).group("h", T, members=[consumer_member("m", ["t"], {"t": [0]})])
     b.write(str(tmp_path / "log"))
     replay_logdir(tmp_path / "log", tmp_path / "wh", NOW)
     b.commit("g", "t", 1, 2, T)
     b.write(str(tmp_path / "log"))
-    replay_logdir(tmp_path / "log", tmp_path / "wh", NOW)           # one new offset
-    last = DeltaTable.forPath(spark, str(tmp_path / "wh" / "group_offsets")).history(1).collect()[0]
-    m = last["operationMetrics"]
-    assert (last["operation"], m["numTargetRowsInserted"], m["numTargetRowsUpdated"], m["numTargetRowsDeleted"]) == \
-        ("MERGE", "1", "0", "0")
-    replay_logdir(tmp_path / "log", tmp_path / "wh", NOW)           # nothing new
-    for table in ("group_offsets", "consumer_groups", "group_fold_state"):
-        last = DeltaTable.forPath(spark, str(tmp_path / "wh" / table)).history(1).collect()[0]
-        m = last["operationMetrics"]
-        assert (m["numTargetRowsInserted"], m["numTargetRowsUpdated"], m["numTargetRowsDeleted"]) == ("0", "0", "0"), table
+    tables = ("offsets_log", "group_offsets", "consumer_groups", "group_fold_state", "replay_checkpoints",
+              "expired_offsets", "pending_transactional_offsets", "expired_groups")
+
+    def versions():
+        return {t: commit_history(None, str(tmp_path / "wh" / t), 1)[0][0]
+                for t in tables if (tmp_path / "wh" / t).exists()}
+
+    before = versions()
+    result = replay_logdir(tmp_path / "log", tmp_path / "wh", NOW)           # one new offset
+    after = versions()
+    assert result.records == 1
+    assert {t for t in after if after[t] != before.get(t)} == {"offsets_log", "group_offsets", "consumer_groups",
+                                                               "group_fold_state", "replay_checkpoints"}
+    assert rows(spark, str(tmp_path / "wh"), "group_offsets")[0]["committed_offset"] == 2
+    result = replay_logdir(tmp_path / "log", tmp_path / "wh", NOW)           # nothing new
+    assert (result.records, result.skipped_partitions) == (0, 1)
+    assert versions() == after

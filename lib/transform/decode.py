@@ -6,15 +6,11 @@ Parquet under the run's staging folder; Spark gets back one small summary row pe
 round trip costs more than the decoding, and Spark's Parquet reader is faster than both."""
 from __future__ import annotations
 
-import json
-
 from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
 from lib.logdir import Segment
-
-# Marks an error inside a Python worker so the driver can show it without a traceback.
-ERROR_MARKER = "OFFSETS_LAKE_WORKER_ERROR:"
+from lib.worker_errors import ERROR_MARKER, worker_error, worker_error_from  # noqa: F401 - re-exported
 
 SEGMENT_TASKS = T.StructType([
     T.StructField("offsets_partition", T.IntegerType(), False),
@@ -26,26 +22,6 @@ SEGMENT_TASKS = T.StructType([
 ])
 SEGMENT_SUMMARY = ("offsets_partition INT, base_offset BIGINT, records BIGINT, next_offset BIGINT, "
                    "trailing_bytes BIGINT, files INT, quarantined INT")
-
-
-def worker_error(kind: str, message: str, **where) -> RuntimeError:
-    """An exception whose text carries a machine-readable description through Spark."""
-    payload = {"kind": kind, "message": message, **where}
-    return RuntimeError(ERROR_MARKER + json.dumps(payload) + ERROR_MARKER)
-
-
-def worker_error_from(exc: BaseException) -> dict | None:
-    """The error a Python worker reported (see worker_error), found in a Spark exception's text."""
-    text = str(exc)
-    start = text.find(ERROR_MARKER)
-    if start < 0:
-        return None
-    start += len(ERROR_MARKER)
-    end = text.find(ERROR_MARKER, start)
-    try:
-        return json.loads(text[start:end])
-    except ValueError:
-        return None
 
 
 def _write_quarantine(rows: list | None, output: str | None) -> int:

@@ -1,0 +1,216 @@
+"""The work of one Spark task: one __consumer_offsets partition, read once, in log order.
+
+Framing, CRC, decode (lib.decode / lib.fastdecode), the offsets replay and the group fold
+(lib.replay.partition) and expiry happen in one pass in the Python worker. The worker writes
+its rows as Parquet files straight into the Delta tables' folders (offsets_partition=P/),
+where the driver's commit adds them without rewriting; until that commit they are invisible
+to readers (and VACUUM removes them if the run dies). What goes back to the driver is one
+small summary per partition: counts, the checkpoint and the files to add, with their stats.
+No pyspark here: the same function runs without Spark (tests, the coordinator)."""
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from lib.codec.errors import DecodeError
+from lib.worker_errors import worker_error
+from schemas import tables as T
+
+OFFSETS_LOG_FILE_ROWS = 4_000_000        # roll the offsets_log file past this many rows
+STATE_TABLES = (T.GROUP_OFFSETS, T.EXPIRED_OFFSETS, T.PENDING_TRANSACTIONAL_OFFSETS, T.CONSUMER_GROUPS,
+                T.EXPIRED_GROUPS, T.GROUP_FOLD_STATE)
+# columns whose min/max go into the add action's stats (data skipping on the log's position)
+STATS_COLUMNS = ("log_offset", "batch_base_offset")
+
+
+def partition_dir(warehouse: str, table: T.Table, partition: int) -> str:
+    return os.path.join(warehouse, table.name, f"offsets_partition={partition}")
+
+
+class _FileWriter:
+    """Parquet files of one table and partition, as Delta data files (no partition column)."""
+
+    def __init__(self, warehouse: str, table: T.Table, partition: int, run_id: str):
+        self.table = table
+        self.partition = partition
+        self.folder = partition_dir(warehouse, table, partition)
+        self.run_id = run_id
+        self.schema = pa.schema([f for f in table.arrow_schema if f.name != "offsets_partition"])
+        self.files: list[dict] = []
+        self._writer = None
+        self._path = None
+        self._rows = 0
+        self._min: dict = {}
+        self._max: dict = {}
+
+    def write(self, batch: pa.RecordBatch | pa.Table) -> None:
+        if batch.num_rows == 0:
+            return
+        if self._writer is None:
+            os.makedirs(self.folder, exist_ok=True)
+            name = f"part-{self.run_id}-{uuid.uuid4().hex[:12]}.snappy.parquet"
+            self._path = os.path.join(self.folder, name)
+            self._writer = pq.ParquetWriter(self._path, self.schema, compression="snappy")
+        data = batch.select(self.schema.names)
+        if isinstance(data, pa.RecordBatch):
+            self._writer.write_batch(data)
+        else:
+            self._writer.write_table(data)
+        self._rows += data.num_rows
+        for c in STATS_COLUMNS:
+            if c in self.schema.names:
+                col = data.column(c)
+                lo, hi = int(pa.compute.min(col).as_py()), int(pa.compute.max(col).as_py())
+                self._min[c] = min(self._min.get(c, lo), lo)
+                self._max[c] = max(self._max.get(c, hi), hi)
+        if self._rows >= OFFSETS_LOG_FILE_ROWS:
+            self.close()
+
+    def close(self) -> None:
+        if self._writer is None:
+            return
+        self._writer.close()
+        stats = {"numRecords": self._rows, "minValues": dict(self._min), "maxValues": dict(self._max),
+                 "nullCount": {c: 0 for c in self._min}}
+        self.files.append({"path": os.path.relpath(self._path, os.path.dirname(self.folder)),
+                           "size": os.path.getsize(self._path), "rows": self._rows,
+                           "modification_time": int(time.time() * 1000), "stats": json.dumps(stats)})
+        self._writer = None
+        self._rows = 0
+        self._min, self._max = {}, {}
+
+
+def _read_state(paths: list[str], table: T.Table, partition: int) -> pa.Table | None:
+    if not paths:
+        return None
+    schema = pa.schema([f for f in table.arrow_schema if f.name != "offsets_partition"])
+    parts = [pq.read_table(p, schema=schema) for p in paths]
+    t = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+    t = t.append_column(pa.field("offsets_partition", pa.int32(), False),
+                        pa.array([partition] * t.num_rows, pa.int32()))
+    return t.select(table.column_names)
+
+
+def replay_partition(task: dict) -> dict:
+    """One partition: task keys partition, segments [(path, base_offset)] or bootstrap,
+    start_offset, end_offset, warehouse, run_id, previous {table name: [file paths]},
+    now_ms, retention_ms, quarantine (bool). Returns the partition's summary."""
+    from lib.replay.groups import GroupReplayError
+    from lib.replay.partition import PartitionReplay
+
+    p = task["partition"]
+    warehouse, run_id = task["warehouse"], task["run_id"]
+    clock = {"read_state": 0.0, "decode": 0.0, "replay": 0.0, "write_log": 0.0, "finish": 0.0}
+    t = time.thread_time()
+
+    def lap(what):
+        nonlocal t
+        now = time.thread_time()
+        clock[what] += now - t
+        t = now
+
+    engine = PartitionReplay(p)
+    prev = task.get("previous") or {}
+    if prev:
+        committed = [x for x in (_read_state(prev.get(T.GROUP_OFFSETS.name), T.GROUP_OFFSETS, p),
+                                 _read_state(prev.get(T.EXPIRED_OFFSETS.name), T.EXPIRED_OFFSETS, p)) if x is not None]
+        engine.load(pa.concat_tables(committed) if committed else None,
+                    _read_state(prev.get(T.PENDING_TRANSACTIONAL_OFFSETS.name), T.PENDING_TRANSACTIONAL_OFFSETS, p),
+                    _read_state(prev.get(T.GROUP_FOLD_STATE.name), T.GROUP_FOLD_STATE, p))
+    lap("read_state")
+    log_writer = _FileWriter(warehouse, T.OFFSETS_LOG, p, run_id)
+    quarantine = [] if task.get("quarantine") else None
+    summary = {"records": 0, "next_offset": None, "trailing_bytes": 0}
+
+    def consume(batches):
+        for batch in batches:
+            lap("decode")
+            log_writer.write(batch)
+            lap("write_log")
+            engine.feed(batch)
+            lap("replay")
+
+    try:
+        if task.get("bootstrap"):
+            _fetch(task, summary, quarantine, consume)
+        else:
+            _read_segments(task, summary, quarantine, consume)
+        log_writer.close()
+        state = engine.finish(task["now_ms"], task["retention_ms"])
+    except DecodeError as e:
+        raise worker_error(type(e).__name__, e.message, file=e.file, partition=e.partition, offset=e.offset,
+                           position=e.position) from None
+    except GroupReplayError as e:
+        raise worker_error("GroupReplayError", "group replay failed as Kafka's loader would: " + str(e),
+                           partition=getattr(e, "partition", p), offset=getattr(e, "offset", None)) from None
+    files = {T.OFFSETS_LOG.name: log_writer.files}
+    for table in STATE_TABLES:
+        w = _FileWriter(warehouse, table, p, run_id)
+        w.write(state[table.name])
+        w.close()
+        files[table.name] = w.files
+    if quarantine:
+        w = _FileWriter(warehouse, T.QUARANTINED_RECORDS, p, run_id)
+        rows = [{**r, "run_id": run_id} for r in quarantine]
+        w.write(pa.Table.from_pylist(rows, schema=T.QUARANTINED_RECORDS.arrow_schema))
+        w.close()
+        files[T.QUARANTINED_RECORDS.name] = w.files
+    lap("finish")
+    return {"partition": p, "records": summary["records"], "next_offset": summary["next_offset"],
+            "trailing_bytes": summary["trailing_bytes"], "quarantined": len(quarantine or ()),
+            "expiry_changes_at": state["expiry_changes_at"], "topic_names": engine.topic_names,
+            "files": files, "seconds": clock}
+
+
+def _read_segments(task: dict, summary: dict, quarantine, consume) -> None:
+    from lib.decode import SegmentDecoder
+
+    p, start = task["partition"], task["start_offset"]
+    for path, base in task["segments"]:
+        decoder = SegmentDecoder(path, p, start_offset=start, quarantine=quarantine)
+        consume(decoder)
+        summary["records"] += decoder.records
+        summary["trailing_bytes"] += decoder.trailing_bytes
+        nxt = max(base, decoder.next_offset or 0)
+        summary["next_offset"] = nxt if summary["next_offset"] is None else max(summary["next_offset"], nxt)
+
+
+def _fetch(task: dict, summary: dict, quarantine, consume) -> None:
+    """The live topic from start_offset to its high watermark as the task began (or
+    end_offset if lower)."""
+    import pyarrow.compute as pc
+
+    from lib.decode import SegmentDecoder
+    from lib.live import OffsetsTopicReader
+
+    bootstrap, p = task["bootstrap"], task["partition"]
+    reader = OffsetsTopicReader(bootstrap)
+    offset = task["start_offset"]
+    try:
+        end = reader.end_offset(p)
+        if task.get("end_offset") is not None and task["end_offset"] >= 0:
+            end = min(end, task["end_offset"])
+        while offset < end:
+            chunk = reader.fetch(p, offset)
+            where = f"{bootstrap} __consumer_offsets-{p} fetched at offset {offset}"
+            decoder = SegmentDecoder(where, p, start_offset=offset, data=chunk.data, source_name=f"fetch:{offset}",
+                                     quarantine=quarantine)
+
+            def below(batches):
+                for b in batches:
+                    b = b.filter(pc.less(b.column("log_offset"), end))
+                    if b.num_rows:
+                        summary["records"] += b.num_rows
+                        yield b
+            consume(below(decoder))
+            if decoder.next_offset is None or decoder.next_offset <= offset:
+                break   # nothing more below the high watermark
+            offset = min(decoder.next_offset, end)
+    finally:
+        reader.close()
+    summary["next_offset"] = offset

@@ -1,0 +1,46 @@
+"""Offset expiry and group deletion as of a chosen time (spec 4.7), the way the coordinator's
+periodic cleanup (GroupCoordinatorShard.cleanupGroupMetadata) decides at `now_ms`, for the
+state of one offsets partition. Pure Python over the partition's live state."""
+from __future__ import annotations
+
+DEFAULT_RETENTION_MINUTES = 10080
+NEVER = None
+
+
+def offset_rule(group: dict | None):
+    """(kind, subscribed topics, base is the state timestamp) of a group's
+    offsetExpirationCondition: kind "never", "always" or "unsubscribed" (only offsets of
+    topics the group does not subscribe to are eligible)."""
+    if group is None:
+        # offsets whose group is gone: kept by Kafka 4.x, never visited by the cleanup
+        return "never", None, False
+    gtype, protocol_type, state = group["group_type"], group["protocol_type"], group["state"]
+    subscribed = group.get("subscribed_topics")
+    if gtype == "classic":
+        if protocol_type is None:
+            return "always", None, False                     # simple group
+        if state == "Empty":
+            return "always", None, True
+        if protocol_type == "consumer" and state == "Stable" and subscribed is not None:
+            return "unsubscribed", set(subscribed), False
+        return "never", None, False
+    if gtype == "consumer":
+        return "unsubscribed", set(subscribed or ()), False
+    if gtype == "streams":
+        if state == "Empty":
+            return "always", None, False
+        return "unsubscribed", set(subscribed or ()), False
+    return "never", None, False
+
+
+def expires_at(commit_ms: int | None, expire_ms: int | None, state_ms: int | None, use_state_ts: bool,
+               retention_ms: int) -> int | None:
+    """The first `now` at which an eligible offset is expired (None: never)."""
+    if expire_ms is not None:
+        return expire_ms
+    base = commit_ms
+    if use_state_ts and state_ms is not None:
+        base = state_ms
+    if base is None:
+        return None
+    return base + retention_ms

@@ -1,0 +1,650 @@
+"""One __consumer_offsets partition replayed in log order, in one pass, as Kafka's loader does
+(spec 4.3-4.4): committed offsets (per-key latest, tombstones, transactions), pending
+transactional offsets and every group's fold, then expiry as of a chosen time (4.7).
+
+The hot path is compiled: offset-commit keys are interned by their bytes (numba hash table)
+and plain commits and tombstones are applied by a numba loop that keeps, per key, a reference
+to the row that set its value. Rows that need more (group records, transactional commits,
+markers, a tombstone of a key with pending entries) stop the loop and are applied here in
+Python, then the loop resumes, so the order is the log's. Rows still referenced when a chunk
+ends are copied out (Arrow take) and the chunk is dropped: memory is one chunk plus the live
+state, whatever the log's length.
+
+Reference semantics: `lib.replay.offsets.PartitionOffsets` and `lib.replay.groups.GroupFold`
+(record by record); the tests check this engine against them."""
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from numba import njit
+
+from lib.replay.expiry import expires_at, offset_rule
+from lib.replay.groups import ClassicGroup, GroupFold, GroupReplayError
+from schemas.tables import (CONSUMER_GROUPS, GROUP_FOLD_STATE, GROUP_OFFSETS, PENDING_TRANSACTIONAL_OFFSETS)
+
+VALUE_COLUMNS = GROUP_OFFSETS.column_names
+NONE = -1                       # c_ref: no committed value
+NO_PRODUCER = -1
+# row kinds for the loop
+SKIP, PLAIN, TOMBSTONE, PYTHON = 0, 1, 2, 3
+# gstate: does the group exist, and is it a simple group created by an offset commit?
+NO_GROUP, SIMPLE, OTHER = 0, 1, 2
+FOLD_COLUMNS = ["offsets_partition", "group_id", "log_offset", "record_type", "is_tombstone", "member_id",
+                "group_metadata", "value_json", "raw_key"]
+
+
+# --- interning byte strings (open addressing, FNV-1a 64) -------------------------------------------
+
+@njit(cache=True, inline="always")
+def _fnv(buf, a, n):
+    h = np.uint64(14695981039346656037)
+    for i in range(a, a + n):
+        h = (h ^ np.uint64(buf[i])) * np.uint64(1099511628211)
+    return h
+
+
+@njit(cache=True)
+def _lookup(slots, hashes, pool, poff, plen, buf, a, n, h):
+    """(slot index, id or -1) of the byte string buf[a:a+n]."""
+    mask = len(slots) - 1
+    s = np.int64(h & np.uint64(mask))
+    while True:
+        k = slots[s]
+        if k < 0:
+            return s, -1
+        if hashes[k] == h and plen[k] == n:
+            o = poff[k]
+            same = True
+            for i in range(n):
+                if pool[o + i] != buf[a + i]:
+                    same = False
+                    break
+            if same:
+                return s, k
+        s = (s + 1) & mask
+
+
+@njit(cache=True)
+def _rehash(slots, hashes, count):
+    mask = len(slots) - 1
+    slots[:] = -1
+    for k in range(count):
+        s = np.int64(hashes[k] & np.uint64(mask))
+        while slots[s] >= 0:
+            s = (s + 1) & mask
+        slots[s] = k
+
+
+class _Interner:
+    """Byte strings -> dense ids; capacity is ensured before each numba call."""
+
+    def __init__(self, capacity: int = 1024):
+        self.count = 0
+        self.pool_used = 0
+        self.slots = np.full(4 * capacity, -1, np.int64)
+        self.hashes = np.zeros(capacity, np.uint64)
+        self.poff = np.zeros(capacity, np.int64)
+        self.plen = np.zeros(capacity, np.int64)
+        self.pool = np.zeros(max(capacity * 32, 4096), np.uint8)
+
+    def reserve(self, more_ids: int, more_bytes: int) -> None:
+        need = self.count + more_ids
+        if need > len(self.hashes):
+            cap = max(need, 2 * len(self.hashes))
+            for name in ("hashes", "poff", "plen"):
+                old = getattr(self, name)
+                new = np.zeros(cap, old.dtype)
+                new[:self.count] = old[:self.count]
+                setattr(self, name, new)
+        if need * 2 > len(self.slots):
+            size = len(self.slots)
+            while need * 2 > size:
+                size *= 2
+            self.slots = np.full(size, -1, np.int64)
+            _rehash(self.slots, self.hashes, self.count)
+        if self.pool_used + more_bytes > len(self.pool):
+            new = np.zeros(max(self.pool_used + more_bytes, 2 * len(self.pool)), np.uint8)
+            new[:self.pool_used] = self.pool[:self.pool_used]
+            self.pool = new
+
+    def intern(self, data: bytes) -> int:
+        self.reserve(1, len(data))
+        buf = np.frombuffer(data, np.uint8)
+        kid, self.count, self.pool_used = _intern_one(self.slots, self.hashes, self.pool, self.poff, self.plen,
+                                                      self.count, self.pool_used, buf, 0, len(data))
+        return kid
+
+    def bytes_of(self, k: int) -> bytes:
+        o = self.poff[k]
+        return self.pool[o:o + self.plen[k]].tobytes()
+
+
+@njit(cache=True)
+def _intern_one(slots, hashes, pool, poff, plen, count, used, buf, a, n):
+    h = _fnv(buf, a, n)
+    s, k = _lookup(slots, hashes, pool, poff, plen, buf, a, n, h)
+    if k >= 0:
+        return k, count, used
+    k = count
+    slots[s] = k
+    hashes[k] = h
+    poff[k] = used
+    plen[k] = n
+    pool[used:used + n] = buf[a:a + n]
+    return k, count + 1, used + n
+
+
+@njit(cache=True)
+def _intern_keys(kind, raw_off, raw, k_slots, k_hash, k_pool, k_poff, k_plen, k_count, k_used,
+                 g_slots, g_hash, g_pool, g_poff, g_plen, g_count, g_used, k_group, row_key):
+    """The key id of every offset-commit row (kind != SKIP; -1 elsewhere): its key bytes after
+    the version (OffsetCommitKey v0 and v1 are the same key), and for a new key the id of its
+    group (the key's first string)."""
+    for r in range(len(kind)):
+        if kind[r] == SKIP:
+            row_key[r] = -1
+            continue
+        a = raw_off[r] + 2
+        n = raw_off[r + 1] - a
+        h = _fnv(raw, a, n)
+        s, k = _lookup(k_slots, k_hash, k_pool, k_poff, k_plen, raw, a, n, h)
+        if k < 0:
+            k = k_count
+            k_slots[s] = k
+            k_hash[k] = h
+            k_poff[k] = k_used
+            k_plen[k] = n
+            k_pool[k_used:k_used + n] = raw[a:a + n]
+            k_count += 1
+            k_used += n
+            glen = (np.int64(raw[a]) << 8) | np.int64(raw[a + 1])
+            gh = _fnv(raw, a + 2, glen)
+            gs, g = _lookup(g_slots, g_hash, g_pool, g_poff, g_plen, raw, a + 2, glen, gh)
+            if g < 0:
+                g = g_count
+                g_slots[gs] = g
+                g_hash[g] = gh
+                g_poff[g] = g_used
+                g_plen[g] = glen
+                g_pool[g_used:g_used + glen] = raw[a + 2:a + 2 + glen]
+                g_count += 1
+                g_used += glen
+            k_group[k] = g
+        row_key[r] = k
+    return k_count, k_used, g_count, g_used
+
+
+@njit(cache=True)
+def _apply(start, kind, row_key, log_offset, k_group, c_ref, c_off, kpend, gstate, gtouch, touched, n_touched,
+           tmark, epoch):
+    """Applies rows from `start` until one needs Python; returns (that row or len, n_touched)."""
+    for r in range(start, len(kind)):
+        t = kind[r]
+        if t == SKIP:
+            continue
+        if t == PYTHON:
+            return r, n_touched
+        k = row_key[r]
+        if t == TOMBSTONE:
+            if kpend[k] > 0:
+                return r, n_touched
+            c_ref[k] = NONE
+        else:
+            c_ref[k] = -(r + 2)
+            c_off[k] = log_offset[r]
+            g = k_group[k]
+            if gstate[g] == NO_GROUP:
+                gstate[g] = SIMPLE
+                gtouch[g] = log_offset[r]
+            elif gstate[g] == SIMPLE:
+                gtouch[g] = log_offset[r]
+        if tmark[k] != epoch:
+            tmark[k] = epoch
+            touched[n_touched] = k
+            n_touched += 1
+    return len(kind), n_touched
+
+
+def _grow(a: np.ndarray, n: int, fill) -> np.ndarray:
+    if n <= len(a):
+        return a
+    new = np.full(max(n, 2 * len(a)), fill, a.dtype)
+    new[:len(a)] = a
+    return new
+
+
+def _key_bytes(group: str, topic: str, partition: int) -> bytes:
+    g, t = group.encode(), topic.encode()
+    return struct.pack(">h", len(g)) + g + struct.pack(">h", len(t)) + t + struct.pack(">i", partition)
+
+
+class PartitionReplay:
+    """Feed offsets_log batches of one partition in log order, then `finish`."""
+
+    def __init__(self, partition: int):
+        self.partition = partition
+        self.keys = _Interner(4096)
+        self.groups = _Interner(1024)
+        self.k_group = np.zeros(4096, np.int64)
+        self.c_ref = np.full(4096, NONE, np.int64)
+        self.c_off = np.zeros(4096, np.int64)
+        self.kpend = np.zeros(4096, np.int64)
+        self.tmark = np.full(4096, -1, np.int64)
+        self.gstate = np.zeros(1024, np.int8)
+        self.gtouch = np.zeros(1024, np.int64)
+        self.folds: dict[int, GroupFold] = {}
+        self.group_names: dict[int, str] = {}
+        self.pending: dict[int, dict[int, tuple[int, int]]] = {}    # producer -> key -> (ref, log offset)
+        self.retained: list[pa.Table] = []
+        self.retained_rows = 0
+        self.topic_names: dict[str, str] = {}
+        self.epoch = 0
+        self.records = 0
+
+    # --- state across runs ---------------------------------------------------------------------
+    def load(self, committed: pa.Table | None, pending: pa.Table | None, folds: pa.Table | None) -> None:
+        """The state a previous run left: committed offsets before expiry (group_offsets and
+        expired_offsets rows), pending transactional offsets, and group fold states."""
+        if committed is not None and committed.num_rows:
+            committed = committed.select(VALUE_COLUMNS)
+            kids = self._intern_values(committed)
+            self._ensure_keys()
+            idx = len(self.retained)
+            self.retained.append(committed)
+            self.retained_rows += committed.num_rows
+            self.c_ref[kids] = (idx << 32) | np.arange(len(kids), dtype=np.int64)
+            self.c_off[kids] = committed.column("log_offset").to_numpy()
+        if pending is not None and pending.num_rows:
+            values = pending.select([c for c in VALUE_COLUMNS if c in pending.column_names])
+            values = values.append_column("expire_timestamp", pa.nulls(values.num_rows, GROUP_OFFSETS.arrow_schema
+                                                                       .field("expire_timestamp").type))
+            values = values.append_column("topic_id", pa.nulls(values.num_rows, pa.string())).select(VALUE_COLUMNS)
+            kids = self._intern_values(values)
+            self._ensure_keys()
+            idx = len(self.retained)
+            self.retained.append(values)
+            self.retained_rows += values.num_rows
+            offs = values.column("log_offset").to_pylist()
+            for j, (pid, k) in enumerate(zip(pending.column("producer_id").to_pylist(), kids.tolist())):
+                entries = self.pending.setdefault(pid, {})
+                if k not in entries:
+                    self.kpend[k] += 1
+                entries[k] = ((idx << 32) | j, offs[j])
+        if folds is not None and folds.num_rows:
+            for row in folds.to_pylist():
+                fold = GroupFold.from_state(row["group_id"], row["fold_state"], row["offsets_partition"],
+                                            row["log_offset"])
+                g = self._group_id(row["group_id"])
+                self.folds[g] = fold
+                self._sync_group(g, fold)
+
+    def _intern_values(self, t: pa.Table) -> np.ndarray:
+        keys = [_key_bytes(g, tp, p) for g, tp, p in zip(t.column("group_id").to_pylist(),
+                                                         t.column("topic").to_pylist(),
+                                                         t.column("partition").to_pylist())]
+        arr = pa.array([b"\x00\x01" + k for k in keys], pa.binary())
+        kind = np.full(len(keys), PLAIN, np.int8)
+        return self._intern_rows(kind, arr)
+
+    def _group_id(self, group_id: str) -> int:
+        g = self.groups.intern(group_id.encode())
+        self._ensure_groups()
+        self.group_names.setdefault(g, group_id)
+        return g
+
+    def _ensure_keys(self) -> None:
+        n = self.keys.count
+        self.k_group = _grow(self.k_group, n, 0)
+        self.c_ref = _grow(self.c_ref, n, NONE)
+        self.c_off = _grow(self.c_off, n, 0)
+        self.kpend = _grow(self.kpend, n, 0)
+        self.tmark = _grow(self.tmark, n, -1)
+
+    def _ensure_groups(self) -> None:
+        n = self.groups.count
+        self.gstate = _grow(self.gstate, n, NO_GROUP)
+        self.gtouch = _grow(self.gtouch, n, 0)
+
+    def _intern_rows(self, kind: np.ndarray, raw_key: pa.Array) -> np.ndarray:
+        n = len(kind)
+        raw_key = raw_key.cast(pa.large_binary()) if raw_key.type != pa.large_binary() else raw_key
+        bufs = raw_key.buffers()
+        offsets = np.frombuffer(bufs[1], np.int64)[raw_key.offset:raw_key.offset + n + 1]
+        data = np.frombuffer(bufs[2], np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
+        nbytes = int(offsets[-1] - offsets[0]) if n else 0
+        self.keys.reserve(n, nbytes)
+        self.groups.reserve(n, nbytes)
+        self.k_group = _grow(self.k_group, self.keys.count + n, 0)
+        row_key = np.empty(n, np.int64)
+        k, g = self.keys, self.groups
+        k.count, k.pool_used, g.count, g.pool_used = _intern_keys(
+            kind, offsets, data, k.slots, k.hashes, k.pool, k.poff, k.plen, k.count, k.pool_used,
+            g.slots, g.hashes, g.pool, g.poff, g.plen, g.count, g.pool_used, self.k_group, row_key)
+        self._ensure_keys()
+        self._ensure_groups()
+        return row_key
+
+    # --- groups ----------------------------------------------------------------------------------
+    def _sync_group(self, g: int, fold: GroupFold) -> None:
+        grp = fold.group
+        if grp is None:
+            self.gstate[g] = NO_GROUP
+        elif isinstance(grp, ClassicGroup) and grp.simple:
+            self.gstate[g] = SIMPLE
+            self.gtouch[g] = fold.log_offset
+        else:
+            self.gstate[g] = OTHER
+
+    def _fold(self, g: int) -> GroupFold:
+        """The group's fold, brought up to date with what the compiled loop did to it."""
+        fold = self.folds.get(g)
+        if fold is None:
+            fold = self.folds[g] = GroupFold(self._group_name(g))
+        if self.gstate[g] == SIMPLE:
+            if fold.group is None or not (isinstance(fold.group, ClassicGroup) and fold.group.simple):
+                fold.group = ClassicGroup(None, 0, None, None, None, [], simple=True)
+            fold.offsets_partition = self.partition
+            fold.log_offset = int(self.gtouch[g])
+        elif self.gstate[g] == NO_GROUP:
+            fold.group = None
+        return fold
+
+    def _group_name(self, g: int) -> str:
+        name = self.group_names.get(g)
+        if name is None:
+            name = self.group_names[g] = self.groups.bytes_of(g).decode("utf-8")
+        return name
+
+    # --- the replay ------------------------------------------------------------------------------
+    def feed(self, batch: pa.RecordBatch) -> None:
+        n = batch.num_rows
+        if n == 0:
+            return
+        self.records += n
+        col = batch.column
+        ok = pc.equal(col("decode_status"), "ok").to_numpy(zero_copy_only=False)
+        control = col("is_control").to_numpy(zero_copy_only=False)
+        rtype = col("record_type").fill_null(-1).to_numpy()
+        tomb = col("is_tombstone").to_numpy(zero_copy_only=False)
+        pid = col("producer_id").to_numpy()
+        oc = ok & ~control & ((rtype == 0) | (rtype == 1))
+        kind = np.full(n, SKIP, np.int8)
+        kind[oc & ~tomb & (pid == NO_PRODUCER)] = PLAIN
+        kind[oc & tomb] = TOMBSTONE
+        kind[oc & ~tomb & (pid != NO_PRODUCER)] = PYTHON
+        ctype = col("control_type")
+        marker = control & pc.is_in(ctype, pa.array(["COMMIT", "ABORT"])).to_numpy(zero_copy_only=False)
+        kind[marker] = PYTHON
+        group_rec = ok & ~control & (rtype != -1) & (rtype != 0) & (rtype != 1)
+        kind[group_rec] = PYTHON
+        row_key = self._intern_rows(np.where(oc, PLAIN, SKIP).astype(np.int8), col("raw_key"))
+        log_offset = col("log_offset").to_numpy()
+        self._topic_pairs(batch, oc & ~tomb)
+        self.epoch += 1
+        touched = np.empty(n + 1, np.int64)
+        n_touched = 0
+        group_rows = None
+        if group_rec.any():
+            idx = np.flatnonzero(group_rec)
+            rows = batch.select(FOLD_COLUMNS).take(pa.array(idx)).to_pylist()
+            group_rows = dict(zip(idx.tolist(), rows))
+        is_commit = None
+        r = 0
+        while True:
+            r, n_touched = _apply(r, kind, row_key, log_offset, self.k_group, self.c_ref, self.c_off, self.kpend,
+                                  self.gstate, self.gtouch, touched, n_touched, self.tmark, self.epoch)
+            if r >= n:
+                break
+            if group_rec[r]:
+                self._apply_group_record(group_rows[r])
+            elif marker[r]:
+                if is_commit is None:
+                    is_commit = pc.equal(ctype, "COMMIT").to_numpy(zero_copy_only=False)
+                n_touched = self._end_transaction(int(pid[r]), bool(is_commit[r]), touched, n_touched)
+            elif tomb[r]:
+                k = int(row_key[r])
+                self._clear_pending(k)
+                self.c_ref[k] = NONE
+                n_touched = self._touch(k, touched, n_touched)
+            else:      # a transactional commit: pending until its producer's marker
+                k = int(row_key[r])
+                entries = self.pending.setdefault(int(pid[r]), {})
+                if k not in entries:
+                    self.kpend[k] += 1
+                entries[k] = (-(r + 2), int(log_offset[r]))
+                g = int(self.k_group[k])
+                if self.gstate[g] == NO_GROUP:
+                    self.gstate[g] = SIMPLE
+                    self.gtouch[g] = log_offset[r]
+                elif self.gstate[g] == SIMPLE:
+                    self.gtouch[g] = log_offset[r]
+            r += 1
+        self._retain(batch, touched[:n_touched])
+
+    def _touch(self, k: int, touched: np.ndarray, n_touched: int) -> int:
+        if self.tmark[k] != self.epoch:
+            self.tmark[k] = self.epoch
+            touched[n_touched] = k
+            n_touched += 1
+        return n_touched
+
+    def _apply_group_record(self, row: dict) -> None:
+        g = self._group_id(row["group_id"])
+        fold = self._fold(g)
+        try:
+            fold.apply(row)
+        except GroupReplayError as e:
+            e.partition, e.offset = row["offsets_partition"], row["log_offset"]
+            raise
+        self._sync_group(g, fold)
+
+    def _end_transaction(self, producer: int, commit: bool, touched, n_touched) -> int:
+        for k, (ref, off) in self.pending.pop(producer, {}).items():
+            self.kpend[k] -= 1
+            # a later non-transactional commit wins over the transaction's record
+            if commit and (self.c_ref[k] == NONE or off > self.c_off[k]):
+                self.c_ref[k] = ref
+                self.c_off[k] = off
+                n_touched = self._touch(k, touched, n_touched)
+        return n_touched
+
+    def _clear_pending(self, k: int) -> None:
+        if self.kpend[k] <= 0:
+            return
+        for producer in list(self.pending):
+            entries = self.pending[producer]
+            if entries.pop(k, None) is not None:
+                self.kpend[k] -= 1
+                if not entries:
+                    del self.pending[producer]
+
+    def _topic_pairs(self, batch: pa.RecordBatch, values: np.ndarray) -> None:
+        tid = batch.column("topic_id")
+        if tid.null_count == len(tid):
+            return
+        mask = pc.and_(pa.array(values), pc.is_valid(tid))
+        pairs = pa.table({"topic_id": tid, "topic": batch.column("topic")}).filter(mask)
+        if pairs.num_rows:
+            for p in pairs.group_by(["topic_id", "topic"], use_threads=False).aggregate([]).to_pylist():
+                self.topic_names[p["topic_id"]] = p["topic"]
+
+    def _retain(self, batch: pa.RecordBatch, touched: np.ndarray) -> None:
+        """Copies out the rows of this batch that the state still references."""
+        refs = self.c_ref[touched]
+        cur = touched[refs <= -2]
+        pend = [(producer, k, ref) for producer, entries in self.pending.items()
+                for k, (ref, _) in entries.items() if ref <= -2] if self.pending else []
+        rows = -(self.c_ref[cur] + 2)
+        if pend:
+            rows = np.concatenate([rows, np.array([-(ref + 2) for _, _, ref in pend], np.int64)])
+        if len(rows) == 0:
+            return
+        uniq = np.unique(rows)
+        idx = len(self.retained)
+        self.retained.append(pa.Table.from_batches([batch.select(VALUE_COLUMNS)]).take(pa.array(uniq)))
+        self.retained_rows += len(uniq)
+        self.c_ref[cur] = (idx << 32) | np.searchsorted(uniq, -(self.c_ref[cur] + 2))
+        for producer, k, ref in pend:
+            _, off = self.pending[producer][k]
+            self.pending[producer][k] = ((idx << 32) | int(np.searchsorted(uniq, -(ref + 2))), off)
+        live = int((self.c_ref[:self.keys.count] >= 0).sum())
+        if self.retained_rows > 2 * live + 262_144:
+            self._compact()
+
+    def _compact(self) -> None:
+        """One retained table holding only the rows the state references."""
+        n = self.keys.count
+        live_keys = np.flatnonzero(self.c_ref[:n] >= 0)
+        pend = [(producer, k, ref) for producer, entries in self.pending.items() for k, (ref, _) in entries.items()]
+        refs = np.concatenate([self.c_ref[live_keys], np.array([p[2] for p in pend], np.int64)])
+        table = self._take(refs)
+        self.retained = [table]
+        self.retained_rows = table.num_rows
+        self.c_ref[live_keys] = np.arange(len(live_keys), dtype=np.int64)
+        for j, (producer, k, _) in enumerate(pend):
+            _, off = self.pending[producer][k]
+            self.pending[producer][k] = (len(live_keys) + j, off)
+
+    def _take(self, refs: np.ndarray) -> pa.Table:
+        if not self.retained:
+            return GROUP_OFFSETS.arrow_schema.empty_table()
+        sizes = np.array([t.num_rows for t in self.retained], np.int64)
+        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        flat = starts[refs >> 32] + (refs & 0xFFFFFFFF)
+        return pa.concat_tables(self.retained).take(pa.array(flat)).combine_chunks()
+
+    # --- the result -------------------------------------------------------------------------------
+    def finish(self, now_ms: int, retention_ms: int) -> dict:
+        """Arrow tables of the partition's state, judged at now_ms: group_offsets,
+        expired_offsets, pending_transactional_offsets, consumer_groups, expired_groups,
+        group_fold_state; and `expiry_changes_at` (the first later `now` at which the
+        judgement would differ, None if never)."""
+        n = self.keys.count
+        live_keys = np.flatnonzero(self.c_ref[:n] >= 0)
+        offsets = self._take(self.c_ref[live_keys]).cast(GROUP_OFFSETS.arrow_schema)
+        pending = self._pending_table()
+        # every group that exists, with its fold brought up to date
+        for g in np.flatnonzero(self.gstate[:self.groups.count] != NO_GROUP).tolist():
+            self._fold(g)
+        groups: dict[str, dict] = {}
+        states: list[dict] = []
+        for g, fold in sorted(self.folds.items(), key=lambda kv: kv[1].group_id):
+            if self.gstate[g] == NO_GROUP:
+                continue
+            row = fold.result(self.topic_names)
+            if row is None:
+                continue
+            groups[fold.group_id] = row
+            states.append({"offsets_partition": fold.offsets_partition, "group_id": fold.group_id,
+                           "log_offset": fold.log_offset, "fold_state": fold.to_state()})
+        expired, changes_at = self._judge_offsets(offsets, groups, now_ms, retention_ms)
+        exp_mask = pa.array(expired, pa.bool_())
+        live_offsets = offsets.filter(pc.invert(exp_mask))
+        expired_offsets = offsets.filter(exp_mask)
+        with_live = set(live_offsets.column("group_id").to_pylist())
+        open_txn = set(pending.column("group_id").to_pylist())
+        live_groups, deleted_groups = [], []
+        for gid, row in groups.items():
+            deleted = (gid not in with_live and gid not in open_txn and row["state"] == "Empty"
+                       and row["group_type"] != "share")
+            (deleted_groups if deleted else live_groups).append(row)
+        schema = CONSUMER_GROUPS.arrow_schema
+        return {
+            "group_offsets": live_offsets,
+            "expired_offsets": expired_offsets,
+            "pending_transactional_offsets": pending,
+            "consumer_groups": pa.Table.from_pylist(live_groups, schema=schema),
+            "expired_groups": pa.Table.from_pylist(deleted_groups, schema=schema),
+            "group_fold_state": pa.Table.from_pylist(states, schema=GROUP_FOLD_STATE.arrow_schema),
+            "expiry_changes_at": changes_at,
+        }
+
+    def _pending_table(self) -> pa.Table:
+        items = [(producer, k, ref) for producer, entries in sorted(self.pending.items())
+                 for k, (ref, _) in sorted(entries.items())]
+        schema = PENDING_TRANSACTIONAL_OFFSETS.arrow_schema
+        if not items:
+            return schema.empty_table()
+        values = self._take(np.array([i[2] for i in items], np.int64))
+        cols = {"producer_id": pa.array([i[0] for i in items], pa.int64())}
+        for f in schema:
+            if f.name != "producer_id":
+                cols[f.name] = values.column(f.name)
+        return pa.table(cols).cast(schema)
+
+    def _judge_offsets(self, offsets: pa.Table, groups: dict, now_ms: int, retention_ms: int):
+        pending_keys = {(g, t, p) for producer, entries in self.pending.items() for g, t, p in
+                        (self._key_tuple(k) for k in entries)}
+        gids = offsets.column("group_id").to_pylist()
+        topics = offsets.column("topic").to_pylist()
+        parts = offsets.column("partition").to_pylist()
+        commit_ms = pc.cast(pc.divide(pc.cast(offsets.column("commit_timestamp"), pa.int64()), 1000),
+                            pa.int64()).to_pylist() if offsets.num_rows else []
+        expire_ms = pc.cast(pc.divide(pc.cast(offsets.column("expire_timestamp"), pa.int64()), 1000),
+                            pa.int64()).to_pylist() if offsets.num_rows else []
+        rules: dict[str, tuple] = {}
+        expired = []
+        changes_at = None
+        for gid, topic, part, cms, ems in zip(gids, topics, parts, commit_ms, expire_ms):
+            rule = rules.get(gid)
+            if rule is None:
+                group = groups.get(gid)
+                kind, subscribed, use_state = offset_rule(group)
+                state_ms = None
+                if use_state and group.get("current_state_timestamp") is not None:
+                    state_ms = _floor_ms(group["current_state_timestamp"])
+                rule = rules[gid] = (kind, subscribed, use_state, state_ms)
+            kind, subscribed, use_state, state_ms = rule
+            eligible = kind == "always" or (kind == "unsubscribed" and topic not in subscribed)
+            at = None
+            if eligible and (gid, topic, part) not in pending_keys:
+                at = expires_at(cms, ems, state_ms, use_state, retention_ms)
+            is_expired = at is not None and now_ms >= at
+            expired.append(is_expired)
+            if at is not None and not is_expired and (changes_at is None or at < changes_at):
+                changes_at = at
+        return expired, changes_at
+
+    def _key_tuple(self, k: int) -> tuple:
+        b = self.keys.bytes_of(k)
+        gl = struct.unpack_from(">h", b, 0)[0]
+        g = b[2:2 + gl].decode()
+        tl = struct.unpack_from(">h", b, 2 + gl)[0]
+        t = b[4 + gl:4 + gl + tl].decode()
+        (p,) = struct.unpack_from(">i", b, 4 + gl + tl)
+        return g, t, p
+
+
+def _floor_ms(value) -> int:
+    """ms since the epoch of a TIMESTAMP value (µs int or datetime), as Spark's unix_millis."""
+    if isinstance(value, int):
+        return value // 1000
+    import datetime as dt
+    delta = value - dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+    return (delta.days * 86_400_000_000 + delta.seconds * 1_000_000 + delta.microseconds) // 1000
+
+
+def warm() -> None:
+    """Compile the engine's kernels into numba's on-disk cache (make setup), so Spark workers
+    load them instead of compiling (seconds of CPU per worker process)."""
+    from lib.codec.writer import encode_batch, encode_control_batch
+    from lib.decode import SegmentDecoder
+    from lib.logbuilder import offset_commit_key, offset_commit_value
+
+    value = offset_commit_value(5, 1)
+    recs = [(i, 1, offset_commit_key("g", "t", i), value) for i in range(2)]
+    data = (encode_batch(0, recs) + encode_batch(2, [(2, 1, recs[0][2], None)])
+            + encode_batch(3, [(3, 1, recs[1][2], value)], producer_id=7, producer_epoch=0, transactional=True)
+            + encode_control_batch(4, 7, 0, True, 1))
+    engine = PartitionReplay(0)
+    for batch in SegmentDecoder("warm", 0, data=data):
+        engine.feed(batch)
+    engine.finish(0, 1)
+
+
+if __name__ == "__main__":      # python -m lib.replay.partition --warm
+    warm()
+    print("replay kernels compiled into their cache")
