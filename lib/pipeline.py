@@ -121,13 +121,16 @@ def run_replay(spark: SparkSession, logs: list[PartitionLog], warehouse: str, no
 
 def source_signature(log: PartitionLog) -> str | None:
     """What the input of a partition looks like without reading it: the last segment's base
-    offset and size (None for the live topic, whose end is asked for instead)."""
+    offset, size and modification time (None for the live topic, whose end is asked for
+    instead). Segments only grow at the end, and older ones are only deleted."""
     if log.path.startswith("kafka://"):
         return None
     if not log.segments:
         return "empty"
     last = log.segments[-1]
-    return f"{last.base_offset}:{os.path.getsize(last.path)}"
+    st = os.stat(last.path)
+    # size for appends, modification time for anything rewritten in place
+    return f"{last.base_offset}:{st.st_size}:{st.st_mtime_ns}"
 
 
 def _unchanged(log: PartitionLog, row: dict | None, now_ms: int, retention_minutes: int) -> bool:

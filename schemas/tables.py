@@ -173,8 +173,8 @@ REPLAY_CHECKPOINTS = Table(
         C("trailing_bytes", "BIGINT", "bytes of a partial batch at the end of the segments", False),
         C("run_id", "STRING", "", False),
         C("finished_at", "TIMESTAMP", "", False),
-        C("source_signature", "STRING", "the last segment's base offset and size as read; a run that finds "
-          "the same (and nothing to re-judge) skips the partition"),
+        C("source_signature", "STRING", "the last segment's base offset, size and modification time as read; "
+          "a run that finds the same (and nothing to re-judge) skips the partition"),
         C("judged_at_ms", "BIGINT", "the --now (epoch ms) expiry was judged at"),
         C("retention_minutes", "INT", "offsets.retention.minutes expiry was judged with"),
         C("expiry_changes_at_ms", "BIGINT", "the first later --now at which an offset of the partition "

@@ -17,16 +17,33 @@ def read_message(r: Reader, message: Message, version: int) -> dict:
     return _read_struct(r, message.fields, version, message.flexible_in(version), message.name)
 
 
+# (id of a fields tuple, version, flexible) -> what reading it needs, worked out once: the schema
+# helpers (version ranges, names) cost more than the reading itself when run per record.
+_PLANS: dict[tuple[int, int, bool], tuple[list, dict]] = {}
+
+
+def _plan(fields, version: int, flexible: bool) -> tuple[list, dict]:
+    key = (id(fields), version, flexible)
+    plan = _PLANS.get(key)
+    if plan is None:
+        plain, tagged = [], {}
+        for f in fields:
+            if not f.exists_in(version):
+                continue
+            if flexible and f.tagged_in(version):
+                tagged[f.tag] = f
+            else:
+                plain.append((f.json_name, f))
+        plan = _PLANS[key] = (plain, tagged)
+        _PLANS[key + ("fields",)] = fields        # keeps the tuple (and so its id) alive
+    return plan
+
+
 def _read_struct(r: Reader, fields, version: int, flexible: bool, where: str) -> dict:
     out: dict = {}
-    tagged: dict[int, Field] = {}
-    for f in fields:
-        if not f.exists_in(version):
-            continue
-        if flexible and f.tagged_in(version):
-            tagged[f.tag] = f
-            continue
-        out[f.json_name] = _read_field(r, f, version, flexible, where)
+    plain, tagged = _plan(fields, version, flexible)
+    for name, f in plain:
+        out[name] = _read_field(r, f, version, flexible, where)
     if flexible:
         count = r.uvarint()
         for _ in range(count):
@@ -45,9 +62,20 @@ def _read_struct(r: Reader, fields, version: int, flexible: bool, where: str) ->
     return out
 
 
+_FIELD_INFO: dict[tuple[int, int], tuple] = {}
+
+
+def _info(f: Field, version: int) -> tuple:
+    key = (id(f), version)
+    info = _FIELD_INFO.get(key)
+    if info is None:
+        info = _FIELD_INFO[key] = (f.nullable_in(version), f.is_array, f.is_struct, f.element, f)
+    return info
+
+
 def _read_field(r: Reader, f: Field, version: int, flexible: bool, where: str, tagged: bool = False):
-    nullable = f.nullable_in(version)
-    if f.is_array:
+    nullable, is_array, is_struct, elem, _ = _info(f, version)
+    if is_array:
         if flexible:
             n = r.uvarint() - 1
         else:
@@ -58,11 +86,10 @@ def _read_field(r: Reader, f: Field, version: int, flexible: bool, where: str, t
             return None
         if n > r.remaining():
             raise DecodeError(f"{where}: array {f.name} claims {n} elements with {r.remaining()} bytes left")
-        elem = f.element
-        if f.is_struct:
+        if is_struct:
             return [_read_struct(r, f.fields, version, flexible, where) for _ in range(n)]
         return [_read_primitive(r, elem, version, flexible, False, f, where) for _ in range(n)]
-    if f.is_struct:
+    if is_struct:
         if nullable:
             # untagged: int8 -1 null / 1 present; tagged: 0 null / 1 present
             marker = r.int8()

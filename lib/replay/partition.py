@@ -26,6 +26,8 @@ from lib.replay.groups import ClassicGroup, GroupFold, GroupReplayError
 from schemas.tables import (CONSUMER_GROUPS, GROUP_FOLD_STATE, GROUP_OFFSETS, PENDING_TRANSACTIONAL_OFFSETS)
 
 VALUE_COLUMNS = GROUP_OFFSETS.column_names
+# one schema for every retained table (the decoded batches' columns are all nullable)
+VALUE_SCHEMA = pa.schema([f.with_nullable(True) for f in GROUP_OFFSETS.arrow_schema])
 NONE = -1                       # c_ref: no committed value
 NO_PRODUCER = -1
 # row kinds for the loop
@@ -249,7 +251,7 @@ class PartitionReplay:
         """The state a previous run left: committed offsets before expiry (group_offsets and
         expired_offsets rows), pending transactional offsets, and group fold states."""
         if committed is not None and committed.num_rows:
-            committed = committed.select(VALUE_COLUMNS)
+            committed = committed.select(VALUE_COLUMNS).cast(VALUE_SCHEMA)
             kids = self._intern_values(committed)
             self._ensure_keys()
             idx = len(self.retained)
@@ -261,7 +263,8 @@ class PartitionReplay:
             values = pending.select([c for c in VALUE_COLUMNS if c in pending.column_names])
             values = values.append_column("expire_timestamp", pa.nulls(values.num_rows, GROUP_OFFSETS.arrow_schema
                                                                        .field("expire_timestamp").type))
-            values = values.append_column("topic_id", pa.nulls(values.num_rows, pa.string())).select(VALUE_COLUMNS)
+            values = values.append_column("topic_id", pa.nulls(values.num_rows, pa.string())).select(VALUE_COLUMNS) \
+                .cast(VALUE_SCHEMA)
             kids = self._intern_values(values)
             self._ensure_keys()
             idx = len(self.retained)
@@ -484,7 +487,8 @@ class PartitionReplay:
             return
         uniq = np.unique(rows)
         idx = len(self.retained)
-        self.retained.append(pa.Table.from_batches([batch.select(VALUE_COLUMNS)]).take(pa.array(uniq)))
+        self.retained.append(pa.Table.from_batches([batch.select(VALUE_COLUMNS)]).take(pa.array(uniq))
+                             .cast(VALUE_SCHEMA))
         self.retained_rows += len(uniq)
         self.c_ref[cur] = (idx << 32) | np.searchsorted(uniq, -(self.c_ref[cur] + 2))
         for producer, k, ref in pend:

@@ -17,7 +17,8 @@ TABLES = {"offsets_log": ("offsets_partition", "log_offset"),
           "pending_transactional_offsets": ("producer_id", "group_id", "topic", "partition"),
           "consumer_groups": ("group_id",), "expired_groups": ("group_id",),
           "replay_checkpoints": ("offsets_partition",)}
-IGNORED = {"offsets_log": {"segment_file"}, "replay_checkpoints": {"run_id", "finished_at", "high_watermark"}}
+IGNORED = {"offsets_log": {"segment_file"}, "replay_checkpoints": {"run_id", "finished_at", "high_watermark",
+                                                                        "source_signature"}}
 
 
 @pytest.fixture(scope="module")
