@@ -14,6 +14,7 @@ from lib.codec.coordinator import (decode_assignment, decode_control_key, decode
                                    decode_offset_commit_value, decode_subscription, decode_value,
                                    record_type_of, value_version)
 from lib.codec.errors import DecodeError, UnknownRecordTypeError
+from lib.codec.fast_group import group_metadata as fast_group_metadata
 from lib.codec.segments import Batch, SegmentReader, read_segment_bytes
 from schemas.records import CONTROL_TYPES, RECORD_TYPES
 from schemas.tables import OFFSETS_LOG
@@ -164,8 +165,15 @@ def _append_record(cols: dict, partition: int, batch: Batch, rec, segment_file: 
                     leader_epoch = None if oc.leader_epoch == -1 else oc.leader_epoch
                     commit_ts, expire_ts, topic_id = _ms(oc.commit_timestamp), _ms(oc.expire_timestamp), oc.topic_id
             elif value is not None:
-                version, data = decode_value(record_type, value)
-                if record_type == 2:
+                fast = fast_group_metadata(value) if record_type == 2 else None
+                if fast is not None:
+                    version, group_metadata = value_version(value), fast
+                    data = None
+                else:
+                    version, data = decode_value(record_type, value)
+                if fast is not None:
+                    pass
+                elif record_type == 2:
                     group_metadata = decode_group_metadata(data)
                 else:
                     value_json = json.dumps(data, separators=(",", ":"), ensure_ascii=False)

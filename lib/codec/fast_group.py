@@ -1,0 +1,195 @@
+"""GroupMetadataValue v0-v3 and the consumer-protocol bytes read straight into the
+group_metadata struct, without the schema-driven reader's JsonConverter detour (base64 in,
+base64 out). About one record in a hundred of a busy log is a GroupMetadata record, and the
+generic reader spent more time on them than on all the offset commits.
+
+Anything unusual (a null where none is allowed, a negative length, truncation, invalid UTF-8,
+flexible v4) makes these functions answer None, and the caller uses the schema-driven reader:
+errors and odd cases keep one implementation, and tests compare both on the same bytes."""
+from __future__ import annotations
+
+import struct
+
+_H = struct.Struct(">h")
+_I = struct.Struct(">i")
+_Q = struct.Struct(">q")
+
+
+class _Odd(Exception):
+    pass
+
+
+def _str(buf, p: int, end: int, nullable: bool) -> tuple[str | None, int]:
+    if p + 2 > end:
+        raise _Odd
+    n = _H.unpack_from(buf, p)[0]
+    p += 2
+    if n < 0:
+        if not nullable:
+            raise _Odd
+        return None, p
+    if p + n > end:
+        raise _Odd
+    return bytes(buf[p:p + n]).decode("utf-8"), p + n
+
+
+def _bytes(buf, p: int, end: int, nullable: bool) -> tuple[bytes | None, int]:
+    if p + 4 > end:
+        raise _Odd
+    n = _I.unpack_from(buf, p)[0]
+    p += 4
+    if n < 0:
+        if not nullable:
+            raise _Odd
+        return None, p
+    if p + n > end:
+        raise _Odd
+    return bytes(buf[p:p + n]), p + n
+
+
+def _i32(buf, p: int, end: int) -> tuple[int, int]:
+    if p + 4 > end:
+        raise _Odd
+    return _I.unpack_from(buf, p)[0], p + 4
+
+
+def _count(buf, p: int, end: int) -> tuple[int, int]:
+    n, p = _i32(buf, p, end)
+    if n < 0 or n > end - p:
+        raise _Odd
+    return n, p
+
+
+def _topic_partitions(buf, p: int, end: int) -> tuple[list, int]:
+    n, p = _count(buf, p, end)
+    out = []
+    for _ in range(n):
+        topic, p = _str(buf, p, end, False)
+        k, p = _count(buf, p, end)
+        if p + 4 * k > end:
+            raise _Odd
+        parts = list(struct.unpack_from(f">{k}i", buf, p))
+        p += 4 * k
+        out.append({"topic": topic, "partitions": parts})
+    return out, p
+
+
+def group_metadata(value) -> dict | None:
+    """The group_metadata struct of a GroupMetadataValue v0-v3 (as lib.decode builds it), or
+    None to let the schema-driven reader handle it."""
+    try:
+        return _group_metadata(value)
+    except (_Odd, UnicodeDecodeError, struct.error):
+        return None
+
+
+def _group_metadata(buf) -> dict | None:
+    end = len(buf)
+    if end < 2:
+        return None
+    version = _H.unpack_from(buf, 0)[0]
+    if not 0 <= version <= 3:
+        return None
+    p = 2
+    protocol_type, p = _str(buf, p, end, False)
+    generation, p = _i32(buf, p, end)
+    protocol, p = _str(buf, p, end, True)
+    leader, p = _str(buf, p, end, True)
+    state_ts = -1
+    if version >= 2:
+        if p + 8 > end:
+            raise _Odd
+        state_ts = _Q.unpack_from(buf, p)[0]
+        p += 8
+    n, p = _count(buf, p, end)
+    consumer = protocol_type == "consumer"
+    members = []
+    for _ in range(n):
+        member_id, p = _str(buf, p, end, False)
+        instance_id = None
+        if version >= 3:
+            instance_id, p = _str(buf, p, end, True)
+        client_id, p = _str(buf, p, end, False)
+        client_host, p = _str(buf, p, end, False)
+        rebalance = -1
+        if version >= 1:
+            rebalance, p = _i32(buf, p, end)
+        session, p = _i32(buf, p, end)
+        sub_raw, p = _bytes(buf, p, end, False)
+        asg_raw, p = _bytes(buf, p, end, False)
+        member = {
+            "member_id": member_id, "group_instance_id": instance_id, "client_id": client_id,
+            "client_host": client_host, "rebalance_timeout_ms": rebalance, "session_timeout_ms": session,
+            "subscription_version": None, "subscribed_topics": None, "owned_partitions": None,
+            "subscription_user_data": None, "generation_id": None, "rack_id": None,
+            "assignment_version": None, "assignment": None, "assignment_user_data": None,
+            "subscription_bytes": sub_raw, "assignment_bytes": asg_raw,
+        }
+        if consumer:
+            consumer_member(member, sub_raw, asg_raw)
+        members.append(member)
+    from lib.decode import _us
+    return {"protocol_type": protocol_type, "generation": generation, "protocol": protocol, "leader": leader,
+            "current_state_timestamp": _us(state_ts), "members": members}
+
+
+def consumer_member(member: dict, sub_raw, asg_raw) -> None:
+    """The consumer-protocol fields of a member, as lib.decode._decode_consumer_member sets
+    them; bytes these readers find odd go through that function instead."""
+    from lib.decode import _decode_consumer_member
+
+    if sub_raw:
+        try:
+            _subscription(member, sub_raw)
+        except (_Odd, UnicodeDecodeError, struct.error):
+            _decode_consumer_member(member, sub_raw, None)
+    if asg_raw:
+        try:
+            _assignment(member, asg_raw)
+        except (_Odd, UnicodeDecodeError, struct.error):
+            _decode_consumer_member(member, None, asg_raw)
+
+
+def _subscription(member: dict, buf) -> None:
+    end = len(buf)
+    if end < 2:
+        raise _Odd
+    version = _H.unpack_from(buf, 0)[0]
+    if version < 0:
+        raise _Odd
+    v = min(version, 3)
+    p = 2
+    n, p = _count(buf, p, end)
+    topics = []
+    for _ in range(n):
+        t, p = _str(buf, p, end, False)
+        topics.append(t)
+    user_data, p = _bytes(buf, p, end, True)
+    owned = generation = rack = None
+    if v >= 1:
+        owned, p = _topic_partitions(buf, p, end)
+    if v >= 2:
+        generation, p = _i32(buf, p, end)
+    if v >= 3:
+        rack, p = _str(buf, p, end, True)
+    member["subscription_version"] = version
+    member["subscribed_topics"] = topics
+    member["owned_partitions"] = owned
+    member["subscription_user_data"] = user_data
+    member["generation_id"] = generation
+    member["rack_id"] = rack
+
+
+def _assignment(member: dict, buf) -> None:
+    end = len(buf)
+    if end < 2:
+        raise _Odd
+    version = _H.unpack_from(buf, 0)[0]
+    if version < 0:
+        raise _Odd
+    p = 2
+    assigned, p = _topic_partitions(buf, p, end)
+    user_data, p = _bytes(buf, p, end, True)
+    member["assignment_version"] = version
+    member["assignment"] = assigned
+    member["assignment_user_data"] = user_data
