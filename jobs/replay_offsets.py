@@ -12,7 +12,7 @@ import time
 
 from lib.cli import format_ms, parse_partitions, parse_time_ms
 from lib.logdir import LogDirError, find_partitions, live_partitions
-from lib.transform.expiry import DEFAULT_RETENTION_MINUTES
+from lib.replay.expiry import DEFAULT_RETENTION_MINUTES
 
 
 def parse_args(argv=None) -> argparse.Namespace:

@@ -9,7 +9,7 @@ import argparse
 import sys
 
 from lib.cli import parse_time_ms
-from lib.transform.expiry import DEFAULT_RETENTION_MINUTES
+from lib.replay.expiry import DEFAULT_RETENTION_MINUTES
 
 
 def parse_args(argv=None) -> argparse.Namespace:

@@ -1,6 +1,6 @@
 """Committed and pending offsets of one __consumer_offsets partition, replayed record by
-record exactly as OffsetMetadataManager does in Kafka 4.x (spec 4.3-4.4). The Spark job
-computes the same state with window functions; the coordinator's tail replay uses this."""
+record exactly as OffsetMetadataManager does in Kafka 4.x (spec 4.3-4.4). The reference for
+the compiled one-pass replay (lib.replay.partition), and the coordinator's in-memory state."""
 from __future__ import annotations
 
 NO_PRODUCER = -1
