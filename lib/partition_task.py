@@ -15,6 +15,7 @@ import time
 import uuid
 
 import pyarrow as pa
+import pyarrow.compute  # noqa: F401 - pa.compute
 import pyarrow.parquet as pq
 
 from lib.codec.errors import DecodeError
@@ -42,12 +43,12 @@ def partition_dir(warehouse: str, table: T.Table, partition: int) -> str:
 class _FileWriter:
     """Parquet files of one table and partition, as Delta data files (no partition column)."""
 
-    def __init__(self, warehouse: str, table: T.Table, partition: int, run_id: str):
+    def __init__(self, warehouse: str, table: T.Table, partition: int, run_id: str, drop: tuple = ()):
         self.table = table
         self.partition = partition
         self.folder = partition_dir(warehouse, table, partition)
         self.run_id = run_id
-        self.schema = pa.schema([f for f in table.arrow_schema if f.name != "offsets_partition"])
+        self.schema = pa.schema([f for f in table.arrow_schema if f.name != "offsets_partition" and f.name not in drop])
         self.files: list[dict] = []
         self._writer = None
         self._path = None
@@ -95,6 +96,36 @@ class _FileWriter:
         self._min, self._max = {}, {}
 
 
+class _LogWriter:
+    """offsets_log files of one partition. Rows with a GroupMetadata value go to files of their
+    own: in the others the group_metadata column is left out (a Delta reader reads a column a
+    file lacks as null), because writing its deep nesting for rows that are all null cost as
+    much as every other column together."""
+
+    NESTED = "group_metadata"
+
+    def __init__(self, warehouse: str, partition: int, run_id: str):
+        self.plain = _FileWriter(warehouse, T.OFFSETS_LOG, partition, run_id, drop=(self.NESTED,))
+        self.groups = _FileWriter(warehouse, T.OFFSETS_LOG, partition, run_id)
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        nested = batch.column(self.NESTED)
+        if nested.null_count == batch.num_rows:
+            self.plain.write(batch)
+            return
+        has = pa.compute.is_valid(nested)
+        self.plain.write(batch.filter(pa.compute.invert(has)))
+        self.groups.write(batch.filter(has))
+
+    def close(self) -> None:
+        self.plain.close()
+        self.groups.close()
+
+    @property
+    def files(self) -> list[dict]:
+        return self.plain.files + self.groups.files
+
+
 def _read_state(paths: list[str], table: T.Table, partition: int) -> pa.Table | None:
     if not paths:
         return None
@@ -133,7 +164,7 @@ def replay_partition(task: dict) -> dict:
                     _read_state(prev.get(T.PENDING_TRANSACTIONAL_OFFSETS.name), T.PENDING_TRANSACTIONAL_OFFSETS, p),
                     _read_state(prev.get(T.GROUP_FOLD_STATE.name), T.GROUP_FOLD_STATE, p))
     lap("read_state")
-    log_writer = _FileWriter(warehouse, T.OFFSETS_LOG, p, run_id)
+    log_writer = _LogWriter(warehouse, p, run_id)
     quarantine = [] if task.get("quarantine") else None
     summary = {"records": 0, "next_offset": None, "trailing_bytes": 0}
 
@@ -151,7 +182,7 @@ def replay_partition(task: dict) -> dict:
         else:
             _read_segments(task, summary, quarantine, consume)
         log_writer.close()
-        state = engine.finish(task["now_ms"], task["retention_ms"])
+        state = engine.finish(task["now_ms"], task["retention_ms"], task.get("topic_names"))
     except DecodeError as e:
         raise worker_error(type(e).__name__, e.message, file=e.file, partition=e.partition, offset=e.offset,
                            position=e.position) from None
@@ -174,6 +205,7 @@ def replay_partition(task: dict) -> dict:
     return {"partition": p, "records": summary["records"], "next_offset": summary["next_offset"],
             "trailing_bytes": summary["trailing_bytes"], "quarantined": len(quarantine or ()),
             "expiry_changes_at": state["expiry_changes_at"], "topic_names": engine.topic_names,
+            "unresolved_topic_ids": state["unresolved_topic_ids"],
             "files": files, "seconds": clock}
 
 

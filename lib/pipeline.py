@@ -188,18 +188,20 @@ def _run_locked(spark: SparkSession, logs: list[PartitionLog], warehouse: str, r
             task["segments"] = [(s.path, s.base_offset) for s in segs]
             size = sum(os.path.getsize(s.path) for s in segs)
         tasks.append((size, task))
-    # largest first, so the last task to finish is a small one
-    tasks = [t for _, t in sorted(tasks, key=lambda st: -st[0])]
+    groups = _pack(tasks, spark.sparkContext.defaultParallelism)
+    tasks = [t for g in groups for t in g]
     result.stage_seconds["plan"] = time.monotonic() - t0
 
     t0 = time.monotonic()
     try:
-        summaries = spark.sparkContext.parallelize(tasks, len(tasks)).map(replay_partition).collect()
+        summaries = (spark.sparkContext.parallelize(groups, len(groups))
+                     .flatMap(lambda group: [replay_partition(t) for t in group]).collect())
     except Exception as e:  # noqa: BLE001 - a Spark job failure carries the worker's error as text
         info = worker_error_from(e)
         if info is None:
             raise
         raise ReplayError(_describe_worker_error(info)) from None
+    summaries = _resolve_topic_names(spark, tasks, summaries)
     by_partition = {s["partition"]: s for s in summaries}
     ends = {p: max(start_offsets[p], s["next_offset"] or 0) for p, s in by_partition.items()}
     log_ends = {pl.partition: (by_partition[pl.partition]["next_offset"] if by_partition[pl.partition]["next_offset"]
@@ -246,6 +248,52 @@ def _run_locked(spark: SparkSession, logs: list[PartitionLog], warehouse: str, r
         roll_back_incomplete_runs(spark, warehouse, T.ALL_TABLES, T.REPLAY_CHECKPOINTS)
         raise
     result.stage_seconds["commit"] = time.monotonic() - t0
+
+
+def _resolve_topic_names(spark: SparkSession, tasks: list[dict], summaries: list[dict]) -> list[dict]:
+    """KIP-848 assignments name topics by id; names come from offset commits (v4 values), which
+    may sit in another offsets partition. A partition whose groups use ids that only another
+    partition names is replayed again with those names (rare: a group assigned a topic it has
+    never committed). Its first files are left unreferenced (VACUUM removes them)."""
+    names: dict[str, str] = {}
+    for s in summaries:
+        names.update(s["topic_names"])
+    again = [t for t in tasks
+             if set(next(s for s in summaries if s["partition"] == t["partition"])["unresolved_topic_ids"]) & set(names)]
+    if not again:
+        return summaries
+    for t in again:
+        t["topic_names"] = names
+    redone = {s["partition"]: s for s in
+              spark.sparkContext.parallelize(again, len(again)).map(_replay_partition_task).collect()}
+    return [redone.get(s["partition"], s) for s in summaries]
+
+
+def _replay_partition_task(task: dict) -> dict:
+    from lib.partition_task import replay_partition
+    return replay_partition(task)
+
+
+TASK_BYTES = 256 << 20      # a Spark task's share of segment bytes, when partitions are small
+
+
+def _pack(sized_tasks: list[tuple[int, dict]], parallelism: int) -> list[list[dict]]:
+    """Partitions into Spark tasks: a task costs tens of milliseconds to schedule, so small
+    partitions share one (each still read whole, in log order, by one worker). At least two
+    tasks per core, one per TASK_BYTES of input, at most one per partition; largest first into
+    the lightest task, so the tasks end together."""
+    if not sized_tasks:
+        return []
+    total = sum(size for size, _ in sized_tasks)
+    n = min(len(sized_tasks), max(2 * max(parallelism, 1), -(-total // TASK_BYTES)))
+    bins: list[tuple[int, int, list]] = [(0, i, []) for i in range(n)]
+    import heapq
+    heapq.heapify(bins)
+    for size, task in sorted(sized_tasks, key=lambda st: -st[0]):
+        load, i, members = heapq.heappop(bins)
+        members.append(task)
+        heapq.heappush(bins, (load + max(size, 1), i, members))
+    return [members for _, _, members in sorted(bins, key=lambda b: -b[0]) if members]
 
 
 def _commit_checkpoints(path: str, rows: list[dict], prev: PreviousRun | None, tag: str) -> None:

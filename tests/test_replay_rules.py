@@ -24,6 +24,7 @@ RECENT = NOW - DAY
 OLD = NOW - 8 * DAY
 RETENTION_MIN = 10080
 TOPIC_ID = "ASNFZ4mrze8BI0VniavN7w"   # 0123456789abcdef0123456789abcdef
+PAYMENTS_ID = "AAECAwQFBgcICQoLDA0ODw"   # 000102030405060708090a0b0c0d0e0f
 
 
 def same_partition_pair(prefix: str) -> tuple[str, str]:
@@ -176,6 +177,19 @@ def build(s: Scenario) -> None:
     for rtype, key in ((8, {"member_id": "m1"}), (7, {"member_id": "m1"}), (6, {}), (5, {"member_id": "m1"}),
                        (3, {})):
         s.on(g).record(rtype, {"group_id": g, **key}, None, RECENT)
+
+    # a KIP-848 group assigned a topic whose name only another offsets partition's commits give
+    g, namer = "consumer-848-named-elsewhere", "names-payments-elsewhere"
+    assert partition_for(g, N) != partition_for(namer, N)
+    s.on(g).record(3, {"group_id": g}, {"epoch": 3}, RECENT)
+    s.on(g).record(5, {"group_id": g, "member_id": "m1"}, {
+        "clientId": "c", "clientHost": "/h", "subscribedTopicNames": ["payments"]}, RECENT)
+    s.on(g).record(6, {"group_id": g}, {"assignmentEpoch": 3}, RECENT)
+    s.on(g).record(8, {"group_id": g, "member_id": "m1"}, {
+        "memberEpoch": 3, "previousMemberEpoch": 2, "state": 0,
+        "assignedPartitions": [{"topicId": PAYMENTS_ID, "partitions": [0]}], "partitionsPendingRevocation": []},
+        RECENT)
+    s.on(namer).commit(namer, "payments", 0, 5, RECENT, version=4, topic_id=PAYMENTS_ID)
 
     g = "classic-replaces-consumer"
     s.on(g).record(3, {"group_id": g}, {"epoch": 9}, RECENT)
@@ -439,3 +453,9 @@ def test_offsets_log_keeps_every_record_once(tables):
     markers = [r for r in tables["offsets_log"] if r["is_control"]]
     assert {(r["producer_id"], r["control_type"]) for r in markers} == {
         (1001, "COMMIT"), (1002, "ABORT"), (1003, "COMMIT"), (1007, "COMMIT"), (1005, "COMMIT"), (1006, "COMMIT")}
+
+
+def test_assignment_topic_named_by_another_partitions_commit(tables):
+    row = group_row(tables, "consumer-848-named-elsewhere")
+    assert (row["state"], [m["assignment"] for m in row["members"]]) == \
+        ("Stable", [[{"topic": "payments", "partitions": [0]}]])

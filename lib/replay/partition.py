@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 from numba import njit
 
 from lib.replay.expiry import expires_at, offset_rule
-from lib.replay.groups import ClassicGroup, GroupFold, GroupReplayError
+from lib.replay.groups import ClassicGroup, GroupFold, GroupReplayError, _topic_ids
 from schemas.tables import (CONSUMER_GROUPS, GROUP_FOLD_STATE, GROUP_OFFSETS, PENDING_TRANSACTIONAL_OFFSETS)
 
 VALUE_COLUMNS = GROUP_OFFSETS.column_names
@@ -521,7 +521,7 @@ class PartitionReplay:
         return pa.concat_tables(self.retained).take(pa.array(flat)).combine_chunks()
 
     # --- the result -------------------------------------------------------------------------------
-    def finish(self, now_ms: int, retention_ms: int) -> dict:
+    def finish(self, now_ms: int, retention_ms: int, other_topic_names: dict | None = None) -> dict:
         """Arrow tables of the partition's state, judged at now_ms: group_offsets,
         expired_offsets, pending_transactional_offsets, consumer_groups, expired_groups,
         group_fold_state; and `expiry_changes_at` (the first later `now` at which the
@@ -535,12 +535,16 @@ class PartitionReplay:
             self._fold(g)
         groups: dict[str, dict] = {}
         states: list[dict] = []
+        names = {**(other_topic_names or {}), **self.topic_names}
+        unresolved: set = set()
         for g, fold in sorted(self.folds.items(), key=lambda kv: kv[1].group_id):
             if self.gstate[g] == NO_GROUP:
                 continue
-            row = fold.result(self.topic_names)
+            row = fold.result(names)
             if row is None:
                 continue
+            if not isinstance(fold.group, ClassicGroup):
+                unresolved |= _topic_ids(fold.group) - set(fold.group.topic_names) - {None}
             groups[fold.group_id] = row
             states.append({"offsets_partition": fold.offsets_partition, "group_id": fold.group_id,
                            "log_offset": fold.log_offset, "fold_state": fold.to_state()})
@@ -564,6 +568,7 @@ class PartitionReplay:
             "expired_groups": pa.Table.from_pylist(deleted_groups, schema=schema),
             "group_fold_state": pa.Table.from_pylist(states, schema=GROUP_FOLD_STATE.arrow_schema),
             "expiry_changes_at": changes_at,
+            "unresolved_topic_ids": sorted(unresolved),
         }
 
     def _pending_table(self) -> pa.Table:
