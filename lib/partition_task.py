@@ -166,7 +166,7 @@ def replay_partition(task: dict) -> dict:
     lap("read_state")
     log_writer = _LogWriter(warehouse, p, run_id)
     quarantine = [] if task.get("quarantine") else None
-    summary = {"records": 0, "next_offset": None, "trailing_bytes": 0}
+    summary = {"records": 0, "next_offset": None, "trailing_bytes": 0, "end_position": None}
 
     def consume(batches):
         for batch in batches:
@@ -203,22 +203,52 @@ def replay_partition(task: dict) -> dict:
         files[T.QUARANTINED_RECORDS.name] = w.files
     lap("finish")
     return {"partition": p, "records": summary["records"], "next_offset": summary["next_offset"],
-            "trailing_bytes": summary["trailing_bytes"], "quarantined": len(quarantine or ()),
+            "trailing_bytes": summary["trailing_bytes"], "end_position": summary["end_position"],
+            "quarantined": len(quarantine or ()),
             "expiry_changes_at": state["expiry_changes_at"], "topic_names": engine.topic_names,
             "unresolved_topic_ids": state["unresolved_topic_ids"],
             "files": files, "seconds": clock}
 
 
 def _read_segments(task: dict, summary: dict, quarantine, consume) -> None:
+    """The segments from start_offset on. `start_position` (the byte position in the first
+    segment where the previous run stopped) lets an incremental run start there, as Kafka's
+    offset index lets a fetch start near its offset, instead of stepping over every earlier
+    batch header: the read costs what the new records cost."""
+    import struct
+
+    from lib.codec.segments import read_segment_bytes
     from lib.decode import SegmentDecoder
 
     p, start = task["partition"], task["start_offset"]
-    for path, base in task["segments"]:
-        decoder = SegmentDecoder(path, p, start_offset=start, quarantine=quarantine)
-        consume(decoder)
+    for i, (path, base) in enumerate(task["segments"]):
+        data, shift = None, 0
+        pos = task.get("start_position") if i == 0 else None
+        if pos:
+            whole = read_segment_bytes(path)
+            # the batch there must start at or after the checkpoint (else the file was rewritten)
+            if pos <= len(whole) and (pos == len(whole) or (
+                    pos + 12 <= len(whole) and struct.unpack_from(">q", whole, pos)[0] >= start)):
+                data, shift = memoryview(whole)[pos:], pos
+        decoder = SegmentDecoder(path, p, start_offset=start, quarantine=quarantine, data=data,
+                                 source_name=os.path.basename(path) if data is not None else None)
+        first_quarantined = len(quarantine) if quarantine is not None else 0
+        try:
+            consume(decoder)
+        except DecodeError as e:
+            if shift and e.position is not None:
+                e.position += shift
+            raise
+        finally:
+            if shift and quarantine is not None:
+                for row in quarantine[first_quarantined:]:
+                    row["byte_position"] += shift
+        size = shift + (len(data) if data is not None else os.path.getsize(path))
         summary["records"] += decoder.records
         summary["trailing_bytes"] += decoder.trailing_bytes
-        nxt = max(base, decoder.next_offset or 0)
+        summary["end_position"] = size - decoder.trailing_bytes
+        # started past the checkpoint's batch: nothing read there means the log ends at the checkpoint
+        nxt = max(base, decoder.next_offset or (start if shift else 0))
         summary["next_offset"] = nxt if summary["next_offset"] is None else max(summary["next_offset"], nxt)
 
 

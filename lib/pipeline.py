@@ -186,6 +186,10 @@ def _run_locked(spark: SparkSession, logs: list[PartitionLog], warehouse: str, r
             size = 0
         else:
             task["segments"] = [(s.path, s.base_offset) for s in segs]
+            row = prev.rows.get(p) if prev is not None else None
+            if (row and segs and row.get("next_byte_position") is not None and row.get("source_signature")
+                    and row["source_signature"].split(":", 1)[0] == str(segs[0].base_offset)):
+                task["start_position"] = int(row["next_byte_position"])
             size = sum(os.path.getsize(s.path) for s in segs)
         tasks.append((size, task))
     groups = _pack(tasks, spark.sparkContext.defaultParallelism)
@@ -229,7 +233,8 @@ def _run_locked(spark: SparkSession, logs: list[PartitionLog], warehouse: str, r
             "offsets_partition": p, "next_log_offset": int(ends[p]), "records_read": int(s["records"]),
             "high_watermark": pl.high_watermark, "trailing_bytes": int(s["trailing_bytes"]), "run_id": run_id,
             "finished_at": finished, "source_signature": source_signature(pl), "judged_at_ms": int(now_ms),
-            "retention_minutes": int(retention_minutes), "expiry_changes_at_ms": s["expiry_changes_at"]})
+            "retention_minutes": int(retention_minutes), "expiry_changes_at_ms": s["expiry_changes_at"],
+            "next_byte_position": s.get("end_position")})
     next_offsets = dict(prev.next_offsets) if prev is not None else {}
     next_offsets.update({r["offsets_partition"]: r["next_log_offset"] for r in checkpoint_rows})
     tag = run_tag(run_id, next_offsets)

@@ -179,6 +179,8 @@ REPLAY_CHECKPOINTS = Table(
         C("retention_minutes", "INT", "offsets.retention.minutes expiry was judged with"),
         C("expiry_changes_at_ms", "BIGINT", "the first later --now at which an offset of the partition "
           "expires (epoch ms); null if none would"),
+        C("next_byte_position", "BIGINT", "byte position in the last segment after its last complete batch: "
+          "where the next incremental run starts reading"),
     ),
     key=("offsets_partition",),
 )
