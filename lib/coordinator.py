@@ -38,9 +38,23 @@ class PartitionState:
     groups: dict[str, GroupFold] = field(default_factory=dict)
     topic_names: dict[str, str] = field(default_factory=dict)
     next_offset: int = 0
+    next_position: tuple = (None, None)    # (byte position, segment base) where the tables' run stopped
     loaded_from_tables: int = 0
     tail_records: int = 0
     load_seconds: float = 0.0
+
+
+def _read_arrow(warehouse: str, table: str, partition: int):
+    """The rows of one offsets partition of a table (delta-rs), as Arrow; None if absent."""
+    import pyarrow as pa
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+
+    try:
+        dt = DeltaTable(os.path.join(warehouse, table))
+    except TableNotFoundError:
+        return None
+    return pa.table(dt.to_pyarrow_table(filters=[("offsets_partition", "=", partition)]))
 
 
 def _read(warehouse: str, table: str, partition: int) -> list[dict]:
@@ -106,11 +120,17 @@ class GroupCoordinator:
 
     # --- the load step -----------------------------------------------------------------------
     def _load(self, partition: int) -> PartitionState:
+        from lib.replay.partition import PartitionReplay
+
         t0 = time.monotonic()
         state = PartitionState()
+        # one engine (lib.replay.partition, as the Spark tasks use) seeded from the tables, then
+        # the tail; the state kept for lookups is taken from it once at the end
+        engine = PartitionReplay(partition)
         if self.warehouse:
-            self._load_tables(partition, state)
-        self._replay_tail(partition, state)
+            self._load_tables(partition, state, engine)
+        self._replay_tail(partition, state, engine)
+        self._take_engine_state(engine, state)
         state.load_seconds = time.monotonic() - t0
         with self._lock:
             if self._states.get(partition) == LOADING:   # not emigrated meanwhile
@@ -118,31 +138,32 @@ class GroupCoordinator:
                 self._states[partition] = OWNED
         return state
 
-    def _load_tables(self, partition: int, state: PartitionState) -> None:
+    def _load_tables(self, partition: int, state: PartitionState, engine) -> None:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
         checkpoints = _read(self.warehouse, "replay_checkpoints", partition)
         if not checkpoints:
             return   # never replayed: the whole partition comes from the topic
         state.next_offset = checkpoints[0]["next_log_offset"]
+        state.next_position = (checkpoints[0].get("next_byte_position"),
+                               (checkpoints[0].get("source_signature") or "").split(":", 1)[0])
         # Kafka holds every offset still in the log: expiry is a prediction of tombstones
         # not yet written, so expired offsets are loaded too.
-        for table in ("group_offsets", "expired_offsets"):
-            for row in _read(self.warehouse, table, partition):
-                state.offsets.load_committed(row)
-                state.loaded_from_tables += 1
-        for row in _read(self.warehouse, "pending_transactional_offsets", partition):
-            state.offsets.load_pending(row["producer_id"], row)
-            state.loaded_from_tables += 1
-        for row in _read(self.warehouse, "group_fold_state", partition):
-            state.groups[row["group_id"]] = GroupFold.from_state(row["group_id"], row["fold_state"], partition,
-                                                                 row["log_offset"])
-            state.loaded_from_tables += 1
-        for row in state.offsets.offsets.values():
-            if row.get("topic_id"):
-                state.topic_names[row["topic_id"]] = row["topic"]
+        committed = [t for t in (_read_arrow(self.warehouse, name, partition)
+                                 for name in ("group_offsets", "expired_offsets")) if t is not None]
+        committed = pa.concat_tables(committed) if committed else None
+        pending = _read_arrow(self.warehouse, "pending_transactional_offsets", partition)
+        folds = _read_arrow(self.warehouse, "group_fold_state", partition)
+        engine.load(committed, pending, folds)
+        state.loaded_from_tables = sum(t.num_rows for t in (committed, pending, folds) if t is not None)
+        if committed is not None and committed.num_rows:
+            named = committed.filter(pc.is_valid(committed.column("topic_id")))
+            state.topic_names.update(zip(named.column("topic_id").to_pylist(), named.column("topic").to_pylist()))
 
-    def _replay_tail(self, partition: int, state: PartitionState) -> None:
+    def _replay_tail(self, partition: int, state: PartitionState, engine) -> None:
         if self.log_dir is not None:
-            self._replay_tail_from_files(partition, state)
+            self._replay_tail_from_files(partition, state, engine)
             return
         from lib.decode import SegmentDecoder
         from lib.live import OffsetsTopicReader
@@ -151,7 +172,6 @@ class GroupCoordinator:
         try:
             end = reader.end_offset(partition)
             offset = state.next_offset
-            engine = self._engine(partition, state)
             while offset < end:
                 chunk = reader.fetch(partition, offset)
                 decoder = SegmentDecoder(f"{self.bootstrap} __consumer_offsets-{partition}@{offset}", partition,
@@ -163,53 +183,37 @@ class GroupCoordinator:
                 state.tail_records += decoder.records
                 offset = decoder.next_offset
             state.next_offset = offset
-            self._take_engine_state(engine, state)
         finally:
             reader.close()
 
-    def _replay_tail_from_files(self, partition: int, state: PartitionState) -> None:
-        from lib.decode import SegmentDecoder
+    def _replay_tail_from_files(self, partition: int, state: PartitionState, engine) -> None:
         from lib.logdir import find_partitions
+        from lib.partition_task import _read_segments
         from lib.pipeline import segments_from
 
         (log,) = find_partitions(self.log_dir, [partition])
-        engine = self._engine(partition, state)
-        for seg in segments_from(log, state.next_offset):
-            decoder = SegmentDecoder(seg.path, partition, start_offset=state.next_offset)
-            for batch in decoder:
+        segs = segments_from(log, state.next_offset)
+        task = {"partition": partition, "start_offset": state.next_offset,
+                "segments": [(seg.path, seg.base_offset) for seg in segs]}
+        position, base = getattr(state, "next_position", (None, None))
+        if position is not None and segs and base == str(segs[0].base_offset):
+            task["start_position"] = position
+        summary = {"records": 0, "next_offset": None, "trailing_bytes": 0, "end_position": None}
+
+        def consume(batches):
+            for batch in batches:
                 engine.feed(batch)
-            state.tail_records += decoder.records
-            if decoder.next_offset is not None:
-                state.next_offset = max(state.next_offset, decoder.next_offset)
-        self._take_engine_state(engine, state)
-
-    @staticmethod
-    def _engine(partition: int, state: PartitionState):
-        """The compiled one-pass replay (lib.replay.partition), seeded with the loaded state."""
-        import pyarrow as pa
-
-        from lib.replay.partition import PartitionReplay
-        from schemas.tables import GROUP_FOLD_STATE, GROUP_OFFSETS, PENDING_TRANSACTIONAL_OFFSETS
-
-        engine = PartitionReplay(partition)
-        committed = [{c: e.get(c) for c in GROUP_OFFSETS.column_names} for e in state.offsets.offsets.values()]
-        pending = [{"producer_id": pid, **{c: e.get(c) for c in PENDING_TRANSACTIONAL_OFFSETS.column_names
-                                           if c != "producer_id"}}
-                   for pid, entries in state.offsets.pending.items() for e in entries.values()]
-        folds = [{"offsets_partition": partition, "group_id": g, "log_offset": f.log_offset or 0,
-                  "fold_state": f.to_state()} for g, f in state.groups.items() if f.group is not None]
-        engine.load(pa.Table.from_pylist(committed, schema=GROUP_OFFSETS.arrow_schema) if committed else None,
-                    pa.Table.from_pylist(pending, schema=PENDING_TRANSACTIONAL_OFFSETS.arrow_schema)
-                    if pending else None,
-                    pa.Table.from_pylist(folds, schema=GROUP_FOLD_STATE.arrow_schema) if folds else None)
-        return engine
+        _read_segments(task, summary, None, consume)
+        state.tail_records += summary["records"]
+        if summary["next_offset"] is not None:
+            state.next_offset = max(state.next_offset, summary["next_offset"])
 
     @staticmethod
     def _take_engine_state(engine, state: PartitionState) -> None:
         from lib.replay.partition import NO_GROUP
 
         # both tables: Kafka holds every offset still in the log (expiry is not applied on load)
-        out = engine.finish(0, 1)
+        out = engine.finish(0, 1, fold_states=False)
         offsets = PartitionOffsets()
         for table in ("group_offsets", "expired_offsets"):
             for row in out[table].to_pylist():

@@ -284,6 +284,13 @@ class PartitionReplay:
                 self.folds[g] = fold
                 self._sync_group(g, fold)
 
+    def load_folds(self, folds: dict[str, GroupFold]) -> None:
+        """Group folds held in memory (the coordinator's), instead of their serialised states."""
+        for group_id, fold in folds.items():
+            g = self._group_id(group_id)
+            self.folds[g] = fold
+            self._sync_group(g, fold)
+
     def _intern_values(self, t: pa.Table) -> np.ndarray:
         keys = [_key_bytes(g, tp, p) for g, tp, p in zip(t.column("group_id").to_pylist(),
                                                          t.column("topic").to_pylist(),
@@ -521,7 +528,8 @@ class PartitionReplay:
         return pa.concat_tables(self.retained).take(pa.array(flat)).combine_chunks()
 
     # --- the result -------------------------------------------------------------------------------
-    def finish(self, now_ms: int, retention_ms: int, other_topic_names: dict | None = None) -> dict:
+    def finish(self, now_ms: int, retention_ms: int, other_topic_names: dict | None = None,
+               fold_states: bool = True) -> dict:
         """Arrow tables of the partition's state, judged at now_ms: group_offsets,
         expired_offsets, pending_transactional_offsets, consumer_groups, expired_groups,
         group_fold_state; and `expiry_changes_at` (the first later `now` at which the
@@ -546,8 +554,9 @@ class PartitionReplay:
             if not isinstance(fold.group, ClassicGroup):
                 unresolved |= _topic_ids(fold.group) - set(fold.group.topic_names) - {None}
             groups[fold.group_id] = row
-            states.append({"offsets_partition": fold.offsets_partition, "group_id": fold.group_id,
-                           "log_offset": fold.log_offset, "fold_state": fold.to_state()})
+            if fold_states:
+                states.append({"offsets_partition": fold.offsets_partition, "group_id": fold.group_id,
+                               "log_offset": fold.log_offset, "fold_state": fold.to_state()})
         expired, changes_at = self._judge_offsets(offsets, groups, now_ms, retention_ms)
         exp_mask = pa.array(expired, pa.bool_())
         live_offsets = offsets.filter(pc.invert(exp_mask))
