@@ -218,6 +218,49 @@ def _grow(a: np.ndarray, n: int, fill) -> np.ndarray:
     return new
 
 
+def _string_buffers(col) -> tuple[np.ndarray, np.ndarray]:
+    """(int64 offsets, data) of a string column."""
+    arr = pa.concat_arrays(col.chunks) if isinstance(col, pa.ChunkedArray) else col
+    arr = arr.cast(pa.large_string())
+    bufs = arr.buffers()
+    offsets = np.frombuffer(bufs[1], np.int64)[arr.offset:arr.offset + len(arr) + 1]
+    data = np.frombuffer(bufs[2], np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
+    return offsets, data
+
+
+@njit(cache=True)
+def _build_keys(g_off, g_data, t_off, t_data, parts):
+    """OffsetCommitKey v1 bytes (version, group, topic, partition) of each row."""
+    n = len(parts)
+    out_off = np.empty(n + 1, np.int64)
+    total = 0
+    for i in range(n):
+        out_off[i] = total
+        total += 2 + 2 + (g_off[i + 1] - g_off[i]) + 2 + (t_off[i + 1] - t_off[i]) + 4
+    out_off[n] = total
+    data = np.empty(total, np.uint8)
+    w = 0
+    for i in range(n):
+        data[w] = 0
+        data[w + 1] = 1
+        w += 2
+        for off, buf in ((g_off, g_data), (t_off, t_data)):
+            a, b = off[i], off[i + 1]
+            ln = b - a
+            data[w] = (ln >> 8) & 0xFF
+            data[w + 1] = ln & 0xFF
+            w += 2
+            data[w:w + ln] = buf[a:b]
+            w += ln
+        p = parts[i]
+        data[w] = (p >> 24) & 0xFF
+        data[w + 1] = (p >> 16) & 0xFF
+        data[w + 2] = (p >> 8) & 0xFF
+        data[w + 3] = p & 0xFF
+        w += 4
+    return out_off, data
+
+
 def _key_bytes(group: str, topic: str, partition: int) -> bytes:
     g, t = group.encode(), topic.encode()
     return struct.pack(">h", len(g)) + g + struct.pack(">h", len(t)) + t + struct.pack(">i", partition)
@@ -292,11 +335,14 @@ class PartitionReplay:
             self._sync_group(g, fold)
 
     def _intern_values(self, t: pa.Table) -> np.ndarray:
-        keys = [_key_bytes(g, tp, p) for g, tp, p in zip(t.column("group_id").to_pylist(),
-                                                         t.column("topic").to_pylist(),
-                                                         t.column("partition").to_pylist())]
-        arr = pa.array([b"\x00\x01" + k for k in keys], pa.binary())
-        kind = np.full(len(keys), PLAIN, np.int8)
+        """Key ids of state rows (group_id, topic, partition columns): their OffsetCommitKey bytes
+        are built in one compiled pass."""
+        g = _string_buffers(t.column("group_id"))
+        tp = _string_buffers(t.column("topic"))
+        parts = t.column("partition").to_numpy().astype(np.int64)
+        offsets, data = _build_keys(g[0], g[1], tp[0], tp[1], parts)
+        arr = pa.Array.from_buffers(pa.large_binary(), len(parts), [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+        kind = np.full(len(parts), PLAIN, np.int8)
         return self._intern_rows(kind, arr)
 
     def _group_id(self, group_id: str) -> int:
@@ -660,7 +706,9 @@ def warm() -> None:
     engine = PartitionReplay(0)
     for batch in SegmentDecoder("warm", 0, data=data):
         engine.feed(batch)
-    engine.finish(0, 1)
+    out = engine.finish(0, 1)
+    again = PartitionReplay(0)           # an incremental run's start: the state loaded back
+    again.load(out["group_offsets"], out["pending_transactional_offsets"], out["group_fold_state"])
 
 
 if __name__ == "__main__":      # python -m lib.replay.partition --warm
