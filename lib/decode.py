@@ -70,15 +70,8 @@ def decode_group_metadata(data: dict) -> dict:
     for m in data.get("members") or []:
         sub_raw = base64.b64decode(m["subscription"]) if m.get("subscription") is not None else None
         asg_raw = base64.b64decode(m["assignment"]) if m.get("assignment") is not None else None
-        member = {
-            "member_id": m["memberId"], "group_instance_id": m.get("groupInstanceId"),
-            "client_id": m["clientId"], "client_host": m["clientHost"],
-            "rebalance_timeout_ms": m.get("rebalanceTimeout", -1), "session_timeout_ms": m["sessionTimeout"],
-            "subscription_version": None, "subscribed_topics": None, "owned_partitions": None,
-            "subscription_user_data": None, "generation_id": None, "rack_id": None,
-            "assignment_version": None, "assignment": None, "assignment_user_data": None,
-            "subscription_bytes": sub_raw, "assignment_bytes": asg_raw,
-        }
+        member = member_row(m["memberId"], m.get("groupInstanceId"), m["clientId"], m["clientHost"],
+                            m.get("rebalanceTimeout", -1), m["sessionTimeout"], sub_raw, asg_raw)
         if is_consumer:
             _decode_consumer_member(member, sub_raw, asg_raw)
         members.append(member)
@@ -88,6 +81,19 @@ def decode_group_metadata(data: dict) -> dict:
         # nested timestamps go straight into an Arrow timestamp[us] column
         "current_state_timestamp": _us(data.get("currentStateTimestamp", -1)),
         "members": members,
+    }
+
+
+def member_row(member_id, instance_id, client_id, client_host, rebalance_timeout, session_timeout, sub_raw,
+               asg_raw) -> dict:
+    """A classic member of the group_metadata struct, its consumer-protocol fields not yet read."""
+    return {
+        "member_id": member_id, "group_instance_id": instance_id, "client_id": client_id,
+        "client_host": client_host, "rebalance_timeout_ms": rebalance_timeout, "session_timeout_ms": session_timeout,
+        "subscription_version": None, "subscribed_topics": None, "owned_partitions": None,
+        "subscription_user_data": None, "generation_id": None, "rack_id": None,
+        "assignment_version": None, "assignment": None, "assignment_user_data": None,
+        "subscription_bytes": sub_raw, "assignment_bytes": asg_raw,
     }
 
 

@@ -19,25 +19,12 @@ class _Odd(Exception):
     pass
 
 
-def _str(buf, p: int, end: int, nullable: bool) -> tuple[str | None, int]:
-    if p + 2 > end:
+def _sized(buf, p: int, end: int, nullable: bool, length: struct.Struct) -> tuple[bytes | None, int]:
+    """Bytes after a big-endian length (int16 for strings, int32 for bytes); -1 is null."""
+    if p + length.size > end:
         raise _Odd
-    n = _H.unpack_from(buf, p)[0]
-    p += 2
-    if n < 0:
-        if not nullable:
-            raise _Odd
-        return None, p
-    if p + n > end:
-        raise _Odd
-    return bytes(buf[p:p + n]).decode("utf-8"), p + n
-
-
-def _bytes(buf, p: int, end: int, nullable: bool) -> tuple[bytes | None, int]:
-    if p + 4 > end:
-        raise _Odd
-    n = _I.unpack_from(buf, p)[0]
-    p += 4
+    n = length.unpack_from(buf, p)[0]
+    p += length.size
     if n < 0:
         if not nullable:
             raise _Odd
@@ -45,6 +32,15 @@ def _bytes(buf, p: int, end: int, nullable: bool) -> tuple[bytes | None, int]:
     if p + n > end:
         raise _Odd
     return bytes(buf[p:p + n]), p + n
+
+
+def _str(buf, p: int, end: int, nullable: bool) -> tuple[str | None, int]:
+    raw, p = _sized(buf, p, end, nullable, _H)
+    return (None if raw is None else raw.decode("utf-8")), p
+
+
+def _bytes(buf, p: int, end: int, nullable: bool) -> tuple[bytes | None, int]:
+    return _sized(buf, p, end, nullable, _I)
 
 
 def _i32(buf, p: int, end: int) -> tuple[int, int]:
@@ -84,6 +80,8 @@ def group_metadata(value) -> dict | None:
 
 
 def _group_metadata(buf) -> dict | None:
+    from lib.decode import member_row
+
     end = len(buf)
     if end < 2:
         return None
@@ -117,14 +115,7 @@ def _group_metadata(buf) -> dict | None:
         session, p = _i32(buf, p, end)
         sub_raw, p = _bytes(buf, p, end, False)
         asg_raw, p = _bytes(buf, p, end, False)
-        member = {
-            "member_id": member_id, "group_instance_id": instance_id, "client_id": client_id,
-            "client_host": client_host, "rebalance_timeout_ms": rebalance, "session_timeout_ms": session,
-            "subscription_version": None, "subscribed_topics": None, "owned_partitions": None,
-            "subscription_user_data": None, "generation_id": None, "rack_id": None,
-            "assignment_version": None, "assignment": None, "assignment_user_data": None,
-            "subscription_bytes": sub_raw, "assignment_bytes": asg_raw,
-        }
+        member = member_row(member_id, instance_id, client_id, client_host, rebalance, session, sub_raw, asg_raw)
         if consumer:
             consumer_member(member, sub_raw, asg_raw)
         members.append(member)
