@@ -190,7 +190,7 @@ def _run_locked(spark: SparkSession, logs: list[PartitionLog], warehouse: str, r
             if (row and segs and row.get("next_byte_position") is not None and row.get("source_signature")
                     and row["source_signature"].split(":", 1)[0] == str(segs[0].base_offset)):
                 task["start_position"] = int(row["next_byte_position"])
-            size = sum(os.path.getsize(s.path) for s in segs)
+            size = sum(os.path.getsize(s.path) for s in segs) - task.get("start_position", 0)
         tasks.append((size, task))
     groups = _pack(tasks, spark.sparkContext.defaultParallelism)
     tasks = [t for g in groups for t in g]
