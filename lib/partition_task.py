@@ -210,12 +210,32 @@ def replay_partition(task: dict) -> dict:
             "files": files, "seconds": clock}
 
 
+def _batch_starts_at(data, pos: int, start_offset: int) -> bool:
+    """Whether the batch that starts at byte `pos` is whole, valid and the next after the
+    checkpoint (its base offset is `start_offset`: a leader appends at the log end offset), or
+    `pos` is the end. The log cleaner may have rewritten the segment since the position was
+    taken, and then the position means nothing (the caller reads from the start): batches of
+    equal size make a valid batch at the old position likely, so its offset must match too."""
+    import struct
+
+    import crc32c
+
+    if pos == len(data):
+        return True
+    if pos > len(data) or pos + 61 > len(data):
+        return False
+    base, size = struct.unpack_from(">qi", data, pos)
+    if base != start_offset or size < 49 or pos + 12 + size > len(data) or data[pos + 16] != 2:
+        return False
+    (crc,) = struct.unpack_from(">I", data, pos + 17)
+    return crc32c.crc32c(data[pos + 21:pos + 12 + size]) == crc
+
+
 def _read_segments(task: dict, summary: dict, quarantine, consume) -> None:
     """The segments from start_offset on. `start_position` (the byte position in the first
     segment where the previous run stopped) lets an incremental run start there, as Kafka's
     offset index lets a fetch start near its offset, instead of stepping over every earlier
     batch header: the read costs what the new records cost."""
-    import struct
 
     from lib.codec.segments import read_segment_bytes
     from lib.decode import SegmentDecoder
@@ -226,9 +246,7 @@ def _read_segments(task: dict, summary: dict, quarantine, consume) -> None:
         pos = task.get("start_position") if i == 0 else None
         if pos:
             whole = read_segment_bytes(path)
-            # the batch there must start at or after the checkpoint (else the file was rewritten)
-            if pos <= len(whole) and (pos == len(whole) or (
-                    pos + 12 <= len(whole) and struct.unpack_from(">q", whole, pos)[0] >= start)):
+            if _batch_starts_at(whole, pos, start):
                 data, shift = memoryview(whole)[pos:], pos
         decoder = SegmentDecoder(path, p, start_offset=start, quarantine=quarantine, data=data,
                                  source_name=os.path.basename(path) if data is not None else None)

@@ -134,3 +134,43 @@ def test_a_run_with_nothing_new_changes_no_row(spark, replay_logdir, tmp_path):
     result = replay_logdir(tmp_path / "log", tmp_path / "wh", NOW)           # nothing new
     assert (result.records, result.skipped_partitions) == (0, 1)
     assert versions() == after
+
+
+def test_a_segment_rewritten_by_the_cleaner_is_read_from_its_start(spark, replay_logdir, tmp_path):
+    """An incremental run starts at the byte position where the last one stopped; when the log
+    cleaner has rewritten that segment meanwhile, the position means nothing and the segment is
+    read from its start (stepping over what the checkpoint already covers)."""
+    b = PartitionLogBuilder(0)
+    for v in range(1, 7):
+        b.commit("g", "t", 0, v, T)                      # offsets 0..5, one batch each
+    b.write(str(tmp_path / "log"))
+    replay_logdir(tmp_path / "log", tmp_path / "wh", NOW)
+    old_size = (tmp_path / "log" / "__consumer_offsets-0" / "00000000000000000000.log").stat().st_size
+    cleaned = PartitionLogBuilder(0)
+    cleaned.next_offset = 5                              # the cleaner kept offset 5 only, same file
+    cleaned.commit("g", "t", 0, 6, T)
+    for v in range(7, 17):
+        cleaned.commit("g", "t", 1, v, T)                # offsets 6..15, appended since
+    cleaned.write(str(tmp_path / "log"))
+    assert (tmp_path / "log" / "__consumer_offsets-0" / "00000000000000000000.log").stat().st_size > old_size
+    result = replay_logdir(tmp_path / "log", tmp_path / "wh", NOW)
+    assert result.records == 10
+    assert {(r["partition"], r["committed_offset"], r["log_offset"])
+            for r in rows(spark, str(tmp_path / "wh"), "group_offsets")} == {(0, 6, 5), (1, 16, 15)}
+
+
+def test_an_incremental_run_starts_where_the_last_one_stopped(spark, replay_logdir, tmp_path):
+    """Bytes already replayed are not read again (the damage below would stop any reader)."""
+    import struct
+
+    b = PartitionLogBuilder(0).commit("g", "t", 0, 1, T).commit("g", "t", 0, 2, T)
+    b.write(str(tmp_path / "log"))
+    replay_logdir(tmp_path / "log", tmp_path / "wh", NOW)
+    b.commit("g", "t", 0, 3, T)
+    segment = b.write(str(tmp_path / "log")) + "/00000000000000000000.log"
+    data = bytearray(open(segment, "rb").read())
+    data[8:12] = struct.pack(">i", 5)                    # the first batch's length, now impossible
+    open(segment, "wb").write(bytes(data))
+    result = replay_logdir(tmp_path / "log", tmp_path / "wh", NOW)
+    assert result.records == 1
+    assert [r["committed_offset"] for r in rows(spark, str(tmp_path / "wh"), "group_offsets")] == [3]
