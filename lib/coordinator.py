@@ -17,13 +17,6 @@ from lib.replay.groups import GroupFold
 from lib.replay.offsets import PartitionOffsets
 
 LOADING, OWNED = "loading", "owned"
-# the offsets_log columns the replay reads (converting only these to Python is ~3x faster)
-REPLAY_COLUMNS = ["offsets_partition", "log_offset", "producer_id", "is_control", "control_type", "record_type",
-                  "is_tombstone", "decode_status", "group_id", "member_id", "topic", "partition", "committed_offset",
-                  "leader_epoch", "metadata", "commit_timestamp", "expire_timestamp", "topic_id", "group_metadata",
-                  "value_json", "raw_key"]
-
-
 class NotCoordinatorError(Exception):
     """This coordinator does not own the group's partition."""
 
@@ -188,7 +181,7 @@ class GroupCoordinator:
 
     def _replay_tail_from_files(self, partition: int, state: PartitionState, engine) -> None:
         from lib.logdir import find_partitions
-        from lib.partition_task import _read_segments
+        from lib.partition_task import read_segments
         from lib.pipeline import segments_from
 
         (log,) = find_partitions(self.log_dir, [partition])
@@ -203,7 +196,7 @@ class GroupCoordinator:
         def consume(batches):
             for batch in batches:
                 engine.feed(batch)
-        _read_segments(task, summary, None, consume)
+        read_segments(task, summary, None, consume)
         state.tail_records += summary["records"]
         if summary["next_offset"] is not None:
             state.next_offset = max(state.next_offset, summary["next_offset"])
@@ -224,20 +217,6 @@ class GroupCoordinator:
         state.groups = {f.group_id: f for g, f in engine.folds.items() if engine.gstate[g] != NO_GROUP
                         and f.group is not None}
         state.topic_names.update(engine.topic_names)
-
-    @staticmethod
-    def _apply(state: PartitionState, row: dict) -> None:
-        state.offsets.apply(row)
-        if row["is_control"] or row["decode_status"] != "ok" or row["group_id"] is None:
-            return
-        if row.get("topic_id"):
-            state.topic_names[row["topic_id"]] = row["topic"]
-        fold = state.groups.get(row["group_id"])
-        if fold is None:
-            fold = state.groups[row["group_id"]] = GroupFold(row["group_id"])
-        fold.apply(row)
-        if fold.group is None:
-            del state.groups[row["group_id"]]
 
     # --- lookups -------------------------------------------------------------------------------
     def _owned_state(self, group_id: str) -> PartitionState:

@@ -180,7 +180,7 @@ def replay_partition(task: dict) -> dict:
         if task.get("bootstrap"):
             _fetch(task, summary, quarantine, consume)
         else:
-            _read_segments(task, summary, quarantine, consume)
+            read_segments(task, summary, quarantine, consume)
         log_writer.close()
         state = engine.finish(task["now_ms"], task["retention_ms"], task.get("topic_names"))
     except DecodeError as e:
@@ -231,7 +231,7 @@ def _batch_starts_at(data, pos: int, start_offset: int) -> bool:
     return crc32c.crc32c(data[pos + 21:pos + 12 + size]) == crc
 
 
-def _read_segments(task: dict, summary: dict, quarantine, consume) -> None:
+def read_segments(task: dict, summary: dict, quarantine, consume) -> None:
     """The segments from start_offset on. `start_position` (the byte position in the first
     segment where the previous run stopped) lets an incremental run start there, as Kafka's
     offset index lets a fetch start near its offset, instead of stepping over every earlier

@@ -141,13 +141,19 @@ def consumer_member(member: dict, sub_raw, asg_raw) -> None:
             _decode_consumer_member(member, None, asg_raw)
 
 
-def _subscription(member: dict, buf) -> None:
-    end = len(buf)
-    if end < 2:
+def _version(buf) -> int:
+    """The leading int16 version of consumer-protocol bytes (odd when absent or negative)."""
+    if len(buf) < 2:
         raise _Odd
     version = _H.unpack_from(buf, 0)[0]
     if version < 0:
         raise _Odd
+    return version
+
+
+def _subscription(member: dict, buf) -> None:
+    end = len(buf)
+    version = _version(buf)
     v = min(version, 3)
     p = 2
     n, p = _count(buf, p, end)
@@ -173,11 +179,7 @@ def _subscription(member: dict, buf) -> None:
 
 def _assignment(member: dict, buf) -> None:
     end = len(buf)
-    if end < 2:
-        raise _Odd
-    version = _H.unpack_from(buf, 0)[0]
-    if version < 0:
-        raise _Odd
+    version = _version(buf)
     p = 2
     assigned, p = _topic_partitions(buf, p, end)
     user_data, p = _bytes(buf, p, end, True)

@@ -124,7 +124,7 @@ class _Interner:
         return self.pool[o:o + self.plen[k]].tobytes()
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _intern_one(slots, hashes, pool, poff, plen, count, used, buf, a, n):
     h = _fnv(buf, a, n)
     s, k = _lookup(slots, hashes, pool, poff, plen, buf, a, n, h)
@@ -151,29 +151,12 @@ def _intern_keys(kind, raw_off, raw, k_slots, k_hash, k_pool, k_poff, k_plen, k_
             continue
         a = raw_off[r] + 2
         n = raw_off[r + 1] - a
-        h = _fnv(raw, a, n)
-        s, k = _lookup(k_slots, k_hash, k_pool, k_poff, k_plen, raw, a, n, h)
-        if k < 0:
-            k = k_count
-            k_slots[s] = k
-            k_hash[k] = h
-            k_poff[k] = k_used
-            k_plen[k] = n
-            k_pool[k_used:k_used + n] = raw[a:a + n]
-            k_count += 1
-            k_used += n
+        before = k_count
+        k, k_count, k_used = _intern_one(k_slots, k_hash, k_pool, k_poff, k_plen, k_count, k_used, raw, a, n)
+        if k_count != before:          # a new key: intern its group too
             glen = (np.int64(raw[a]) << 8) | np.int64(raw[a + 1])
-            gh = _fnv(raw, a + 2, glen)
-            gs, g = _lookup(g_slots, g_hash, g_pool, g_poff, g_plen, raw, a + 2, glen, gh)
-            if g < 0:
-                g = g_count
-                g_slots[gs] = g
-                g_hash[g] = gh
-                g_poff[g] = g_used
-                g_plen[g] = glen
-                g_pool[g_used:g_used + glen] = raw[a + 2:a + 2 + glen]
-                g_count += 1
-                g_used += glen
+            g, g_count, g_used = _intern_one(g_slots, g_hash, g_pool, g_poff, g_plen, g_count, g_used,
+                                             raw, a + 2, glen)
             k_group[k] = g
         row_key[r] = k
     return k_count, k_used, g_count, g_used
