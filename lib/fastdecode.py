@@ -33,6 +33,7 @@ from numba import njit
 
 from lib.codec.compression import CODEC_NAMES, decompress
 from lib.codec.errors import DecodeError
+from lib.numba_bytes import copy_bytes
 from schemas.records import CONTROL_TYPES, RECORD_TYPES
 
 FAST, COMP, SLOW, SKIP, TAIL = 0, 1, 2, 3, 4
@@ -575,30 +576,78 @@ def _records(seg, extra, kind, src, estart, estop, ecount, ebase, elast, ebase_t
 # --- pass 3: Arrow buffers -------------------------------------------------------------------------
 
 @njit(cache=True, nogil=True)
-def _gather(seg, extra, offs, lens):
-    """Arrow offsets (int32 when they fit, else int64) and data of the (offset, length) pairs;
-    length < 0 is null (no bytes). Offsets past the segment are in `extra`."""
+def _gather(seg, extra, offs, lens, keep):
+    """Arrow buffers of the (offset, length) pairs: int64 offsets, data, validity bitmap and
+    null count. A row is null where its length is < 0 or `keep` is False. Offsets past the
+    segment are in `extra`."""
     seglen = len(seg)
     n = len(offs)
     out_off = np.empty(n + 1, np.int64)
+    bitmap = np.zeros((n + 7) >> 3, np.uint8)
     total = 0
+    nulls = 0
     for i in range(n):
         out_off[i] = total
-        if lens[i] > 0:
-            total += lens[i]
+        ln = lens[i]
+        if ln >= 0 and keep[i]:
+            bitmap[i >> 3] |= np.uint8(1 << (i & 7))
+            total += ln
+        else:
+            nulls += 1
     out_off[n] = total
     data = np.empty(total, np.uint8)
-    w = 0
     for i in range(n):
-        ln = lens[i]
+        ln = out_off[i + 1] - out_off[i]
         if ln > 0:
             o = offs[i]
             if o < seglen:
-                data[w:w + ln] = seg[o:o + ln]
+                copy_bytes(data, out_off[i], seg, o, ln)
             else:
-                data[w:w + ln] = extra[o - seglen:o - seglen + ln]
-            w += ln
-    return out_off, data
+                copy_bytes(data, out_off[i], extra, o - seglen, ln)
+    return out_off, data, bitmap, nulls
+
+
+@njit(cache=True, nogil=True)
+def _label_gather(codes, keep, name_off, name_data):
+    """Arrow buffers of the strings name[codes[i]] (null where `keep` is False)."""
+    n = len(codes)
+    out_off = np.empty(n + 1, np.int64)
+    bitmap = np.zeros((n + 7) >> 3, np.uint8)
+    total = 0
+    nulls = 0
+    for i in range(n):
+        out_off[i] = total
+        if keep[i]:
+            bitmap[i >> 3] |= np.uint8(1 << (i & 7))
+            c = codes[i]
+            total += name_off[c + 1] - name_off[c]
+        else:
+            nulls += 1
+    out_off[n] = total
+    data = np.empty(total, np.uint8)
+    for i in range(n):
+        ln = out_off[i + 1] - out_off[i]
+        if ln > 0:
+            copy_bytes(data, out_off[i], name_data, name_off[codes[i]], ln)
+    return out_off, data, bitmap, nulls
+
+
+@njit(cache=True, nogil=True)
+def _timestamps(values, keep, cap, scale):
+    """lib.decode's rule for a timestamp column (_ms): null where negative (or not `keep`),
+    capped at `cap` ms, then times `scale` (1000 for microseconds). Values and validity bitmap."""
+    n = len(values)
+    out = np.zeros(n, np.int64)
+    bitmap = np.zeros((n + 7) >> 3, np.uint8)
+    nulls = 0
+    for i in range(n):
+        v = values[i]
+        if keep[i] and v >= 0:
+            out[i] = (v if v < cap else cap) * scale
+            bitmap[i >> 3] |= np.uint8(1 << (i & 7))
+        else:
+            nulls += 1
+    return out, bitmap, nulls
 
 
 _B64 = np.frombuffer(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_", dtype=np.uint8)
@@ -648,48 +697,111 @@ def _validity(valid: np.ndarray):
     return pa.py_buffer(np.packbits(valid, bitorder="little")), int(len(valid) - valid.sum())
 
 
-def _varwidth(typ, seg, extra, offs, lens, valid=None, uuid=False):
-    n = len(offs)
-    if uuid:
-        out_off, data = _uuid_gather(seg, extra, offs, _B64)
-    else:
-        out_off, data = _gather(seg, extra, offs, lens)
-    if valid is None:
-        valid = lens >= 0
+def _strings(typ, n, out_off, data, bitmap, nulls):
     if out_off[-1] > 2**31 - 1:      # what pa.array(list) would do with it
-        objs = [None if not v else bytes(data[a:b]) for v, a, b in zip(valid, out_off[:-1], out_off[1:])]
+        objs = [None if not bitmap[i >> 3] & (1 << (i & 7)) else bytes(data[out_off[i]:out_off[i + 1]])
+                for i in range(n)]
         if typ == pa.string():
             objs = [None if o is None else o.decode("utf-8") for o in objs]
         return pa.array(objs, typ)
-    bitmap, nulls = _validity(valid)
-    return pa.Array.from_buffers(typ, n, [bitmap, pa.py_buffer(out_off.astype(np.int32)), pa.py_buffer(data)],
+    return pa.Array.from_buffers(typ, n, [pa.py_buffer(bitmap) if nulls else None,
+                                          pa.py_buffer(out_off.astype(np.int32)), pa.py_buffer(data)],
                                  null_count=nulls)
 
 
+def _varwidth(typ, seg, extra, offs, lens, keep):
+    """The (offset, length) pairs as a binary/string column; null where length < 0 or not keep."""
+    return _strings(typ, len(offs), *_gather(seg, extra, offs, lens, keep))
+
+
+def _uuids(seg, extra, offs):
+    out_off, data = _uuid_gather(seg, extra, offs, _B64)
+    valid = offs >= 0
+    bitmap, nulls = _validity(valid)
+    return pa.Array.from_buffers(pa.string(), len(offs), [bitmap, pa.py_buffer(out_off.astype(np.int32)),
+                                                          pa.py_buffer(data)], null_count=nulls)
+
+
+_NUMPY_TYPES = {pa.int8(): np.int8, pa.int16(): np.int16, pa.int32(): np.int32, pa.int64(): np.int64}
+
+
 def _num(values: np.ndarray, typ, valid=None):
-    dtype = np.int64 if pa.types.is_timestamp(typ) else typ.to_pandas_dtype()
+    # (not typ.to_pandas_dtype(): it imports pandas, a fifth of a second in every new worker)
+    dtype = np.int64 if pa.types.is_timestamp(typ) else _NUMPY_TYPES[typ]
     values = values.astype(dtype, copy=False)
     if valid is None or valid.all():
         return pa.array(values, typ)
     return pa.array(values, typ, mask=~valid)
 
 
-def _ts(values: np.ndarray, valid: np.ndarray, field_type):
+def _ts(values: np.ndarray, keep: np.ndarray, field_type):
     """ms since the epoch as the column's timestamp type, by lib.decode's rule (_ms): null
     when negative, and capped at the last instant a Spark TIMESTAMP holds."""
     from lib.decode import MAX_TIMESTAMP_MS
 
-    valid = valid & (values >= 0)
-    ms = np.minimum(np.where(valid, values, 0), MAX_TIMESTAMP_MS)
-    if field_type == pa.timestamp("us", tz="UTC"):
-        return _num(ms * 1000, field_type, valid)
-    return _num(ms, pa.int64(), valid).cast(pa.timestamp("ms", tz="UTC")).cast(field_type)
+    micros = field_type == pa.timestamp("us", tz="UTC")
+    out, bitmap, nulls = _timestamps(values, keep, MAX_TIMESTAMP_MS, 1000 if micros else 1)
+    arr = pa.Array.from_buffers(field_type if micros else pa.timestamp("ms", tz="UTC"), len(values),
+                                [pa.py_buffer(bitmap) if nulls else None, pa.py_buffer(out)], null_count=nulls)
+    return arr if micros else arr.cast(field_type)
 
 
-def _labels(codes: np.ndarray, names: list, valid=None):
-    """Strings by index into `names` (null where not valid)."""
-    idx = pa.array(codes.astype(np.int32), pa.int32(), mask=None if valid is None or valid.all() else ~valid)
-    return pa.array(names, pa.string()).take(idx)
+@functools.lru_cache(maxsize=256)
+def _name_table(names: tuple) -> tuple[np.ndarray, np.ndarray]:
+    encoded = [n.encode("utf-8") for n in names]
+    offsets = np.zeros(len(encoded) + 1, np.int64)
+    np.cumsum([len(e) for e in encoded], out=offsets[1:])
+    return offsets, np.frombuffer(b"".join(encoded) or b"\0", np.uint8).copy()
+
+
+def _labels(codes: np.ndarray, names: list, keep=None):
+    """Strings by index into `names` (null where not keep)."""
+    if keep is None:
+        keep = np.ones(len(codes), bool)
+    name_off, name_data = _name_table(tuple(names))
+    return _strings(pa.string(), len(codes), *_label_gather(codes.astype(np.int64, copy=False), keep, name_off,
+                                                            name_data))
+
+
+def _constant(n: int, value: str) -> pa.Array:
+    """A string column holding `value` in every row."""
+    raw = value.encode("utf-8")
+    if n * len(raw) > 2**31 - 1:
+        return _labels(np.zeros(n, np.int64), [value])
+    offsets = np.arange(n + 1, dtype=np.int32) * np.int32(len(raw))
+    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(raw * n)])
+
+
+def _spread(values: pa.StructArray, rows: np.ndarray, n: int) -> pa.StructArray:
+    """A struct column of n rows holding values[i] at rows[i] and null elsewhere. Equal to
+    values.take(...), which copies every nested level; here only the top level is rebuilt (its
+    list children keep their values, with new offsets)."""
+    where = np.full(n, -1, np.int64)
+    where[rows] = np.arange(len(rows))
+    present = where >= 0
+    missing = pa.array(~present)
+    index = pa.array(where, mask=~present)
+    children = []
+    for i, field in enumerate(values.type):
+        child = values.field(i)
+        if pa.types.is_list(field.type):
+            offsets = child.offsets.to_numpy()
+            lengths = np.zeros(n, np.int32)
+            lengths[rows] = np.diff(offsets)
+            spread = np.zeros(n + 1, np.int32)
+            np.cumsum(lengths, out=spread[1:])
+            spread += offsets[0]
+            children.append(pa.ListArray.from_arrays(pa.array(spread), child.values, type=field.type,
+                                                     mask=pa.array(~present) if child.null_count == 0 else
+                                                     pa.array(~present | _nulls_at(child, where))))
+        else:
+            children.append(child.take(index))
+    return pa.StructArray.from_arrays(children, fields=list(values.type), mask=missing)
+
+
+def _nulls_at(child: pa.Array, where: np.ndarray) -> np.ndarray:
+    nulls = child.is_null().to_numpy(zero_copy_only=False)
+    return np.where(where >= 0, nulls[np.maximum(where, 0)], False)
 
 
 class _Rows:
@@ -731,9 +843,10 @@ class _Rows:
         cols["is_transactional"] = pa.array((attr & 0x10) != 0, pa.bool_())
         cols["is_control"] = pa.array(control, pa.bool_())
         cols["is_tombstone"] = pa.array(tomb, pa.bool_())
-        cols["segment_file"] = _labels(np.zeros(n, np.int32), [name])
-        cols["raw_key"] = _varwidth(pa.binary(), seg, extra, self.key_off[s], self.key_len[s])
-        cols["raw_value"] = _varwidth(pa.binary(), seg, extra, self.val_off[s], self.val_len[s])
+        cols["segment_file"] = _constant(n, name)
+        every = np.ones(n, bool)
+        cols["raw_key"] = _varwidth(pa.binary(), seg, extra, self.key_off[s], self.key_len[s], every)
+        cols["raw_value"] = _varwidth(pa.binary(), seg, extra, self.val_off[s], self.val_len[s], every)
         if control.any():
             uniq = np.unique(rtype[control])
             inv = np.searchsorted(uniq, np.where(control, rtype, uniq[0]))
@@ -748,28 +861,25 @@ class _Rows:
         cols["record_type_name"] = _labels(np.where(data, rtype, 0), _OC_NAMES, data)
         cols["key_version"] = _num(self.kver[s], pa.int16())
         cols["value_version"] = _num(vver, pa.int16(), vver >= 0)
-        cols["decode_status"] = _labels(np.zeros(n, np.int32), ["ok"])
-        glen = np.where(data, self.group_len[s], -1)
-        cols["group_id"] = _varwidth(pa.string(), seg, extra, self.group_off[s], glen)
+        cols["decode_status"] = _constant(n, "ok")
+        cols["group_id"] = _varwidth(pa.string(), seg, extra, self.group_off[s], self.group_len[s], data)
         cols["member_id"] = pa.nulls(n, pa.string())
-        cols["topic"] = _varwidth(pa.string(), seg, extra, self.topic_off[s], np.where(commit, self.topic_len[s], -1))
+        cols["topic"] = _varwidth(pa.string(), seg, extra, self.topic_off[s], self.topic_len[s], commit)
         cols["partition"] = _num(self.part[s], pa.int32(), commit)
         cols["committed_offset"] = _num(self.committed[s], pa.int64(), oc)
         lepoch = self.lepoch[s]
         cols["leader_epoch"] = _num(lepoch, pa.int32(), oc & (lepoch != -1))
-        cols["metadata"] = _varwidth(pa.string(), seg, extra, self.meta_off[s], np.where(oc, self.meta_len[s], -1))
-        cols["log_timestamp"] = _ts(self.ts[s], np.ones(n, bool), schema.field("log_timestamp").type)
+        cols["metadata"] = _varwidth(pa.string(), seg, extra, self.meta_off[s], self.meta_len[s], oc)
+        cols["log_timestamp"] = _ts(self.ts[s], every, schema.field("log_timestamp").type)
         cols["commit_timestamp"] = _ts(self.cts[s], oc, schema.field("commit_timestamp").type)
         cols["expire_timestamp"] = _ts(self.ets[s], oc, schema.field("expire_timestamp").type)
         tid = np.where(oc, self.tid[s], -1)
-        cols["topic_id"] = _varwidth(pa.string(), seg, extra, tid, None, valid=tid >= 0, uuid=True)
+        cols["topic_id"] = _uuids(seg, extra, tid)
         gm_type = schema.field("group_metadata").type
         gm_rows = np.flatnonzero(data & (rtype == 2) & ~tomb)
         if len(gm_rows):
             values = pa.array([self.group_metadata[r0 + int(i)] for i in gm_rows], gm_type)
-            where = np.full(n, -1, np.int64)
-            where[gm_rows] = np.arange(len(gm_rows))
-            cols["group_metadata"] = values.take(pa.array(where, mask=where < 0))
+            cols["group_metadata"] = _spread(values, gm_rows, n)
         else:
             cols["group_metadata"] = pa.nulls(n, gm_type)
         cols["value_json"] = pa.nulls(n, pa.string())
@@ -971,7 +1081,9 @@ def iter_fast(dec):
     while True:
         rows = _records(seg, extra, kind, src, start, stop, count, base, last, base_ts, max_ts, attr,
                         int(dec.start_offset), capacity)
+        clock.lap("records")
         group_metadata, odd = _group_values(seg, extra, rows)
+        clock.lap("group_values")
         if not odd:
             break
         kind[np.array(sorted(odd))] = SLOW      # the Python decoder reads those batches (and their errors)

@@ -28,12 +28,13 @@ STATE_TABLES = (T.GROUP_OFFSETS, T.EXPIRED_OFFSETS, T.PENDING_TRANSACTIONAL_OFFS
 # columns whose min/max go into the add action's stats (data skipping on the log's position)
 STATS_COLUMNS = ("log_offset", "batch_base_offset")
 # Parquet settings measured on offsets_log (about 2x faster to write than pyarrow's defaults,
-# and smaller): dictionaries only where values repeat, statistics only where readers filter.
+# and smaller): dictionaries only where values repeat; statistics only on the columns that grow
+# with the log (a row group of a busy partition spans every group, topic and partition, so
+# their min/max would prune nothing).
 DICTIONARY_COLUMNS = ("compression", "segment_file", "decode_status", "record_type_name", "control_type",
                       "group_id", "topic", "metadata", "topic_id", "raw_key", "group_type", "state", "protocol",
                       "protocol_type", "run_id", "level", "error_kind")
-STATISTICS_COLUMNS = ("log_offset", "batch_base_offset", "log_timestamp", "record_type", "group_id", "topic",
-                      "commit_timestamp", "partition", "producer_id")
+STATISTICS_COLUMNS = ("log_offset", "batch_base_offset", "log_timestamp", "commit_timestamp")
 
 
 def partition_dir(warehouse: str, table: T.Table, partition: int) -> str:
@@ -114,7 +115,8 @@ class _LogWriter:
             self.plain.write(batch)
             return
         has = pa.compute.is_valid(nested)
-        self.plain.write(batch.filter(pa.compute.invert(has)))
+        # the nested column is left out before filtering: copying it costs more than the rest
+        self.plain.write(batch.drop_columns([self.NESTED]).filter(pa.compute.invert(has)))
         self.groups.write(batch.filter(has))
 
     def close(self) -> None:
@@ -144,6 +146,7 @@ def replay_partition(task: dict) -> dict:
     from lib.replay.groups import GroupReplayError
     from lib.replay.partition import PartitionReplay
 
+    started = time.time()
     p = task["partition"]
     warehouse, run_id = task["warehouse"], task["run_id"]
     clock = {"read_state": 0.0, "decode": 0.0, "replay": 0.0, "write_log": 0.0, "finish": 0.0}
@@ -207,7 +210,7 @@ def replay_partition(task: dict) -> dict:
             "quarantined": len(quarantine or ()),
             "expiry_changes_at": state["expiry_changes_at"], "topic_names": engine.topic_names,
             "unresolved_topic_ids": state["unresolved_topic_ids"],
-            "files": files, "seconds": clock}
+            "files": files, "seconds": clock, "span": (started, time.time(), os.getpid())}
 
 
 def _batch_starts_at(data, pos: int, start_offset: int) -> bool:

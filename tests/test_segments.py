@@ -471,3 +471,26 @@ def test_lz4_linked_blocks_are_refused_as_kafka_does():
     assert not linked[4] & 0x20
     with pytest.raises(CorruptBatchError, match="cannot decompress lz4 data: dependent block stream is unsupported"):
         read_all(batch(500, linked, 3, attrs=3, last_delta=3, base_ts=T, max_ts=T + 2000))
+
+
+# Kafka's readers (GZIPInputStream, ZstdInputStream) read on across concatenated gzip members and
+# zstd frames; the quick single-frame readers hand such input back to cramjam's path.
+_RAW = b"".join(rec(*r) for r in RECS)
+_HALF = len(_RAW) // 2
+
+
+@pytest.mark.parametrize("payload", [
+    gzip.compress(_RAW[:_HALF]) + gzip.compress(_RAW[_HALF:]),
+    bytes(cramjam.zstd.compress(_RAW[:_HALF])) + bytes(cramjam.zstd.compress(_RAW[_HALF:])),
+], ids=["gzip-two-members", "zstd-two-frames"])
+def test_concatenated_frames_read_as_one_stream(payload):
+    codec = 1 if payload[:2] == b"\x1f\x8b" else 4
+    (b,), _ = read_all(batch(500, payload, 3, attrs=codec, last_delta=3, base_ts=T, max_ts=T + 2000))
+    assert b.records == EXPECTED
+
+
+@pytest.mark.parametrize("codec", [1, 3, 4], ids=["gzip", "lz4", "zstd"])
+def test_truncated_frame_raises(codec):
+    payload = COMPRESS[codec](_RAW)[:-3]
+    with pytest.raises(CorruptBatchError, match="cannot decompress"):
+        read_all(batch(500, payload, 3, attrs=codec, last_delta=3, base_ts=T, max_ts=T + 2000))

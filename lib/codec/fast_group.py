@@ -124,21 +124,39 @@ def _group_metadata(buf) -> dict | None:
             "current_state_timestamp": _us(state_ts), "members": members}
 
 
+# Parsed consumer-protocol bytes by their value. A group's members keep their subscription (and
+# often their assignment) across rebalances, and every GroupMetadata record repeats them all.
+_PARSED: dict[bytes, dict] = {}
+_PARSED_MAX = 8192
+
+
 def consumer_member(member: dict, sub_raw, asg_raw) -> None:
     """The consumer-protocol fields of a member, as lib.decode._decode_consumer_member sets
     them; bytes these readers find odd go through that function instead."""
     from lib.decode import _decode_consumer_member
 
     if sub_raw:
-        try:
-            _subscription(member, sub_raw)
-        except (_Odd, UnicodeDecodeError, struct.error):
+        if not _cached(member, b"s" + sub_raw, _subscription, sub_raw):
             _decode_consumer_member(member, sub_raw, None)
     if asg_raw:
-        try:
-            _assignment(member, asg_raw)
-        except (_Odd, UnicodeDecodeError, struct.error):
+        if not _cached(member, b"a" + asg_raw, _assignment, asg_raw):
             _decode_consumer_member(member, None, asg_raw)
+
+
+def _cached(member: dict, key: bytes, read, raw) -> bool:
+    """Set the fields `read` takes from `raw` (shared, never mutated), or False when it finds them odd."""
+    fields = _PARSED.get(key)
+    if fields is None:
+        fields = {}
+        try:
+            read(fields, raw)
+        except (_Odd, UnicodeDecodeError, struct.error):
+            return False
+        if len(_PARSED) >= _PARSED_MAX:
+            _PARSED.clear()
+        _PARSED[key] = fields
+    member.update(fields)
+    return True
 
 
 def _version(buf) -> int:

@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from numba import njit
 
+from lib.numba_bytes import copy_bytes
 from lib.replay.expiry import expires_at, offset_rule
 from lib.replay.groups import ClassicGroup, GroupFold, GroupReplayError, _topic_ids
 from schemas.tables import (CONSUMER_GROUPS, GROUP_FOLD_STATE, GROUP_OFFSETS, PENDING_TRANSACTIONAL_OFFSETS)
@@ -135,7 +136,7 @@ def _intern_one(slots, hashes, pool, poff, plen, count, used, buf, a, n):
     hashes[k] = h
     poff[k] = used
     plen[k] = n
-    pool[used:used + n] = buf[a:a + n]
+    copy_bytes(pool, used, buf, a, n)
     return k, count + 1, used + n
 
 
@@ -233,7 +234,7 @@ def _build_keys(g_off, g_data, t_off, t_data, parts):
             data[w] = (ln >> 8) & 0xFF
             data[w + 1] = ln & 0xFF
             w += 2
-            data[w:w + ln] = buf[a:b]
+            copy_bytes(data, w, buf, a, ln)
             w += ln
         p = parts[i]
         data[w] = (p >> 24) & 0xFF
