@@ -4,6 +4,7 @@ topics); the LLVM memcpy this emits costs a few. An intrinsic, so the kernels th
 in numba's on-disk cache (a ctypes memcpy would not)."""
 from __future__ import annotations
 
+from llvmlite import ir
 from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
@@ -24,5 +25,22 @@ def copy_bytes(typingctx, dst, dst_at, src, src_at, n):
         s_array = context.make_array(signature.args[2])(context, builder, s)
         cgutils.raw_memcpy(builder, builder.gep(d_array.data, [d_at]), builder.gep(s_array.data, [s_at]), count, 1)
         return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@intrinsic
+def load_u64(typingctx, src, at):
+    """The 8 bytes src[at:at + 8] as one uint64 in the machine's byte order, from any alignment
+    (no bounds check). For hashing and comparing byte strings a word at a time."""
+    if not (isinstance(src, types.Array) and src.ndim == 1 and src.dtype == types.uint8 and src.layout == "C"):
+        return None
+    sig = types.uint64(src, types.intp)
+
+    def codegen(context, builder, signature, args):
+        s, s_at = args
+        s_array = context.make_array(signature.args[0])(context, builder, s)
+        ptr = builder.bitcast(builder.gep(s_array.data, [s_at]), ir.IntType(64).as_pointer())
+        return builder.load(ptr, align=1)
 
     return sig, codegen

@@ -101,15 +101,31 @@ class _LogWriter:
     """offsets_log files of one partition. Rows with a GroupMetadata value go to files of their
     own: in the others the group_metadata column is left out (a Delta reader reads a column a
     file lacks as null), because writing its deep nesting for rows that are all null cost as
-    much as every other column together."""
+    much as every other column together. A partition with few new rows (an incremental run)
+    gets one file with every column: there a file's fixed cost outweighs the nesting's."""
 
     NESTED = "group_metadata"
+    SMALL_ROWS = 32768
 
     def __init__(self, warehouse: str, partition: int, run_id: str):
         self.plain = _FileWriter(warehouse, T.OFFSETS_LOG, partition, run_id, drop=(self.NESTED,))
         self.groups = _FileWriter(warehouse, T.OFFSETS_LOG, partition, run_id)
+        self.held: list[pa.RecordBatch] | None = []
+        self.held_rows = 0
 
     def write(self, batch: pa.RecordBatch) -> None:
+        if self.held is not None:
+            self.held.append(batch)
+            self.held_rows += batch.num_rows
+            if self.held_rows < self.SMALL_ROWS:
+                return
+            held, self.held = self.held, None
+            for b in held:
+                self._split(b)
+            return
+        self._split(batch)
+
+    def _split(self, batch: pa.RecordBatch) -> None:
         nested = batch.column(self.NESTED)
         if nested.null_count == batch.num_rows:
             self.plain.write(batch)
@@ -120,6 +136,10 @@ class _LogWriter:
         self.groups.write(batch.filter(has))
 
     def close(self) -> None:
+        if self.held:
+            for b in self.held:
+                self.groups.write(b)
+        self.held = None
         self.plain.close()
         self.groups.close()
 
@@ -163,9 +183,12 @@ def replay_partition(task: dict) -> dict:
     if prev:
         committed = [x for x in (_read_state(prev.get(T.GROUP_OFFSETS.name), T.GROUP_OFFSETS, p),
                                  _read_state(prev.get(T.EXPIRED_OFFSETS.name), T.EXPIRED_OFFSETS, p)) if x is not None]
+        group_rows = [x for x in (_read_state(prev.get(T.CONSUMER_GROUPS.name), T.CONSUMER_GROUPS, p),
+                                  _read_state(prev.get(T.EXPIRED_GROUPS.name), T.EXPIRED_GROUPS, p)) if x is not None]
         engine.load(pa.concat_tables(committed) if committed else None,
                     _read_state(prev.get(T.PENDING_TRANSACTIONAL_OFFSETS.name), T.PENDING_TRANSACTIONAL_OFFSETS, p),
-                    _read_state(prev.get(T.GROUP_FOLD_STATE.name), T.GROUP_FOLD_STATE, p))
+                    _read_state(prev.get(T.GROUP_FOLD_STATE.name), T.GROUP_FOLD_STATE, p),
+                    pa.concat_tables(group_rows) if group_rows else None)
     lap("read_state")
     log_writer = _LogWriter(warehouse, p, run_id)
     quarantine = [] if task.get("quarantine") else None

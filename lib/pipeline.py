@@ -169,7 +169,8 @@ def _run_locked(spark: SparkSession, logs: list[PartitionLog], warehouse: str, r
     todo_ids = [pl.partition for pl in todo]
     previous_files = {}
     if prev is not None:
-        for table in (T.GROUP_OFFSETS, T.EXPIRED_OFFSETS, T.PENDING_TRANSACTIONAL_OFFSETS, T.GROUP_FOLD_STATE):
+        for table in (T.GROUP_OFFSETS, T.EXPIRED_OFFSETS, T.PENDING_TRANSACTIONAL_OFFSETS, T.GROUP_FOLD_STATE,
+                      T.CONSUMER_GROUPS, T.EXPIRED_GROUPS):
             previous_files[table.name] = partition_files(table_path(warehouse, table), todo_ids)
     tasks = []
     for pl in todo:

@@ -1,6 +1,9 @@
 """Offset expiry and group deletion as of a chosen time (spec 4.7), the way the coordinator's
 periodic cleanup (GroupCoordinatorShard.cleanupGroupMetadata) decides at `now_ms`, for the
-state of one offsets partition. Pure Python over the partition's live state."""
+state of one offsets partition: the rule per group here; the instant an eligible offset expires
+(its explicit expiry, else its group's state timestamp for an empty classic group, else its
+commit timestamp, plus the retention) is computed for all offsets at once by
+PartitionReplay._judge_offsets."""
 from __future__ import annotations
 
 DEFAULT_RETENTION_MINUTES = 10080
@@ -31,16 +34,3 @@ def offset_rule(group: dict | None):
             return "always", None, False
         return "unsubscribed", set(subscribed or ()), False
     return "never", None, False
-
-
-def expires_at(commit_ms: int | None, expire_ms: int | None, state_ms: int | None, use_state_ts: bool,
-               retention_ms: int) -> int | None:
-    """The first `now` at which an eligible offset is expired (None: never)."""
-    if expire_ms is not None:
-        return expire_ms
-    base = commit_ms
-    if use_state_ts and state_ms is not None:
-        base = state_ms
-    if base is None:
-        return None
-    return base + retention_ms

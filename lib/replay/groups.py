@@ -62,14 +62,36 @@ class GroupFold:
 
     def __init__(self, group_id: str):
         self.group_id = group_id
-        self.group: ClassicGroup | ModernGroup | None = None
+        self._group: ClassicGroup | ModernGroup | None = None
+        self._state: str | None = None      # a state not parsed yet (see from_state)
+        self._row: dict | None = None       # and its consumer_groups row
         self.offsets_partition: int | None = None
         self.log_offset: int | None = None
+
+    @property
+    def group(self) -> ClassicGroup | ModernGroup | None:
+        if self._state is not None:
+            data = json.loads(self._state, object_hook=_decode_bytes)
+            self._group = (ClassicGroup if data["kind"] == "classic" else ModernGroup)(**data["group"])
+            self._state = self._row = None
+        return self._group
+
+    @group.setter
+    def group(self, value) -> None:
+        self._state = self._row = None
+        self._group = value
+
+    @property
+    def untouched(self) -> bool:
+        """Loaded with its row and not looked into since: to_state and result answer as loaded."""
+        return self._state is not None
 
     # --- carrying the state across runs ------------------------------------------------------
     def to_state(self) -> str | None:
         """The whole fold state as JSON (None when the group does not exist), so an incremental
         run resumes here instead of replaying the group's history."""
+        if self._state is not None:
+            return self._state
         if self.group is None:
             return None
         kind = "classic" if isinstance(self.group, ClassicGroup) else "modern"
@@ -78,14 +100,26 @@ class GroupFold:
         return json.dumps({"kind": kind, "group": vars(self.group)}, default=_encode_bytes, separators=(",", ":"))
 
     @classmethod
-    def from_state(cls, group_id: str, state: str | None, offsets_partition: int, log_offset: int) -> "GroupFold":
+    def from_state(cls, group_id: str, state: str | None, offsets_partition: int, log_offset: int,
+                   row: dict | None = None) -> "GroupFold":
+        """A fold resumed from its state. With `row` (the consumer_groups row the same run wrote
+        from this state) a classic group's state is parsed only when something looks into the
+        group: an incremental run touches a few of a partition's groups, and parsing and
+        writing back every state cost more than the rest of its work."""
         fold = cls(group_id)
         fold.offsets_partition = offsets_partition
         fold.log_offset = log_offset
-        if state:
-            data = json.loads(state, object_hook=_decode_bytes)
-            fold.group = (ClassicGroup if data["kind"] == "classic" else ModernGroup)(**data["group"])
+        if row is not None and state and state.startswith('{"kind":"classic"') and not cls.is_simple_state(state):
+            fold._state, fold._row = state, row
+        elif state:
+            fold._state = state
+            fold.group          # noqa: B018 - parsed now
         return fold
+
+    @staticmethod
+    def is_simple_state(state: str | None) -> bool:
+        """Whether a state is a simple classic group's (the last field of ClassicGroup, `simple`)."""
+        return bool(state) and state.startswith('{"kind":"classic"') and state.endswith('"simple":true}}')
 
     # --- helpers -------------------------------------------------------------------------
     def _modern(self, group_type: str, create: bool) -> ModernGroup | None:
@@ -187,6 +221,8 @@ class GroupFold:
     # --- result ------------------------------------------------------------------------------
     def result(self, topic_names: dict | None = None) -> dict | None:
         """The consumer_groups row, or None when the group does not exist."""
+        if self._state is not None:
+            return dict(self._row)
         g = self.group
         if g is None:
             return None

@@ -21,8 +21,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from numba import njit
 
-from lib.numba_bytes import copy_bytes
-from lib.replay.expiry import expires_at, offset_rule
+from lib.numba_bytes import copy_bytes, load_u64
+from lib.replay.expiry import offset_rule
 from lib.replay.groups import ClassicGroup, GroupFold, GroupReplayError, _topic_ids
 from schemas.tables import (CONSUMER_GROUPS, GROUP_FOLD_STATE, GROUP_OFFSETS, PENDING_TRANSACTIONAL_OFFSETS)
 
@@ -39,17 +39,43 @@ FOLD_COLUMNS = ["offsets_partition", "group_id", "log_offset", "record_type", "i
                 "group_metadata", "value_json", "raw_key"]
 
 
-# --- interning byte strings (open addressing, FNV-1a 64) -------------------------------------------
+# --- interning byte strings (open addressing, a word-at-a-time hash) -------------------------------------------
 
 @njit(cache=True, inline="always")
-def _fnv(buf, a, n):
-    h = np.uint64(14695981039346656037)
-    for i in range(a, a + n):
+def _hash(buf, a, n):
+    """64-bit hash of buf[a:a+n], eight bytes a step (FNV-style multiply-xor, then a finaliser
+    that mixes the high bits into the low ones the table's mask keeps)."""
+    h = np.uint64(14695981039346656037) ^ np.uint64(n)
+    i = a
+    end = a + n
+    while i + 8 <= end:
+        h = (h ^ load_u64(buf, i)) * np.uint64(1099511628211)
+        h ^= h >> np.uint64(29)
+        i += 8
+    while i < end:
         h = (h ^ np.uint64(buf[i])) * np.uint64(1099511628211)
+        i += 1
+    h ^= h >> np.uint64(32)
+    h *= np.uint64(0xD6E8FEB86659FD93)
+    h ^= h >> np.uint64(32)
     return h
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
+def _same_bytes(x, xa, y, ya, n):
+    i = 0
+    while i + 8 <= n:
+        if load_u64(x, xa + i) != load_u64(y, ya + i):
+            return False
+        i += 8
+    while i < n:
+        if x[xa + i] != y[ya + i]:
+            return False
+        i += 1
+    return True
+
+
+@njit(cache=True, inline="always")
 def _lookup(slots, hashes, pool, poff, plen, buf, a, n, h):
     """(slot index, id or -1) of the byte string buf[a:a+n]."""
     mask = len(slots) - 1
@@ -58,15 +84,8 @@ def _lookup(slots, hashes, pool, poff, plen, buf, a, n, h):
         k = slots[s]
         if k < 0:
             return s, -1
-        if hashes[k] == h and plen[k] == n:
-            o = poff[k]
-            same = True
-            for i in range(n):
-                if pool[o + i] != buf[a + i]:
-                    same = False
-                    break
-            if same:
-                return s, k
+        if hashes[k] == h and plen[k] == n and _same_bytes(pool, poff[k], buf, a, n):
+            return s, k
         s = (s + 1) & mask
 
 
@@ -127,7 +146,7 @@ class _Interner:
 
 @njit(cache=True, inline="always")
 def _intern_one(slots, hashes, pool, poff, plen, count, used, buf, a, n):
-    h = _fnv(buf, a, n)
+    h = _hash(buf, a, n)
     s, k = _lookup(slots, hashes, pool, poff, plen, buf, a, n, h)
     if k >= 0:
         return k, count, used
@@ -141,17 +160,24 @@ def _intern_one(slots, hashes, pool, poff, plen, count, used, buf, a, n):
 
 
 @njit(cache=True)
-def _intern_keys(kind, raw_off, raw, k_slots, k_hash, k_pool, k_poff, k_plen, k_count, k_used,
+def _intern_keys(start, kind, raw_off, raw, k_slots, k_hash, k_pool, k_poff, k_plen, k_count, k_used,
                  g_slots, g_hash, g_pool, g_poff, g_plen, g_count, g_used, k_group, row_key):
-    """The key id of every offset-commit row (kind != SKIP; -1 elsewhere): its key bytes after
-    the version (OffsetCommitKey v0 and v1 are the same key), and for a new key the id of its
-    group (the key's first string)."""
-    for r in range(len(kind)):
+    """The key id of every offset-commit row from `start` (kind != SKIP; -1 elsewhere): its key
+    bytes after the version (OffsetCommitKey v0 and v1 are the same key), and for a new key the
+    id of its group (the key's first string). Stops at the first row that might not fit the
+    tables (returned first, with the new counts): the caller grows them and calls again, so
+    the tables stay as small as the keys they hold (a table sized for a batch's worth of new
+    keys would not stay in cache)."""
+    for r in range(start, len(kind)):
         if kind[r] == SKIP:
             row_key[r] = -1
             continue
         a = raw_off[r] + 2
         n = raw_off[r + 1] - a
+        if (k_count >= len(k_hash) or 2 * (k_count + 1) > len(k_slots) or k_used + n > len(k_pool)
+                or k_count >= len(k_group) or g_count >= len(g_hash) or 2 * (g_count + 1) > len(g_slots)
+                or g_used + n > len(g_pool)):
+            return r, k_count, k_used, g_count, g_used
         before = k_count
         k, k_count, k_used = _intern_one(k_slots, k_hash, k_pool, k_poff, k_plen, k_count, k_used, raw, a, n)
         if k_count != before:          # a new key: intern its group too
@@ -160,7 +186,7 @@ def _intern_keys(kind, raw_off, raw, k_slots, k_hash, k_pool, k_poff, k_plen, k_
                                              raw, a + 2, glen)
             k_group[k] = g
         row_key[r] = k
-    return k_count, k_used, g_count, g_used
+    return len(kind), k_count, k_used, g_count, g_used
 
 
 @njit(cache=True)
@@ -274,9 +300,12 @@ class PartitionReplay:
         self.records = 0
 
     # --- state across runs ---------------------------------------------------------------------
-    def load(self, committed: pa.Table | None, pending: pa.Table | None, folds: pa.Table | None) -> None:
+    def load(self, committed: pa.Table | None, pending: pa.Table | None, folds: pa.Table | None,
+             group_rows: pa.Table | None = None) -> None:
         """The state a previous run left: committed offsets before expiry (group_offsets and
-        expired_offsets rows), pending transactional offsets, and group fold states."""
+        expired_offsets rows), pending transactional offsets, group fold states, and
+        optionally the groups' rows (consumer_groups and expired_groups), which let a classic
+        group's state stay unparsed until a record of the group arrives."""
         if committed is not None and committed.num_rows:
             committed = committed.select(VALUE_COLUMNS).cast(VALUE_SCHEMA)
             kids = self._intern_values(committed)
@@ -304,12 +333,16 @@ class PartitionReplay:
                     self.kpend[k] += 1
                 entries[k] = ((idx << 32) | j, offs[j])
         if folds is not None and folds.num_rows:
+            rows = {r["group_id"]: r for r in group_rows.to_pylist()} if group_rows is not None else {}
             for row in folds.to_pylist():
                 fold = GroupFold.from_state(row["group_id"], row["fold_state"], row["offsets_partition"],
-                                            row["log_offset"])
+                                            row["log_offset"], rows.get(row["group_id"]))
                 g = self._group_id(row["group_id"])
                 self.folds[g] = fold
-                self._sync_group(g, fold)
+                if fold.untouched:
+                    self.gstate[g] = OTHER      # a classic group that is not simple
+                else:
+                    self._sync_group(g, fold)
 
     def load_folds(self, folds: dict[str, GroupFold]) -> None:
         """Group folds held in memory (the coordinator's), instead of their serialised states."""
@@ -350,19 +383,24 @@ class PartitionReplay:
 
     def _intern_rows(self, kind: np.ndarray, raw_key: pa.Array) -> np.ndarray:
         n = len(kind)
-        raw_key = raw_key.cast(pa.large_binary()) if raw_key.type != pa.large_binary() else raw_key
         bufs = raw_key.buffers()
-        offsets = np.frombuffer(bufs[1], np.int64)[raw_key.offset:raw_key.offset + n + 1]
+        wide = pa.types.is_large_binary(raw_key.type)
+        offsets = np.frombuffer(bufs[1], np.int64 if wide else np.int32)[raw_key.offset:raw_key.offset + n + 1]
         data = np.frombuffer(bufs[2], np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
-        nbytes = int(offsets[-1] - offsets[0]) if n else 0
-        self.keys.reserve(n, nbytes)
-        self.groups.reserve(n, nbytes)
-        self.k_group = _grow(self.k_group, self.keys.count + n, 0)
+        longest = int(np.diff(offsets).max()) if n else 0
         row_key = np.empty(n, np.int64)
         k, g = self.keys, self.groups
-        k.count, k.pool_used, g.count, g.pool_used = _intern_keys(
-            kind, offsets, data, k.slots, k.hashes, k.pool, k.poff, k.plen, k.count, k.pool_used,
-            g.slots, g.hashes, g.pool, g.poff, g.plen, g.count, g.pool_used, self.k_group, row_key)
+        r = 0
+        while True:
+            r, k.count, k.pool_used, g.count, g.pool_used = _intern_keys(
+                r, kind, offsets, data, k.slots, k.hashes, k.pool, k.poff, k.plen, k.count, k.pool_used,
+                g.slots, g.hashes, g.pool, g.poff, g.plen, g.count, g.pool_used, self.k_group, row_key)
+            if r >= n:
+                break
+            # grown by doubling: amortised O(1) a key, and no larger than twice what is held
+            k.reserve(max(k.count, 1024), max(k.pool_used, 64 * 1024) + longest)
+            g.reserve(max(g.count, 1024), max(g.pool_used, 64 * 1024) + longest)
+            self.k_group = _grow(self.k_group, 2 * len(k.hashes), 0)
         self._ensure_keys()
         self._ensure_groups()
         return row_key
@@ -581,13 +619,13 @@ class PartitionReplay:
             row = fold.result(names)
             if row is None:
                 continue
-            if not isinstance(fold.group, ClassicGroup):
+            if not fold.untouched and not isinstance(fold.group, ClassicGroup):
                 unresolved |= _topic_ids(fold.group) - set(fold.group.topic_names) - {None}
             groups[fold.group_id] = row
             if fold_states:
                 states.append({"offsets_partition": fold.offsets_partition, "group_id": fold.group_id,
                                "log_offset": fold.log_offset, "fold_state": fold.to_state()})
-        expired, changes_at = self._judge_offsets(offsets, groups, now_ms, retention_ms)
+        expired, changes_at = self._judge_offsets(offsets, live_keys, groups, now_ms, retention_ms)
         exp_mask = pa.array(expired, pa.bool_())
         live_offsets = offsets.filter(pc.invert(exp_mask))
         expired_offsets = offsets.filter(exp_mask)
@@ -623,37 +661,52 @@ class PartitionReplay:
                 cols[f.name] = values.column(f.name)
         return pa.table(cols).cast(schema)
 
-    def _judge_offsets(self, offsets: pa.Table, groups: dict, now_ms: int, retention_ms: int):
-        pending_keys = {(g, t, p) for producer, entries in self.pending.items() for g, t, p in
-                        (self._key_tuple(k) for k in entries)}
-        gids = offsets.column("group_id").to_pylist()
-        topics = offsets.column("topic").to_pylist()
-        parts = offsets.column("partition").to_pylist()
-        commit_ms = pc.cast(pc.divide(pc.cast(offsets.column("commit_timestamp"), pa.int64()), 1000),
-                            pa.int64()).to_pylist() if offsets.num_rows else []
-        expire_ms = pc.cast(pc.divide(pc.cast(offsets.column("expire_timestamp"), pa.int64()), 1000),
-                            pa.int64()).to_pylist() if offsets.num_rows else []
-        rules: dict[str, tuple] = {}
-        expired = []
-        changes_at = None
-        for gid, topic, part, cms, ems in zip(gids, topics, parts, commit_ms, expire_ms):
-            rule = rules.get(gid)
-            if rule is None:
-                group = groups.get(gid)
-                kind, subscribed, use_state = offset_rule(group)
-                state_ms = None
-                if use_state and group.get("current_state_timestamp") is not None:
-                    state_ms = _floor_ms(group["current_state_timestamp"])
-                rule = rules[gid] = (kind, subscribed, use_state, state_ms)
-            kind, subscribed, use_state, state_ms = rule
-            eligible = kind == "always" or (kind == "unsubscribed" and topic not in subscribed)
-            at = None
-            if eligible and (gid, topic, part) not in pending_keys:
-                at = expires_at(cms, ems, state_ms, use_state, retention_ms)
-            is_expired = at is not None and now_ms >= at
-            expired.append(is_expired)
-            if at is not None and not is_expired and (changes_at is None or at < changes_at):
-                changes_at = at
+    def _judge_offsets(self, offsets: pa.Table, keys: np.ndarray, groups: dict, now_ms: int, retention_ms: int):
+        """lib.replay.expiry's judgement of each live offset (rows of `offsets`, whose key ids
+        are `keys`), vectorised: the rule is decided per group and per (group, topic), the
+        instants per row. Returns (expired mask, the first later instant the judgement changes)."""
+        n = offsets.num_rows
+        if n == 0:
+            return np.zeros(0, bool), None
+        gcodes = pc.dictionary_encode(offsets.column("group_id")).combine_chunks()
+        tcodes = pc.dictionary_encode(offsets.column("topic")).combine_chunks()
+        g_idx = gcodes.indices.to_numpy()
+        t_idx = tcodes.indices.to_numpy()
+        topics = tcodes.dictionary.to_pylist()
+        gids = gcodes.dictionary.to_pylist()
+        eligible_pair = np.zeros((len(gids), len(topics)), bool)
+        use_state = np.zeros(len(gids), bool)
+        state_ms = np.full(len(gids), -1, np.int64)
+        for i, gid in enumerate(gids):
+            group = groups.get(gid)
+            kind, subscribed, use = offset_rule(group)
+            if kind == "always":
+                eligible_pair[i, :] = True
+            elif kind == "unsubscribed":
+                eligible_pair[i, :] = [t not in subscribed for t in topics]
+            if use and group.get("current_state_timestamp") is not None:
+                use_state[i] = True
+                state_ms[i] = _floor_ms(group["current_state_timestamp"])
+        # offsets with a pending transactional commit are not expired (Kafka skips their keys)
+        eligible = eligible_pair[g_idx, t_idx] & (self.kpend[keys] == 0)
+
+        def millis(column):
+            col = offsets.column(column).combine_chunks()
+            valid = col.is_valid().to_numpy(zero_copy_only=False)
+            values = col.cast(pa.int64()).fill_null(0).to_numpy() // 1000
+            return values, valid
+
+        commit_ms, has_commit = millis("commit_timestamp")
+        expire_ms, has_expire = millis("expire_timestamp")
+        # expires_at: an explicit expiry wins; else the state timestamp (empty groups) or the commit
+        by_state = use_state[g_idx]
+        base = np.where(by_state, state_ms[g_idx], commit_ms)
+        has_base = by_state | has_commit
+        at = np.where(has_expire, expire_ms, base + retention_ms)
+        has_at = eligible & (has_expire | has_base)
+        expired = has_at & (now_ms >= at)
+        later = has_at & ~expired
+        changes_at = int(at[later].min()) if later.any() else None
         return expired, changes_at
 
     def _key_tuple(self, k: int) -> tuple:
