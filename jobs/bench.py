@@ -64,8 +64,14 @@ def main(argv=None) -> int:
     figures["replay_records_per_s"] = (round(records / wall), "records/s")
     figures["replay_records_per_s_per_core"] = (round(records / wall / cores), "records/s/core")
     if args.scale_only:
-        figures[f"replay_records_per_s_per_core_{round(args.records / 1e6)}m"] = figures["replay_records_per_s_per_core"]
+        size = f"{round(args.records / 1e6)}m"
+        figures[f"replay_records_per_s_per_core_{size}"] = figures["replay_records_per_s_per_core"]
         spark.stop()
+        # the same replay as its own process: peak memory per process at this size
+        m = replay_process(cut_dir, os.path.join(args.data, "warehouse-rss"), now_ms)
+        figures[f"peak_rss_mb_worker_{size}"] = (m["worker_mb"], "MB (largest Python worker, own process)")
+        figures[f"peak_rss_mb_driver_jvm_{size}"] = (m["jvm_mb"], "MB (driver JVM, own process)")
+        figures[f"peak_rss_mb_driver_python_{size}"] = (m["python_mb"], "MB (driver Python, own process)")
         for name, (value, unit) in figures.items():
             print(f"{name} {value} {unit}")
         return 0

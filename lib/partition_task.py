@@ -65,9 +65,14 @@ class _FileWriter:
             name = f"part-{self.run_id}-{uuid.uuid4().hex[:12]}.snappy.parquet"
             self._path = os.path.join(self.folder, name)
             names = set(self.schema.names)
-            self._writer = pq.ParquetWriter(self._path, self.schema, compression="snappy",
-                                            use_dictionary=[c for c in DICTIONARY_COLUMNS if c in names],
-                                            write_statistics=[c for c in STATISTICS_COLUMNS if c in names])
+            if self.table is T.OFFSETS_LOG:
+                options = {"use_dictionary": [c for c in DICTIONARY_COLUMNS if c in names],
+                           "write_statistics": [c for c in STATISTICS_COLUMNS if c in names]}
+            else:
+                # state tables: a partition's few thousand rows, rewritten every run; plain pages
+                # and no statistics halve the cost of such a file (a file is read whole)
+                options = {"use_dictionary": False, "write_statistics": False}
+            self._writer = pq.ParquetWriter(self._path, self.schema, compression="snappy", **options)
         data = batch.select(self.schema.names)
         if isinstance(data, pa.RecordBatch):
             self._writer.write_batch(data)
@@ -152,7 +157,8 @@ def _read_state(paths: list[str], table: T.Table, partition: int) -> pa.Table | 
     if not paths:
         return None
     schema = pa.schema([f for f in table.arrow_schema if f.name != "offsets_partition"])
-    parts = [pq.read_table(p, schema=schema) for p in paths]
+    # ParquetFile, not read_table: the dataset layer costs more than reading a small file
+    parts = [pq.ParquetFile(p).read(columns=schema.names).cast(schema) for p in paths]
     t = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
     t = t.append_column(pa.field("offsets_partition", pa.int32(), False),
                         pa.array([partition] * t.num_rows, pa.int32()))

@@ -285,13 +285,15 @@ TASK_BYTES = 256 << 20      # a Spark task's share of segment bytes, when partit
 
 def _pack(sized_tasks: list[tuple[int, dict]], parallelism: int) -> list[list[dict]]:
     """Partitions into Spark tasks: a task costs tens of milliseconds to schedule, so small
-    partitions share one (each still read whole, in log order, by one worker). At least two
-    tasks per core, one per TASK_BYTES of input, at most one per partition; largest first into
-    the lightest task, so the tasks end together."""
+    partitions share one (each still read whole, in log order, by one worker). One task per
+    TASK_BYTES of input and at least two per core (one per core for an input under
+    TASK_BYTES, as an incremental run's: there a task's own cost outweighs imbalance), at most
+    one per partition; largest first into the lightest task, so the tasks end together."""
     if not sized_tasks:
         return []
     total = sum(size for size, _ in sized_tasks)
-    n = min(len(sized_tasks), max(2 * max(parallelism, 1), -(-total // TASK_BYTES)))
+    per_core = 2 if total > TASK_BYTES else 1
+    n = min(len(sized_tasks), max(per_core * max(parallelism, 1), -(-total // TASK_BYTES)))
     bins: list[tuple[int, int, list]] = [(0, i, []) for i in range(n)]
     import heapq
     heapq.heapify(bins)
