@@ -170,7 +170,7 @@ class GroupCoordinator:
                 decoder = SegmentDecoder(f"{self.bootstrap} __consumer_offsets-{partition}@{offset}", partition,
                                          start_offset=offset, data=chunk.data, source_name=f"fetch:{offset}")
                 for batch in decoder:
-                    engine.feed(batch)
+                    engine.feed(batch, decoder.batch_group_metadata)
                 if decoder.next_offset is None or decoder.next_offset <= offset:
                     break
                 state.tail_records += decoder.records
@@ -195,7 +195,7 @@ class GroupCoordinator:
 
         def consume(batches):
             for batch in batches:
-                engine.feed(batch)
+                engine.feed(batch, batches.batch_group_metadata)
         read_segments(task, summary, None, consume)
         state.tail_records += summary["records"]
         if summary["next_offset"] is not None:

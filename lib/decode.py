@@ -227,7 +227,10 @@ def _fast_available() -> bool:
 
 class SegmentDecoder:
     """Decodes one segment file into offsets_log Arrow batches of at most `chunk_rows` rows.
-    After iteration: `records`, `next_offset` (after the last batch) and `trailing_bytes`."""
+    After iteration: `records`, `next_offset` (after the last batch) and `trailing_bytes`.
+    While iterating, `batch_group_metadata` is, for the batch just yielded, {row: the
+    group_metadata value as a Python dict} when the decoder has them (the fast path), else
+    None: the replay engine takes them instead of converting the Arrow column back."""
 
     _columns = _Columns      # the row accumulator (lib.fastdecode shares one between byte ranges)
 
@@ -247,6 +250,7 @@ class SegmentDecoder:
         self.chunk_rows = chunk_rows
         self.verify_crc = verify_crc
         self.records = 0
+        self.batch_group_metadata: dict[int, dict] | None = None
         self.next_offset: int | None = None
         self.trailing_bytes = 0
         self.fast = _fast_available() if fast is None else fast

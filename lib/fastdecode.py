@@ -1090,6 +1090,7 @@ def iter_fast(dec):
     row0 = rows[0]
     fast_rows = _Rows(dec, seg, extra, {"base": base, "attr": attr, "pid": pid, "pepoch": pepoch}, rows)
     fast_rows.group_metadata = group_metadata
+    gm_rows = np.array(sorted(group_metadata), np.int64)
 
     # pieces in log order: fast row ranges, and runs of SLOW/TAIL entries decoded in Python
     slow = (kind == SLOW) | (kind == TAIL)
@@ -1105,8 +1106,12 @@ def iter_fast(dec):
         nonlocal pending, pending_n
         clock.lap("python_path")
         fast = [p for p in pending if type(p) is tuple]
+        dec.batch_group_metadata = None
         if len(pending) == 1 and fast:
-            out = fast_rows.batch(fast[0][0], fast[0][1], SCHEMA, name)
+            r0, r1 = fast[0]
+            out = fast_rows.batch(r0, r1, SCHEMA, name)
+            lo, hi = np.searchsorted(gm_rows, (r0, r1))
+            dec.batch_group_metadata = {r - r0: group_metadata[r] for r in gm_rows[lo:hi].tolist()}
         else:
             # fast rows of one chunk are consecutive, so are its Python-decoded rows
             fb = fast_rows.batch(fast[0][0], fast[-1][1], SCHEMA, name) if fast else None

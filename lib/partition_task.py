@@ -205,7 +205,7 @@ def replay_partition(task: dict) -> dict:
             lap("decode")
             log_writer.write(batch)
             lap("write_log")
-            engine.feed(batch)
+            engine.feed(batch, getattr(batches, "batch_group_metadata", None))
             lap("replay")
 
     try:

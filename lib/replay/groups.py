@@ -161,7 +161,7 @@ class GroupFold:
             else:
                 gm = row["group_metadata"]
                 self.group = ClassicGroup(gm["protocol_type"] or None, gm["generation"], gm["protocol"],
-                                          gm["leader"], gm["current_state_timestamp"], gm["members"] or [])
+                                          gm["leader"], _micros(gm["current_state_timestamp"]), gm["members"] or [])
             return
         value = json.loads(row["value_json"]) if not tomb and row.get("value_json") else None
         if family == SHARE and self.group is not None and not (
@@ -244,6 +244,16 @@ def _topic_ids(g: ModernGroup) -> set:
             for tp in assignment.get(key) or []:
                 ids.add(tp.get("topicId"))
     return ids
+
+
+def _micros(value):
+    """A timestamp as µs since the epoch: the decoder hands ints over, Arrow datetimes."""
+    if isinstance(value, _dt.datetime):
+        return (value - _EPOCH) // _dt.timedelta(microseconds=1)
+    return value
+
+
+_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
 
 
 def _encode_bytes(value):

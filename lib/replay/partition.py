@@ -37,6 +37,7 @@ SKIP, PLAIN, TOMBSTONE, PYTHON = 0, 1, 2, 3
 NO_GROUP, SIMPLE, OTHER = 0, 1, 2
 FOLD_COLUMNS = ["offsets_partition", "group_id", "log_offset", "record_type", "is_tombstone", "member_id",
                 "group_metadata", "value_json", "raw_key"]
+FOLD_COLUMNS_FLAT = [c for c in FOLD_COLUMNS if c != "group_metadata"]
 
 
 # --- interning byte strings (open addressing, a word-at-a-time hash) -------------------------------------------
@@ -437,7 +438,10 @@ class PartitionReplay:
         return name
 
     # --- the replay ------------------------------------------------------------------------------
-    def feed(self, batch: pa.RecordBatch) -> None:
+    def feed(self, batch: pa.RecordBatch, group_metadata: dict[int, dict] | None = None) -> None:
+        """Applies one offsets_log batch (rows in log order). `group_metadata`: the decoder's
+        Python values of the batch's group_metadata column by row (SegmentDecoder's
+        batch_group_metadata), which spare converting that nested column back."""
         n = batch.num_rows
         if n == 0:
             return
@@ -467,7 +471,14 @@ class PartitionReplay:
         group_rows = None
         if group_rec.any():
             idx = np.flatnonzero(group_rec)
-            rows = batch.select(FOLD_COLUMNS).take(pa.array(idx)).to_pylist()
+            if group_metadata is None:
+                rows = batch.select(FOLD_COLUMNS).take(pa.array(idx)).to_pylist()
+            else:
+                rows = batch.select(FOLD_COLUMNS_FLAT).take(pa.array(idx)).to_pylist()
+                nested = batch.column("group_metadata")
+                for i, row in zip(idx.tolist(), rows):
+                    value = group_metadata.get(i)
+                    row["group_metadata"] = value if value is not None else nested[i].as_py()
             group_rows = dict(zip(idx.tolist(), rows))
         is_commit = None
         r = 0
