@@ -44,3 +44,29 @@ def load_u64(typingctx, src, at):
         return builder.load(ptr, align=1)
 
     return sig, codegen
+
+
+def _skip_blas_probe() -> None:
+    """numba probes for scipy's BLAS when it first loads a kernel (numba.np.arraymath imports
+    scipy.linalg: 0.2 s in every new Spark worker). These kernels use no BLAS, so the probe is
+    answered "none" while that module loads; numba's linear algebra itself still finds BLAS
+    (ensure_blas is put back)."""
+    import sys
+
+    if "numba.np.arraymath" in sys.modules:
+        return
+    import numba.np.linalg as linalg
+
+    real = linalg.ensure_blas
+
+    def no_blas():
+        raise ImportError("not probed")
+
+    linalg.ensure_blas = no_blas
+    try:
+        import numba.np.arraymath  # noqa: F401
+    finally:
+        linalg.ensure_blas = real
+
+
+_skip_blas_probe()
