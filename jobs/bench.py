@@ -50,9 +50,9 @@ def main(argv=None) -> int:
 
     from lib.logdir import find_partitions
     from lib.pipeline import run_replay
-    from lib.spark_session import build_session
+    from lib.spark_session import REPLAY_DRIVER_MEMORY, build_session
 
-    spark = build_session("bench")
+    spark = build_session("bench", defaults=REPLAY_DRIVER_MEMORY)
     now_ms = 1_760_000_000_000 + 86_400_000
     shutil.rmtree(warehouse, ignore_errors=True)
     t0 = time.monotonic()

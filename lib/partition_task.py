@@ -23,7 +23,6 @@ from lib.worker_errors import worker_error
 from schemas import tables as T
 
 OFFSETS_LOG_FILE_ROWS = 4_000_000        # roll the offsets_log file past this many rows
-ROW_GROUP_ROWS = 262_144                 # rows per Parquet row group (decoded batches are held until then)
 STATE_TABLES = (T.GROUP_OFFSETS, T.EXPIRED_OFFSETS, T.PENDING_TRANSACTIONAL_OFFSETS, T.CONSUMER_GROUPS,
                 T.EXPIRED_GROUPS, T.GROUP_FOLD_STATE)
 # columns whose min/max go into the add action's stats (data skipping on the log's position)
@@ -55,8 +54,6 @@ class _FileWriter:
         self._writer = None
         self._path = None
         self._rows = 0
-        self._held: list = []
-        self._held_rows = 0
         self._min: dict = {}
         self._max: dict = {}
 
@@ -77,10 +74,12 @@ class _FileWriter:
                 options = {"use_dictionary": False, "write_statistics": False}
             self._writer = pq.ParquetWriter(self._path, self.schema, compression="snappy", **options)
         data = batch.select(self.schema.names)
-        self._held.append(data)
-        self._held_rows += data.num_rows
-        if self._held_rows >= ROW_GROUP_ROWS:
-            self._flush()
+        # a row group per batch: holding batches for larger row groups was a few % faster to
+        # write, but made a worker's memory grow with its partition's size
+        if isinstance(data, pa.RecordBatch):
+            self._writer.write_batch(data)
+        else:
+            self._writer.write_table(data)
         self._rows += data.num_rows
         for c in STATS_COLUMNS:
             if c in self.schema.names:
@@ -91,18 +90,9 @@ class _FileWriter:
         if self._rows >= OFFSETS_LOG_FILE_ROWS:
             self.close()
 
-    def _flush(self) -> None:
-        """The held batches as one row group (a row group per decoded batch costs a few % more)."""
-        if self._held:
-            parts = [pa.Table.from_batches([b]) if isinstance(b, pa.RecordBatch) else b for b in self._held]
-            self._writer.write_table(pa.concat_tables(parts) if len(parts) > 1 else parts[0],
-                                     row_group_size=max(self._held_rows, 1))
-        self._held, self._held_rows = [], 0
-
     def close(self) -> None:
         if self._writer is None:
             return
-        self._flush()
         self._writer.close()
         stats = {"numRecords": self._rows, "minValues": dict(self._min), "maxValues": dict(self._max),
                  "nullCount": {c: 0 for c in self._min}}
@@ -226,6 +216,7 @@ def replay_partition(task: dict) -> dict:
         else:
             read_segments(task, summary, quarantine, consume)
         log_writer.close()
+        lap("write_log")
         state = engine.finish(task["now_ms"], task["retention_ms"], task.get("topic_names"))
     except DecodeError as e:
         raise worker_error(type(e).__name__, e.message, file=e.file, partition=e.partition, offset=e.offset,

@@ -31,9 +31,19 @@ def spark_jars(jar_dir: str | None = None) -> list[str]:
     return jars
 
 
-def build_session(app_name: str = "offsets-lake", overrides: dict[str, str] | None = None):
+# The driver JVM's heap unless conf/spark.conf, spark-submit or --conf says otherwise: the SQL
+# jobs (audits, report, quality, maintenance) aggregate in the JVM; the replay passes its own
+# (REPLAY_DRIVER_MEMORY), as its JVM holds no records.
+JOB_DEFAULTS = {"spark.driver.memory": "1g"}
+# Spark's floor is 450 MiB; a full replay of 10M records peaks at ~240 MB used, 134 MB live.
+REPLAY_DRIVER_MEMORY = {"spark.driver.memory": "512m"}
+
+
+def build_session(app_name: str = "offsets-lake", overrides: dict[str, str] | None = None,
+                  defaults: dict[str, str] | None = None):
     """Settings precedence: `overrides` (the job's --conf), then what spark-submit already
-    set (--master, --conf ...), then conf/spark.conf."""
+    set (--master, --conf ...), then conf/spark.conf, then the job's `defaults`, then
+    JOB_DEFAULTS."""
     from pyspark import SparkConf
     from pyspark.sql import SparkSession
 
@@ -45,7 +55,7 @@ def build_session(app_name: str = "offsets-lake", overrides: dict[str, str] | No
     pythonpath = os.environ.get("PYTHONPATH", "")
     if REPO_ROOT not in pythonpath.split(os.pathsep):
         os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (REPO_ROOT, pythonpath) if p)
-    conf = read_conf(os.environ.get("OFFSETS_LAKE_SPARK_CONF", DEFAULT_CONF))
+    conf = {**JOB_DEFAULTS, **(defaults or {}), **read_conf(os.environ.get("OFFSETS_LAKE_SPARK_CONF", DEFAULT_CONF))}
     # Under spark-submit the launcher's settings are already in the JVM's system properties.
     # spark-submit starts the JVM first and hands Python its gateway port.
     submitted = dict(SparkConf().getAll()) if "PYSPARK_GATEWAY_PORT" in os.environ else {}
