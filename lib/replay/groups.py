@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import base64
-import dataclasses
 import datetime as _dt
 import json
 from dataclasses import dataclass, field
