@@ -608,31 +608,6 @@ def _gather(seg, extra, offs, lens, keep):
 
 
 @njit(cache=True, nogil=True)
-def _label_gather(codes, keep, name_off, name_data):
-    """Arrow buffers of the strings name[codes[i]] (null where `keep` is False)."""
-    n = len(codes)
-    out_off = np.empty(n + 1, np.int64)
-    bitmap = np.zeros((n + 7) >> 3, np.uint8)
-    total = 0
-    nulls = 0
-    for i in range(n):
-        out_off[i] = total
-        if keep[i]:
-            bitmap[i >> 3] |= np.uint8(1 << (i & 7))
-            c = codes[i]
-            total += name_off[c + 1] - name_off[c]
-        else:
-            nulls += 1
-    out_off[n] = total
-    data = np.empty(total, np.uint8)
-    for i in range(n):
-        ln = out_off[i + 1] - out_off[i]
-        if ln > 0:
-            copy_bytes(data, out_off[i], name_data, name_off[codes[i]], ln)
-    return out_off, data, bitmap, nulls
-
-
-@njit(cache=True, nogil=True)
 def _timestamps(values, keep, cap, scale):
     """lib.decode's rule for a timestamp column (_ms): null where negative (or not `keep`),
     capped at `cap` ms, then times `scale` (1000 for microseconds). Values and validity bitmap."""
@@ -746,12 +721,16 @@ def _ts(values: np.ndarray, keep: np.ndarray, field_type):
     return arr if micros else arr.cast(field_type)
 
 
+_NO_BYTES = np.zeros(0, np.uint8)
+_NO_BYTES.flags.writeable = False
+
+
 @functools.lru_cache(maxsize=256)
 def _name_table(names: tuple) -> tuple[np.ndarray, np.ndarray]:
     encoded = [n.encode("utf-8") for n in names]
     offsets = np.zeros(len(encoded) + 1, np.int64)
     np.cumsum([len(e) for e in encoded], out=offsets[1:])
-    return offsets, np.frombuffer(b"".join(encoded) or b"\0", np.uint8).copy()
+    return offsets, _readonly(np.frombuffer(b"".join(encoded) or b"\0", np.uint8))
 
 
 def _labels(codes: np.ndarray, names: list, keep=None):
@@ -759,8 +738,9 @@ def _labels(codes: np.ndarray, names: list, keep=None):
     if keep is None:
         keep = np.ones(len(codes), bool)
     name_off, name_data = _name_table(tuple(names))
-    return _strings(pa.string(), len(codes), *_label_gather(codes.astype(np.int64, copy=False), keep, name_off,
-                                                            name_data))
+    # the names are byte ranges of name_data: the same gather as the segment's strings
+    starts, lengths = name_off[:-1][codes], np.diff(name_off)[codes]
+    return _strings(pa.string(), len(codes), *_gather(name_data, _NO_BYTES, starts, lengths, keep))
 
 
 def _constant(n: int, value: str) -> pa.Array:
