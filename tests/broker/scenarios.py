@@ -10,6 +10,8 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 POLL_S = 0.2
+AUTO_COMMIT_MS = 200
+QUIET_S = 5 * AUTO_COMMIT_MS / 1000   # no message handed out for this long: auto-commits are done
 
 
 def admin(bootstrap: str) -> AdminClient:
@@ -33,7 +35,7 @@ def create_topic(bootstrap: str, name: str, partitions: int, messages: int = 50)
 def consumer(bootstrap: str, group: str, *, protocol: str = "classic", instance_id: str | None = None,
              auto_commit: bool = False, client_id: str | None = None, assignor: str | None = None) -> Consumer:
     conf = {"bootstrap.servers": bootstrap, "group.id": group, "log_level": 3, "auto.offset.reset": "earliest",
-            "enable.auto.commit": auto_commit, "auto.commit.interval.ms": 200,
+            "enable.auto.commit": auto_commit, "auto.commit.interval.ms": AUTO_COMMIT_MS,
             "client.id": client_id or f"client-{uuid.uuid4().hex[:6]}"}
     if protocol == "consumer":
         conf["group.protocol"] = "consumer"
@@ -152,7 +154,9 @@ def transactions(bootstrap: str, group: str, topic: str) -> tuple[list, Consumer
     meta = member.consumer_group_metadata()
     producers = []
     for i, (partition, offset, outcome) in enumerate(((0, 11, "commit"), (1, 22, "abort"), (2, 33, "open"))):
-        p = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"{group}-tx-{i}"})
+        # the open one must outlive the test's waits (librdkafka's default aborts it after 60 s)
+        p = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"{group}-tx-{i}",
+                      "transaction.timeout.ms": 600_000})
         p.init_transactions(30)
         p.begin_transaction()
         p.produce(topic, value=b"x", partition=partition)
@@ -191,14 +195,19 @@ def wait_settled(bootstrap: str, groups: list[str], clients: list, timeout: floa
     settled = {"Stable", "Empty"}
     deadline = time.monotonic() + timeout
     states = {}
+    last_message = time.monotonic()
     while time.monotonic() < deadline:
         for c in consumers:
-            c.poll(POLL_S)
+            if c.consume(1000, POLL_S):     # drains what is readable (poll hands out one message)
+                last_message = time.monotonic()
         listed = list_groups(bootstrap)
         states = {g: listed[g]["group_state"] for g in groups if g in listed}
         # every live member holds partitions (a generation formed without one of them is
-        # about to rebalance again)
-        if all(s in settled for s in states.values()) and all(c.assignment() for c in consumers):
+        # about to rebalance again), and auto-committing members have drained what they can
+        # read and had their last position committed by librdkafka's background timer: a
+        # message handed out by this poll is otherwise committed while the log is copied
+        quiet = time.monotonic() - last_message >= QUIET_S
+        if quiet and all(s in settled for s in states.values()) and all(c.assignment() for c in consumers):
             return
     raise AssertionError(f"groups did not settle: {states}")
 

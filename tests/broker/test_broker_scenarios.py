@@ -32,7 +32,9 @@ def snapshot_and_compare(spark, replay_logdir, broker: KafkaBroker, groups: list
             break
         S.wait_settled(broker.bootstrap, groups, list(clients), timeout=30)
     else:
-        raise AssertionError("the broker's answers kept changing while the log was copied")
+        raise AssertionError("the broker's answers kept changing while the log was copied:\n"
+                             + "\n".join(f"{g}: {before[g]!r} -> {seen_by_broker[g]!r}"
+                                       for g in groups if before[g] != seen_by_broker[g]))
     warehouse = tmp_path / "warehouse"
     replay_logdir(log_dir, warehouse, now_ms)
     tables = {t: rows(spark, str(warehouse), t) for t in TABLES}
