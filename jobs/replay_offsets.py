@@ -68,11 +68,11 @@ def main(argv=None) -> int:
         return fail("--retention-minutes must be positive")
 
     from lib.pipeline import ReplayError, WarehouseBusyError, run_replay, summarize
-    from lib.spark_session import REPLAY_DRIVER_MEMORY, build_session
+    from lib.spark_session import REPLAY_DEFAULTS, build_session
 
     overrides = dict(kv.split("=", 1) for kv in args.conf)
     started = time.monotonic()
-    spark = build_session("replay_offsets", overrides, REPLAY_DRIVER_MEMORY)
+    spark = build_session("replay_offsets", overrides, REPLAY_DEFAULTS)
     try:
         result = run_replay(spark, logs, args.warehouse, now_ms, args.retention_minutes, full=args.full,
                             lock_wait_seconds=args.lock_wait, on_corrupt=args.on_corrupt)
