@@ -81,7 +81,8 @@ def main(argv=None) -> int:
     except WarehouseBusyError as e:
         return fail(str(e), EXIT_BUSY)
     wall = time.monotonic() - started
-    summary = summarize(spark, args.warehouse, result.partitions)
+    # --quiet prints one line: no summary queries (on a large log they cost more than the replay)
+    summary = None if args.quiet else summarize(spark, args.warehouse, result.partitions)
     print_summary(args, result, summary, wall)
     if args.check:
         return run_checks(spark, args, result.partitions)
@@ -99,7 +100,7 @@ def run_checks(spark, args, partitions) -> int:
     return 1
 
 
-def print_summary(args, result, s: dict, wall: float) -> None:
+def print_summary(args, result, s: dict | None, wall: float) -> None:
     rate = result.records / max(wall, 1e-9)
     mode = "incremental" if result.incremental else "full"
     if result.skipped_partitions:

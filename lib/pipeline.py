@@ -352,10 +352,17 @@ def summarize(spark: SparkSession, warehouse: str, partitions: list[int]) -> dic
     def t(name):
         return (spark.read.format("delta").load(table_path(warehouse, name))
                 .filter(F.col("offsets_partition").isin(partitions)))
+    # one pass over offsets_log, the only large table
+    by_type = (t("offsets_log").groupBy("record_type_name", "is_control", (F.col("decode_status") != "ok").alias("bad"))
+               .count().collect())
+    record_types: dict[tuple, int] = {}
+    for r in by_type:
+        key = (r["record_type_name"], r["is_control"])
+        record_types[key] = record_types.get(key, 0) + r["count"]
     return {
         "partitions": [r.asDict() for r in t("replay_checkpoints").orderBy("offsets_partition").collect()],
-        "record_types": [r.asDict() for r in t("offsets_log").groupBy("record_type_name", "is_control")
-                         .count().orderBy(F.desc("count")).collect()],
+        "record_types": [{"record_type_name": name, "is_control": control, "count": n}
+                         for (name, control), n in sorted(record_types.items(), key=lambda kv: -kv[1])],
         "groups": [r.asDict() for r in t("consumer_groups")
                    .join(t("group_offsets").groupBy("group_id").agg(F.count("*").alias("offsets"),
                                                                     F.max("commit_timestamp").alias("last_commit")),
@@ -370,7 +377,7 @@ def summarize(spark: SparkSession, warehouse: str, partitions: list[int]) -> dic
         "expired_offset_count": t("expired_offsets").count(),
         "expired_groups": [r["group_id"] for r in t("expired_groups").orderBy("group_id").limit(50).collect()],
         "pending_count": t("pending_transactional_offsets").count(),
-        "unknown_records": t("offsets_log").filter(F.col("decode_status") != "ok").count(),
+        "unknown_records": sum(r["count"] for r in by_type if r["bad"]),
         "quarantined": [r.asDict() for r in t("quarantined_records").groupBy("offsets_partition", "segment_file", "level")
                         .count().orderBy("offsets_partition", "segment_file", "level").limit(50).collect()],
     }
