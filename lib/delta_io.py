@@ -221,10 +221,13 @@ def partition_files(path: str, partitions: list[int]) -> dict[int, list[str]]:
     return out
 
 
-def commit_files(path: str, table: Table, files: list[dict], tag: str, replace: list[int] | None = None) -> bool:
+def commit_files(path: str, table: Table, files: list[dict], tag: str, replace: list[int] | None = None,
+                 current: dict[int, list[str]] | None = None) -> bool:
     """One commit adding `files` (written by the workers under offsets_partition=P/), replacing
     every file of the `replace` partitions (None: append). No commit when it would change
-    nothing. Returns whether a commit was made."""
+    nothing. `current`: the files of the `replace` partitions if the caller already listed
+    them (spares loading the table to find that there is nothing to replace). Returns whether
+    a commit was made."""
     from deltalake import CommitProperties, DeltaTable
     from deltalake.transaction import AddAction, create_table_with_add_actions
 
@@ -236,6 +239,8 @@ def commit_files(path: str, table: Table, files: list[dict], tag: str, replace: 
         create_table_with_add_actions(path, delta_schema(table), adds, mode="error",
                                       partition_by=list(table.partition_by) or None, commit_properties=props)
         return True
+    if replace and not adds and current is not None and not any(current.get(p) for p in replace):
+        return False
     dt = DeltaTable(path)
     if replace:
         if not adds and not any(partition_files(path, replace).values()):

@@ -247,7 +247,8 @@ def _run_locked(spark: SparkSession, logs: list[PartitionLog], warehouse: str, r
             else:
                 files = [f for s in summaries for f in s["files"].get(table.name, [])]
                 appends = table in (T.OFFSETS_LOG, T.QUARANTINED_RECORDS) and prev is not None
-                commit_files(path, table, files, tag, replace=None if appends else todo_ids)
+                commit_files(path, table, files, tag, replace=None if appends else todo_ids,
+                             current=previous_files.get(table.name))
             _crash_point(f"after_commit:{table.name}")
     except BaseException:
         # A commit failed (a conflict, a full disk): take back what this run committed.
