@@ -34,9 +34,8 @@ setup: venv jars kafka-jars numba-cache
 # Compile the decoder's numba kernels into their on-disk cache once (Spark workers load it).
 .PHONY: numba-cache
 numba-cache: lib/__pycache__/.numba-stamp
-lib/__pycache__/.numba-stamp: lib/fastdecode.py lib/replay/partition.py $(VENV)/.stamp
-	$(PY) -m lib.fastdecode --warm
-	$(PY) -m lib.replay.partition --warm
+lib/__pycache__/.numba-stamp: lib/decode/fast.py lib/replay/engine.py $(VENV)/.stamp
+	$(PY) -m lib.testdata.kernels --warm
 	@mkdir -p lib/__pycache__ && touch $@
 
 venv: $(VENV)/.stamp

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from lib.audit import (FORMATS, AuditError, bind, collect, format_rows, get_query, interactive, list_text,
+from lib.reporting.audit import (FORMATS, AuditError, bind, collect, format_rows, get_query, interactive, list_text,
                        load_queries, open_catalog, parse_param_args, run_query, sql, warehouse_tables)
 
 
@@ -67,7 +67,7 @@ def main(argv=None) -> int:
     except AuditError as e:
         return fail(str(e))
 
-    from lib.spark_session import build_session
+    from lib.spark.session import build_session
 
     spark = build_session("audit", overrides)
     quiet_sql_errors()

@@ -14,7 +14,7 @@ import os
 import shutil
 import time
 
-from lib.generate import GENERATOR_VERSION, generate_log
+from lib.testdata.generate import GENERATOR_VERSION, generate_log
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -48,9 +48,9 @@ def main(argv=None) -> int:
     if not args.scale_only:
         figures.update(bench_decode(cut_dir, args.decode_sample))
 
-    from lib.logdir import find_partitions
-    from lib.pipeline import run_replay
-    from lib.spark_session import REPLAY_DEFAULTS, build_session
+    from lib.source.logdir import find_partitions
+    from lib.spark.pipeline import run_replay
+    from lib.spark.session import REPLAY_DEFAULTS, build_session
 
     spark = build_session("bench", defaults=REPLAY_DEFAULTS)
     now_ms = 1_760_000_000_000 + 86_400_000
@@ -144,7 +144,7 @@ def ensure_log(data: str, records: int, partitions: int, seed: int) -> str:
 
 def count_records(log_dir: str) -> int:
     from lib.codec.segments import SegmentReader, read_segment_bytes
-    from lib.logdir import find_partitions
+    from lib.source.logdir import find_partitions
 
     n = 0
     for log in find_partitions(log_dir):
@@ -155,7 +155,7 @@ def count_records(log_dir: str) -> int:
 
 
 def segment_files(log_dir: str) -> list[str]:
-    from lib.logdir import find_partitions
+    from lib.source.logdir import find_partitions
     return [seg.path for log in find_partitions(log_dir) for seg in log.segments]
 
 
@@ -293,7 +293,7 @@ def _descendants(procs: dict, root: int) -> set[int]:
 
 def cut_log_dir(src: str, dest: str, fraction: float) -> None:
     """Every partition of a log dir cut at `fraction` of its offsets (see _cut_log)."""
-    from lib.logdir import find_partitions
+    from lib.source.logdir import find_partitions
 
     shutil.rmtree(dest, ignore_errors=True)
     os.makedirs(dest)
@@ -311,7 +311,7 @@ def _cut_log(src: str, dest: str, fraction: float) -> int:
     """Copy a one-partition log dir, cut at the first batch boundary past `fraction` of its
     offsets (the state an earlier replay saw). Returns the cut offset."""
     from lib.codec.segments import scan_segment_end
-    from lib.logdir import find_partitions
+    from lib.source.logdir import find_partitions
 
     (log,) = find_partitions(src)
     end, _ = scan_segment_end(log.segments[-1].path)
@@ -339,9 +339,9 @@ def _cut_log(src: str, dest: str, fraction: float) -> int:
 def bench_coordinator(spark, records: int, seed: int, data: str) -> dict:
     """Immigration of one offsets partition: warm start (tables of a replay that saw 99% of
     the log, plus the 1% tail) against a full load of the same log, same code path."""
-    from lib.coordinator import GroupCoordinator
-    from lib.logdir import find_partitions
-    from lib.pipeline import run_replay
+    from lib.coordinator.group_coordinator import GroupCoordinator
+    from lib.source.logdir import find_partitions
+    from lib.spark.pipeline import run_replay
 
     log_dir = os.path.join(data, f"coord-log-{records}-{seed}-g{GENERATOR_VERSION}")
     if not os.path.exists(os.path.join(log_dir, ".complete")):

@@ -23,7 +23,7 @@ def main(argv=None) -> int:
     p.add_argument("--group", action="append", default=[], help="group to describe (repeatable)")
     args = p.parse_args(argv)
 
-    from lib.coordinator import GroupCoordinator, NotCoordinatorError
+    from lib.coordinator.group_coordinator import GroupCoordinator, NotCoordinatorError
 
     coordinator = GroupCoordinator(args.warehouse, args.bootstrap_servers, log_dir=args.input)
     for partition in parse_partitions(args.partitions):

@@ -81,8 +81,8 @@ def main(argv=None) -> int:
 
     from delta.tables import DeltaTable
 
-    from lib.delta_io import table_path
-    from lib.spark_session import build_session
+    from lib.spark.delta import table_path
+    from lib.spark.session import build_session
 
     # VACUUM lists the table's folder with this many tasks (Spark's default: 10000, which costs
     # minutes even on a one-file table); a small number suits these tables.
@@ -90,8 +90,8 @@ def main(argv=None) -> int:
     overrides.update(kv.split("=", 1) for kv in args.conf)
     if args.vacuum_hours < DEFAULT_VACUUM_HOURS and not args.no_vacuum:
         overrides["spark.databricks.delta.retentionDurationCheck.enabled"] = "false"
-    from lib.delta_io import roll_back_incomplete_runs
-    from lib.warehouse_lock import WarehouseBusyError, WarehouseLock
+    from lib.spark.delta import roll_back_incomplete_runs
+    from lib.lake.lock import WarehouseBusyError, WarehouseLock
     from schemas import tables as T
 
     spark = build_session("maintenance", overrides)

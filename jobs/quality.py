@@ -69,8 +69,8 @@ def main(argv=None) -> int:
     if not os.path.isdir(args.warehouse):
         return fail(f"warehouse {args.warehouse} does not exist")
 
-    from lib.quality import QualityInputError, run_suites
-    from lib.spark_session import build_session
+    from lib.reporting.quality import QualityInputError, run_suites
+    from lib.spark.session import build_session
 
     spark = build_session("quality", overrides)
     try:

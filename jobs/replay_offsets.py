@@ -11,7 +11,7 @@ import sys
 import time
 
 from lib.cli import format_ms, parse_partitions, parse_time_ms
-from lib.logdir import LogDirError, find_partitions, live_partitions
+from lib.source.logdir import LogDirError, find_partitions, live_partitions
 from lib.replay.expiry import DEFAULT_RETENTION_MINUTES
 
 
@@ -67,8 +67,8 @@ def main(argv=None) -> int:
     if args.retention_minutes <= 0:
         return fail("--retention-minutes must be positive")
 
-    from lib.pipeline import ReplayError, WarehouseBusyError, run_replay, summarize
-    from lib.spark_session import REPLAY_DEFAULTS, build_session
+    from lib.spark.pipeline import ReplayError, WarehouseBusyError, run_replay, summarize
+    from lib.spark.session import REPLAY_DEFAULTS, build_session
 
     overrides = dict(kv.split("=", 1) for kv in args.conf)
     started = time.monotonic()
@@ -91,7 +91,7 @@ def main(argv=None) -> int:
 
 def run_checks(spark, args, partitions) -> int:
     from jobs.quality import report
-    from lib.quality import run_suites
+    from lib.reporting.quality import run_suites
 
     print("\nquality checks:")
     if report(run_suites(spark, args.warehouse, partitions, args.partition_count)) == 0:

@@ -35,8 +35,8 @@ def main(argv=None) -> int:
         print("report: error: --top and --retention-minutes must be positive, --days not negative", file=sys.stderr)
         return 2
 
-    from lib.report import write_report
-    from lib.spark_session import build_session
+    from lib.reporting.report import write_report
+    from lib.spark.session import build_session
 
     spark = build_session("report", dict(kv.split("=", 1) for kv in args.conf))
     try:

@@ -1,11 +1,18 @@
-"""offsets-lake library: pure, importable without side effects.
+"""offsets-lake library: pure, importable without side effects. One subpackage per layer; a
+layer imports only the layers above it in this list (tests/test_layering.py checks the
+pyspark-free ones):
 
-lib.codec      bytes -> records (never imports pyspark)
-lib.logdir     finding __consumer_offsets partitions and segments in a broker log dir
-lib.replay     the group coordinator's replay rules: one partition in log order (replay.partition,
-               compiled; used by the Spark tasks and the coordinator) and the record-by-record
-               reference (replay.offsets, replay.groups)
-lib.partition_task  one Spark task's work: one offsets partition read, replayed and written once
-lib.pipeline   the run: plans the tasks, commits their files (imports pyspark)
-lib.transform  DataFrame -> DataFrame functions for the report (imports pyspark)
+lib.codec        bytes <-> records: segments, batches, compression, Kafka's record serde (stdlib only)
+lib.decode       records -> Arrow rows in the offsets_log schema (pyarrow, numba)
+lib.replay       Kafka's rules: offsets, transactions, tombstones, groups, expiry, partitioning;
+                 the compiled one-partition engine; the Spark-expression twins (*_spark.py)
+lib.source       where logs come from: a broker's log dir, an archive, the live topic
+lib.lake         the Delta tables without Spark: one partition's task (read, replay, write its
+                 files), the writer lock, worker errors
+lib.coordinator  the JVM-free group coordinator: warm start from the tables, then the tail
+lib.spark        SparkSession, the run (plan, tasks, commits), Delta history and roll-back
+lib.reporting    audits, quality suites, the HTML report (Spark SQL)
+lib.testdata     log builders and generators for tests, the bench and the sample; kernel
+                 warm-up; never imported by the layers above
+lib.cli          argument helpers the jobs share
 """

@@ -14,7 +14,7 @@ if REPO not in sys.path:
 
 @pytest.fixture(scope="session")
 def spark():
-    from lib.spark_session import build_session
+    from lib.spark.session import build_session
 
     session = build_session("offsets-lake-tests", {
         "spark.master": "local[2]",
@@ -29,7 +29,7 @@ def spark():
 
 def rows(spark, warehouse: str, table: str, order_by: tuple = ()) -> list[dict]:
     """A small Delta table as a list of dicts (tests only: fixtures are tiny)."""
-    from lib.delta_io import table_path
+    from lib.spark.delta import table_path
 
     df = spark.read.format("delta").load(table_path(warehouse, table))
     if order_by:
@@ -40,8 +40,8 @@ def rows(spark, warehouse: str, table: str, order_by: tuple = ()) -> list[dict]:
 @pytest.fixture(scope="session")
 def replay_logdir(spark):
     """replay_logdir(log_dir, warehouse, now_ms, retention_minutes=10080, partitions=None) -> RunResult"""
-    from lib.logdir import find_partitions
-    from lib.pipeline import run_replay
+    from lib.source.logdir import find_partitions
+    from lib.spark.pipeline import run_replay
 
     def run(log_dir, warehouse, now_ms, retention_minutes=10080, partitions=None):
         return run_replay(spark, find_partitions(str(log_dir), partitions), str(warehouse), now_ms,

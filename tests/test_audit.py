@@ -1,4 +1,4 @@
-"""SQL audits (lib/audit.py, sql/audits/*.sql, jobs/audit.py) on one hand-built log.
+"""SQL audits (lib/reporting/audit.py, sql/audits/*.sql, jobs/audit.py) on one hand-built log.
 
 The log is replayed in two runs (the second, incremental, adds one commit) so that Delta
 time travel has two versions to tell apart. Every canned query runs through the code path
@@ -14,9 +14,9 @@ import sys
 
 import pytest
 
-from lib.audit import AuditError, bind, collect, load_queries, open_catalog, plain, run_query
-from lib.logbuilder import PartitionLogBuilder, consumer_member, offset_commit_key, offset_commit_value
-from lib.partitioning import partition_for
+from lib.reporting.audit import AuditError, bind, collect, load_queries, open_catalog, plain, run_query
+from lib.testdata.logbuilder import PartitionLogBuilder, consumer_member, offset_commit_key, offset_commit_value
+from lib.replay.partitioning import partition_for
 
 pytestmark = pytest.mark.spark
 
@@ -468,7 +468,7 @@ def test_interactive_prompt_via_stdin(audit):
 
 
 def test_durations_statements_and_output_helpers():
-    from lib.audit import format_rows, iso_duration, parse_duration, split_statements
+    from lib.reporting.audit import format_rows, iso_duration, parse_duration, split_statements
     td = dt.timedelta
     assert [parse_duration(t) for t in ("7d", "36h", "1d12h30m", "500ms", "2w", "P7D", "PT36H", "P1DT12H")] == [
         td(days=7), td(hours=36), td(days=1, hours=12, minutes=30), td(milliseconds=500), td(weeks=2),

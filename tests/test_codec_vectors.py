@@ -12,7 +12,7 @@ import struct
 
 import pytest
 
-from lib.codec import coordinator as co
+from lib.codec import serde as co
 from lib.codec import writer
 from lib.codec.errors import DecodeError, UnknownRecordTypeError, UnknownRecordVersionError
 from lib.codec.segments import SegmentReader

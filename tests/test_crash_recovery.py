@@ -19,7 +19,7 @@ import sys
 
 import pytest
 
-from lib.delta_io import commit_history, completed_runs, tagged_checkpoint, tagged_run
+from lib.spark.delta import commit_history, completed_runs, tagged_checkpoint, tagged_run
 from tests.conftest import REPO, rows
 from tests.test_incremental import KEYS, NOW, STATE_TABLES, phases, snapshot
 
@@ -135,7 +135,7 @@ def test_kill_at_random_moments_then_recover(spark, replay_logdir, states, tmp_p
 
 
 def test_a_live_writer_makes_a_second_run_fail_clearly(spark, states, tmp_path):
-    from lib.warehouse_lock import WarehouseLock
+    from lib.lake.lock import WarehouseLock
 
     wh = tmp_path / "wh"
     shutil.copytree(states["before_wh"], wh)
@@ -171,7 +171,7 @@ def test_two_replays_at_once_do_not_corrupt_the_tables(spark, states, tmp_path):
 def test_a_failed_commit_is_taken_back_at_once(spark, replay_logdir, states, tmp_path, monkeypatch):
     """An exception between table commits (a Delta conflict, say) rolls the run back before it
     propagates: the tables stay at the before state without waiting for the next run."""
-    import lib.pipeline as pipeline
+    import lib.spark.pipeline as pipeline
 
     wh = tmp_path / "wh"
     shutil.copytree(states["before_wh"], wh)

@@ -1,4 +1,4 @@
-"""The direct GroupMetadata reader (lib.codec.fast_group) against the schema-driven one: on
+"""The direct GroupMetadata reader (lib.decode.group_metadata) against the schema-driven one: on
 every value it accepts, the same struct; everything odd it hands back (None)."""
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lib.codec.coordinator import decode_value
-from lib.codec.fast_group import group_metadata
+from lib.codec.serde import decode_value
+from lib.decode.group_metadata import group_metadata
 from lib.decode import decode_group_metadata
-from lib.logbuilder import consumer_member, group_metadata_value
+from lib.testdata.logbuilder import consumer_member, group_metadata_value
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -1,4 +1,4 @@
-"""lib.fastdecode: the numba fast path of SegmentDecoder.
+"""lib.decode.fast: the numba fast path of SegmentDecoder.
 
 The pure-Python SegmentDecoder (checked against spec vectors and Kafka's own dump tool
 elsewhere) is the reference: on every log here both paths must yield equal Arrow batches
@@ -18,15 +18,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lib.codec.coordinator import CoordinatorKey, encode_key
+from lib.codec.serde import CoordinatorKey, encode_key
 from lib.codec.primitives import encode_uvarint
 from lib.codec.writer import encode_batch, encode_control_batch, encode_legacy_message, encode_legacy_wrapper
 from lib.decode import SegmentDecoder
-from lib.generate import generate_log
-from lib.logbuilder import (PartitionLogBuilder, consumer_member, group_key, group_metadata_value, offset_commit_key,
+from lib.testdata.generate import generate_log
+from lib.testdata.logbuilder import (PartitionLogBuilder, consumer_member, group_key, group_metadata_value, offset_commit_key,
                             offset_commit_value)
 
-fastdecode = pytest.importorskip("lib.fastdecode")
+fastdecode = pytest.importorskip("lib.decode.fast")
+kernels = pytest.importorskip("lib.testdata.kernels")
 
 PART = 7
 T = 1_700_000_000_000
@@ -395,7 +396,7 @@ def test_random_commits_same_as_python(log, chunk, start_delta):
 def test_measure_decode_reports_both_rates(tmp_path):
     generate_log(str(tmp_path), 600, partitions=1, groups=10)
     paths = sorted(glob.glob(os.path.join(str(tmp_path), "*", "*.log")))
-    m = fastdecode.measure_decode(paths)
+    m = kernels.measure_decode(paths)
     assert m["equal"] is True and m["records"] >= 600
     assert m["python_rps"] > 0 and m["fast_rps"] > 0 and m["ratio"] == pytest.approx(m["python_s"] / m["fast_s"])
 

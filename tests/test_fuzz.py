@@ -28,7 +28,7 @@ import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
-from lib.codec import coordinator as co
+from lib.codec import serde as co
 from lib.codec.compression import decompress
 from lib.codec.errors import DecodeError
 from lib.codec.generic import encode_message

@@ -12,7 +12,7 @@ import pytest
 from lib.codec.errors import CorruptBatchError
 from lib.codec.writer import encode_batch, encode_legacy_message, encode_legacy_wrapper
 from lib.decode import SegmentDecoder
-from lib.logbuilder import T0, offset_commit_key, offset_commit_value
+from lib.testdata.logbuilder import T0, offset_commit_key, offset_commit_value
 
 PATH = "/logs/__consumer_offsets-3/00000000000000000000.log"
 MAX = 2 ** 63 - 1
@@ -59,7 +59,7 @@ def test_log_timestamp_overflowing_int64_from_base_plus_delta():
 
 
 def test_group_state_timestamp_beyond_the_column():
-    from lib.logbuilder import group_key, group_metadata_value
+    from lib.testdata.logbuilder import group_key, group_metadata_value
     data = encode_batch(0, [(0, T0, group_key("g"), group_metadata_value(state_ts=2 ** 62, members=[]))])
     (row,), _ = decode(data)
     assert row["group_metadata"]["current_state_timestamp"] == LATEST

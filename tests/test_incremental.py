@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from lib.logbuilder import PartitionLogBuilder, consumer_member
+from lib.testdata.logbuilder import PartitionLogBuilder, consumer_member
 from tests.conftest import rows
 
 pytestmark = pytest.mark.spark
@@ -96,7 +96,7 @@ def test_incremental_runs_equal_one_full_run(spark, replay_logdir, tmp_path):
 
 
 def test_a_log_behind_its_checkpoint_needs_full(spark, replay_logdir, tmp_path):
-    from lib.pipeline import ReplayError
+    from lib.spark.pipeline import ReplayError
 
     b = PartitionLogBuilder(0).commit("g", "t", 0, 1, T).commit("g", "t", 0, 2, T)
     b.write(str(tmp_path / "log"))
@@ -109,7 +109,7 @@ def test_a_log_behind_its_checkpoint_needs_full(spark, replay_logdir, tmp_path):
 def test_a_run_with_nothing_new_changes_no_row(spark, replay_logdir, tmp_path):
     """A new record rewrites only its partition's files, in one commit per table that changed;
     a run with nothing new makes no commit at all."""
-    from lib.delta_io import commit_history
+    from lib.spark.delta import commit_history
 
     b = PartitionLogBuilder(0).commit("g", "t", 0, 1, T).group("h", T, members=[consumer_member("m", ["t"], {"t": [0]})])
     b.write(str(tmp_path / "log"))

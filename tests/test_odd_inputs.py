@@ -3,7 +3,7 @@
 One log, one partition per oddity, replayed once:
   0  a GroupMetadata value with 10 000 members (about 1.4 MB, one record)
   1  an offset commit whose metadata is 9 MiB (v4: compact string), larger than the 8 MiB a
-     live Fetch asks for (lib/live.py); segment files are memory-mapped whole, no read buffer
+     live Fetch asks for (lib/source/live.py); segment files are memory-mapped whole, no read buffer
   2  only tombstones: offsets (type 1, type 0, transactional), a classic group, a KIP-848 group
   3  an empty (0-byte) segment between two non-empty ones
   4  a partition whose only segment is empty (base offset 0)
@@ -19,7 +19,7 @@ import os
 
 import pytest
 
-from lib.logbuilder import PartitionLogBuilder, T0, consumer_member
+from lib.testdata.logbuilder import PartitionLogBuilder, T0, consumer_member
 from tests.conftest import rows
 
 pytestmark = pytest.mark.spark
@@ -104,7 +104,7 @@ def wh(spark, replay_logdir, tmp_path_factory):
 
 
 def table(spark, wh, name):
-    from lib.delta_io import table_path
+    from lib.spark.delta import table_path
     return spark.read.format("delta").load(table_path(wh, name))
 
 

@@ -1,4 +1,4 @@
-"""Great Expectations suites (schemas/quality.py, lib/quality.py, jobs/quality.py).
+"""Great Expectations suites (schemas/quality.py, lib/reporting/quality.py, jobs/quality.py).
 
 A small hand-built log (4 offsets partitions) is replayed once; every suite must pass on it.
 Then each important rule gets a deliberately broken copy of one table, and exactly the
@@ -12,8 +12,8 @@ import struct
 
 import pytest
 
-from lib.logbuilder import PartitionLogBuilder, consumer_member
-from lib.partitioning import partition_for
+from lib.testdata.logbuilder import PartitionLogBuilder, consumer_member
+from lib.replay.partitioning import partition_for
 
 pytestmark = pytest.mark.spark
 
@@ -80,7 +80,7 @@ def build_log(log_dir) -> None:
 @pytest.fixture(scope="module")
 def clean(spark, replay_logdir, tmp_path_factory):
     """A replayed warehouse and the result of running every suite on it."""
-    from lib.quality import run_suites
+    from lib.reporting.quality import run_suites
 
     root = tmp_path_factory.mktemp("quality")
     build_log(root / "log")
@@ -185,7 +185,7 @@ def test_broken_group_offsets_fail_exactly_their_rules_and_the_cli_exits_1(spark
 def test_warnings_alone_do_not_fail(spark, clean, tmp_path):
     from pyspark.sql import functions as F
 
-    from lib.quality import run_suites
+    from lib.reporting.quality import run_suites
 
     wh = broken_copy(clean, tmp_path)
     df = spark.read.format("delta").load(os.path.join(wh, "expired_offsets"))
@@ -198,7 +198,7 @@ def test_warnings_alone_do_not_fail(spark, clean, tmp_path):
 def test_unexplained_undecoded_rows_fail(spark, clean, tmp_path):
     from pyspark.sql import functions as F
 
-    from lib.quality import run_suites
+    from lib.reporting.quality import run_suites
 
     wh = broken_copy(clean, tmp_path)
     df = spark.read.format("delta").load(os.path.join(wh, "offsets_log"))
@@ -216,7 +216,7 @@ def test_unexplained_undecoded_rows_fail(spark, clean, tmp_path):
 def test_unknown_group_state_fails(spark, clean, tmp_path):
     from pyspark.sql import functions as F
 
-    from lib.quality import run_suites
+    from lib.reporting.quality import run_suites
 
     wh = broken_copy(clean, tmp_path)
     df = spark.read.format("delta").load(os.path.join(wh, "consumer_groups"))
@@ -232,7 +232,7 @@ def test_unknown_group_state_fails(spark, clean, tmp_path):
 def test_a_checkpoint_moving_backwards_fails(spark, clean, tmp_path):
     from pyspark.sql import functions as F
 
-    from lib.quality import run_suites
+    from lib.reporting.quality import run_suites
 
     wh = broken_copy(clean, tmp_path)
     path = os.path.join(wh, "replay_checkpoints")
@@ -248,9 +248,9 @@ def test_a_checkpoint_moving_backwards_fails(spark, clean, tmp_path):
 
 
 def test_a_full_rebuild_may_move_checkpoints_back(spark, tmp_path):
-    from lib.logdir import find_partitions
-    from lib.pipeline import run_replay
-    from lib.quality import run_suites
+    from lib.source.logdir import find_partitions
+    from lib.spark.pipeline import run_replay
+    from lib.reporting.quality import run_suites
     from tests.conftest import rows
 
     g = "reset-me"

@@ -7,7 +7,7 @@ import struct
 import pytest
 
 from jobs import replay_offsets
-from lib.logbuilder import PartitionLogBuilder, T0, offset_commit_key
+from lib.testdata.logbuilder import PartitionLogBuilder, T0, offset_commit_key
 from tests.conftest import rows
 
 pytestmark = pytest.mark.spark

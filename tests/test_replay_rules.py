@@ -9,10 +9,10 @@ import struct
 
 import pytest
 
-from lib.codec.coordinator import CoordinatorKey, encode_key
-from lib.logbuilder import (PartitionLogBuilder, consumer_member, group_metadata_value, group_key,
+from lib.codec.serde import CoordinatorKey, encode_key
+from lib.testdata.logbuilder import (PartitionLogBuilder, consumer_member, group_metadata_value, group_key,
                             offset_commit_key, offset_commit_value)
-from lib.partitioning import partition_for
+from lib.replay.partitioning import partition_for
 from tests.conftest import rows
 
 pytestmark = pytest.mark.spark

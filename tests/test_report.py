@@ -29,8 +29,8 @@ from html.parser import HTMLParser
 
 import pytest
 
-from lib.logbuilder import PartitionLogBuilder, consumer_member
-from lib.partitioning import partition_for
+from lib.testdata.logbuilder import PartitionLogBuilder, consumer_member
+from lib.replay.partitioning import partition_for
 
 N = 4
 MINUTE = 60_000
@@ -42,7 +42,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def iso(ms: int) -> str:
-    from lib.report_html import iso as fmt
+    from lib.reporting.html import iso as fmt
     return fmt(ms)
 
 
@@ -170,7 +170,7 @@ def body_rows(t: Tables, table_id: str) -> list[list[str]]:
 # ---------------------------------------------------------------- pure parts (no Spark)
 
 def test_bucket_width_ladder():
-    from lib.report import bucket_width
+    from lib.reporting.report import bucket_width
 
     assert bucket_width(0) == HOUR
     assert bucket_width(71 * HOUR) == HOUR                   # 72 buckets
@@ -186,7 +186,7 @@ def test_bucket_width_ladder():
 @pytest.fixture(scope="module")
 def report(spark, replay_logdir, tmp_path_factory):
     """(ReportData, path of the page, warehouse) for the log above."""
-    from lib.report import collect_report, write_html
+    from lib.reporting.report import collect_report, write_html
 
     root = tmp_path_factory.mktemp("report")
     log_dir, warehouse = str(root / "logdir"), str(root / "warehouse")
@@ -319,7 +319,7 @@ def test_quality_section(report):
                                                  "expect_column_values_to_be_between", "committed_offset",
                                                  "critical", "2", "min_value=0"]]
     # without a quality run
-    from lib.report_html import render_html
+    from lib.reporting.html import render_html
     bare = parse(render_html(dataclasses.replace(data, quality=None, quality_docs_href=None, plots=[])))
     assert "no quality run yet" in "".join(bare.texts)
     assert "quality-tables" not in bare.tables and "../_quality/data_docs/index.html" not in bare.hrefs

@@ -7,7 +7,7 @@ import json
 import re
 import struct
 
-from lib.codec.coordinator import (_decode_consumer_protocol, decode_key, key_data, record_type_of,
+from lib.codec.serde import (_decode_consumer_protocol, decode_key, key_data, record_type_of,
                                    value_version)
 from lib.codec.errors import DecodeError, UnknownRecordTypeError, UnknownRecordVersionError
 from lib.codec.generic import read_message

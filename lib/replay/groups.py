@@ -8,7 +8,7 @@ import datetime as _dt
 import json
 from dataclasses import dataclass, field
 
-from lib.codec.coordinator import decode_key
+from lib.codec.serde import decode_key
 
 CLASSIC, CONSUMER, SHARE, STREAMS = "classic", "consumer", "share", "streams"
 FAMILY_OF_TYPE = {2: CLASSIC, 3: CONSUMER, 4: CONSUMER, 5: CONSUMER, 6: CONSUMER, 7: CONSUMER, 8: CONSUMER,

@@ -1,6 +1,6 @@
 """Committed and pending offsets of one __consumer_offsets partition, replayed record by
 record exactly as OffsetMetadataManager does in Kafka 4.x (spec 4.3-4.4). The reference for
-the compiled one-pass replay (lib.replay.partition), and the coordinator's in-memory state."""
+the compiled one-pass replay (lib.replay.engine), and the coordinator's in-memory state."""
 from __future__ import annotations
 
 NO_PRODUCER = -1

@@ -4,7 +4,7 @@
 -- param retention_minutes int = 10080: offsets.retention.minutes
 -- param group string = null: only this group (default: every group)
 --
--- Same conditions as lib/transform/expiry.py (Kafka 4.x OffsetExpirationConditionImpl and each
+-- Same conditions as lib/replay/expiry_spark.py (Kafka 4.x OffsetExpirationConditionImpl and each
 -- group type's rules), applied to the current state (group_offsets, consumer_groups,
 -- pending_transactional_offsets) assuming no further activity: an offset expires at its
 -- expire_timestamp when it has one, else at base + retention, base being the group's

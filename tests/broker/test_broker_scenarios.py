@@ -75,7 +75,7 @@ def kafka4_default_partitions(tmp_path_factory):
 
 
 def test_default_fifty_partitions(spark, replay_logdir, tmp_path, kafka4_default_partitions):
-    from lib.partitioning import partition_for
+    from lib.replay.partitioning import partition_for
 
     broker = kafka4_default_partitions
     b = broker.bootstrap

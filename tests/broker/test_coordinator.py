@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from lib.coordinator import CoordinatorLoadInProgressError, GroupCoordinator, NotCoordinatorError
+from lib.coordinator.group_coordinator import CoordinatorLoadInProgressError, GroupCoordinator, NotCoordinatorError
 from tests.broker import scenarios as S
 from tests.broker.compare import broker_view, differences, replay_view
 from tests.broker.kafka_broker import snapshot_offsets_log_dir
@@ -67,8 +67,8 @@ def test_warm_start_answers_like_the_broker(spark, replay_logdir, tmp_path, own_
         assert sum(s.tail_records for s in states) >= 3          # the tail really was replayed
         assert sum(s.loaded_from_tables for s in states) > 0       # ... on top of the tables
         # a full replay of exactly the records the coordinator saw, from the live topic
-        from lib.logdir import live_partitions
-        from lib.pipeline import run_replay
+        from lib.source.logdir import live_partitions
+        from lib.spark.pipeline import run_replay
 
         run_replay(spark, live_partitions(b), str(tmp_path / "full"), int(time.time() * 1000), full=True,
                    end_offsets={p: s.next_offset for p, s in enumerate(states)})

@@ -38,8 +38,8 @@ def table(spark, warehouse, name):
 
 
 def test_live_topic_and_segment_files_give_the_same_tables(spark, tmp_path, quiet_broker):
-    from lib.logdir import find_partitions, live_partitions
-    from lib.pipeline import run_replay
+    from lib.source.logdir import find_partitions, live_partitions
+    from lib.spark.pipeline import run_replay
 
     b = quiet_broker.bootstrap
     groups, clients = S.run_scenarios(b, "live", kip848=True)

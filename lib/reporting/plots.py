@@ -16,7 +16,7 @@ from matplotlib import dates as mdates  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from lib.report import DAY_MS, GroupPlot  # noqa: E402
+from lib.reporting.model import DAY_MS, GroupPlot  # noqa: E402
 
 FIGSIZE = (5.8, 2.7)
 BAR_COLOR = "#4c72b0"

@@ -1,20 +1,20 @@
-"""Segment files -> Arrow record batches in the offsets_log schema. Pure Python + pyarrow:
-this runs inside Spark's Python workers (mapInArrow) and in the JVM-free coordinator."""
+"""Records -> offsets_log rows, record by record in Python (pyarrow, no numba): the reference
+decode path, and the one lib.decode.fast falls back to for what it does not compile."""
 from __future__ import annotations
 
 import base64
 import json
 import os
-from typing import Iterator
+from typing import Any, Callable, Iterator
 
 import pyarrow as pa
 
 from lib.codec.compression import CODEC_NAMES
-from lib.codec.coordinator import (decode_assignment, decode_control_key, decode_end_txn_marker, decode_key,
-                                   decode_offset_commit_value, decode_subscription, decode_value,
-                                   record_type_of, value_version)
+from lib.codec.serde import (decode_control_key, decode_end_txn_marker, decode_key, decode_offset_commit_value,
+                             decode_value, record_type_of, value_version)
 from lib.codec.errors import DecodeError, UnknownRecordTypeError
-from lib.codec.fast_group import group_metadata as fast_group_metadata
+from lib.decode.group_metadata import group_metadata as fast_group_metadata
+from lib.decode.values import clamp_ms, decode_consumer_member, member_row, micros
 from lib.codec.segments import Batch, SegmentReader, read_segment_bytes
 from schemas.records import CONTROL_TYPES, RECORD_TYPES
 from schemas.tables import OFFSETS_LOG
@@ -43,25 +43,6 @@ class _Columns:
         return pa.RecordBatch.from_arrays(arrays, schema=SCHEMA)
 
 
-# The latest instant Spark's TIMESTAMP supports (9999-12-31T23:59:59.999Z; Python's datetime
-# ends there too), in ms. Kafka takes any int64 (clients chose commit timestamps in OffsetCommit
-# v1, and expiry through retention times); a later timestamp is stored as this instant, which
-# compares with any real "now" as the true value does, so expiry decides alike. raw_value keeps
-# the exact bytes.
-MAX_TIMESTAMP_MS = 253_402_300_799_999
-
-
-def _ms(value: int) -> int | None:
-    if value is None or value < 0:
-        return None
-    return value if value <= MAX_TIMESTAMP_MS else MAX_TIMESTAMP_MS
-
-
-def _us(ms: int) -> int | None:
-    ms = _ms(ms)
-    return None if ms is None else ms * 1000
-
-
 def decode_group_metadata(data: dict) -> dict:
     """GroupMetadataValue (JsonConverter form) -> the group_metadata struct, with the
     consumer-protocol bytes decoded when protocolType is "consumer" (spec 3)."""
@@ -73,53 +54,15 @@ def decode_group_metadata(data: dict) -> dict:
         member = member_row(m["memberId"], m.get("groupInstanceId"), m["clientId"], m["clientHost"],
                             m.get("rebalanceTimeout", -1), m["sessionTimeout"], sub_raw, asg_raw)
         if is_consumer:
-            _decode_consumer_member(member, sub_raw, asg_raw)
+            decode_consumer_member(member, sub_raw, asg_raw)
         members.append(member)
     return {
         "protocol_type": data["protocolType"], "generation": data["generation"],
         "protocol": data.get("protocol"), "leader": data.get("leader"),
         # nested timestamps go straight into an Arrow timestamp[us] column
-        "current_state_timestamp": _us(data.get("currentStateTimestamp", -1)),
+        "current_state_timestamp": micros(data.get("currentStateTimestamp", -1)),
         "members": members,
     }
-
-
-def member_row(member_id, instance_id, client_id, client_host, rebalance_timeout, session_timeout, sub_raw,
-               asg_raw) -> dict:
-    """A classic member of the group_metadata struct, its consumer-protocol fields not yet read."""
-    return {
-        "member_id": member_id, "group_instance_id": instance_id, "client_id": client_id,
-        "client_host": client_host, "rebalance_timeout_ms": rebalance_timeout, "session_timeout_ms": session_timeout,
-        "subscription_version": None, "subscribed_topics": None, "owned_partitions": None,
-        "subscription_user_data": None, "generation_id": None, "rack_id": None,
-        "assignment_version": None, "assignment": None, "assignment_user_data": None,
-        "subscription_bytes": sub_raw, "assignment_bytes": asg_raw,
-    }
-
-
-def _decode_consumer_member(member: dict, sub_raw, asg_raw) -> None:
-    # A member whose bytes do not parse keeps them raw, as Kafka's tools do.
-    if sub_raw:
-        try:
-            sub = decode_subscription(sub_raw)
-            member["subscription_version"] = int.from_bytes(sub_raw[:2], "big", signed=True)
-            member["subscribed_topics"] = sub["topics"] or []
-            member["owned_partitions"] = sub.get("ownedPartitions")
-            ud = sub.get("userData")
-            member["subscription_user_data"] = base64.b64decode(ud) if ud is not None else None
-            member["generation_id"] = sub.get("generationId")
-            member["rack_id"] = sub.get("rackId")
-        except DecodeError:
-            pass
-    if asg_raw:
-        try:
-            asg = decode_assignment(asg_raw)
-            member["assignment_version"] = int.from_bytes(asg_raw[:2], "big", signed=True)
-            member["assignment"] = asg["assignedPartitions"] or []
-            ud = asg.get("userData")
-            member["assignment_user_data"] = base64.b64decode(ud) if ud is not None else None
-        except DecodeError:
-            pass
 
 
 def _append_record(cols: dict, partition: int, batch: Batch, rec, segment_file: str) -> None:
@@ -127,7 +70,7 @@ def _append_record(cols: dict, partition: int, batch: Batch, rec, segment_file: 
     c = cols
     c["offsets_partition"].append(partition)
     c["log_offset"].append(offset)
-    c["log_timestamp"].append(_ms(timestamp))
+    c["log_timestamp"].append(clamp_ms(timestamp))
     c["batch_base_offset"].append(batch.base_offset)
     c["magic"].append(batch.magic)
     c["compression"].append(CODEC_NAMES.get(batch.compression, str(batch.compression)))
@@ -169,7 +112,7 @@ def _append_record(cols: dict, partition: int, batch: Batch, rec, segment_file: 
                     oc = decode_offset_commit_value(record_type, value)
                     version, committed, metadata = oc.version, oc.offset, oc.metadata
                     leader_epoch = None if oc.leader_epoch == -1 else oc.leader_epoch
-                    commit_ts, expire_ts, topic_id = _ms(oc.commit_timestamp), _ms(oc.expire_timestamp), oc.topic_id
+                    commit_ts, expire_ts, topic_id = clamp_ms(oc.commit_timestamp), clamp_ms(oc.expire_timestamp), oc.topic_id
             elif value is not None:
                 fast = fast_group_metadata(value) if record_type == 2 else None
                 if fast is not None:
@@ -217,31 +160,21 @@ def _bytes_or_none(b):
     return None if b is None else bytes(b)
 
 
-def _fast_available() -> bool:
-    try:
-        import lib.fastdecode  # noqa: F401  (numba)
-        return True
-    except ImportError:
-        return False
-
-
-class SegmentDecoder:
-    """Decodes one segment file into offsets_log Arrow batches of at most `chunk_rows` rows.
-    After iteration: `records`, `next_offset` (after the last batch) and `trailing_bytes`.
-    While iterating, `batch_group_metadata` is, for the batch just yielded, {row: the
-    group_metadata value as a Python dict} when the decoder has them (the fast path), else
-    None: the replay engine takes them instead of converting the Arrow column back."""
-
-    _columns = _Columns      # the row accumulator (lib.fastdecode shares one between byte ranges)
+class PythonDecoder:
+    """The reference decode path, record by record in Python: one segment file (or `data`)
+    into offsets_log Arrow batches of at most `chunk_rows` rows. After iteration: `records`,
+    `next_offset` (after the last batch) and `trailing_bytes`. lib.decode.SegmentDecoder is the
+    interface; lib.decode.fast hands byte ranges it does not compile to this class."""
 
     def __init__(self, path: str, partition: int, *, start_offset: int = 0, chunk_rows: int = DEFAULT_CHUNK_ROWS,
                  verify_crc: bool = True, data=None, source_name: str | None = None,
-                 quarantine: list | None = None, fast: bool | None = None):
+                 quarantine: list | None = None, rows: Callable[[], Any] = _Columns):
         """`data`: the bytes to decode instead of reading `path` (fetched batches);
         `source_name`: what the segment_file column says (default: the file name);
         `quarantine`: a list to which undecodable batches and records are appended (as
         quarantined_records rows without run_id) instead of raising;
-        `fast`: use lib.fastdecode's numba kernels (same output; default: when numba imports)."""
+        `rows`: makes the row accumulator of each output batch (lib.decode.fast passes one
+        that adds to rows it shares between byte ranges)."""
         self.path = path
         self.data = data
         self.source_name = source_name
@@ -253,8 +186,8 @@ class SegmentDecoder:
         self.batch_group_metadata: dict[int, dict] | None = None
         self.next_offset: int | None = None
         self.trailing_bytes = 0
-        self.fast = _fast_available() if fast is None else fast
         self.quarantine = quarantine
+        self._rows = rows
 
     def _quarantine(self, e: DecodeError, level: str, name: str, raw_bytes=None, raw_key=None, raw_value=None):
         self.quarantine.append({
@@ -264,10 +197,6 @@ class SegmentDecoder:
             "file_path": self.path})
 
     def __iter__(self) -> Iterator[pa.RecordBatch]:
-        if self.fast:
-            from lib.fastdecode import iter_fast
-            yield from iter_fast(self)
-            return
         name = self.source_name or os.path.basename(self.path)
         data = self.data if self.data is not None else read_segment_bytes(self.path)
         on_corrupt = None
@@ -276,7 +205,7 @@ class SegmentDecoder:
                 self._quarantine(e, "batch", name, raw_bytes=raw)
         reader = SegmentReader(data, file=self.path, partition=self.partition, verify_crc=self.verify_crc,
                                skip_below=self.start_offset, on_corrupt=on_corrupt)
-        acc = self._columns()
+        acc = self._rows()
         cols = acc.cols
         n = 0
         for batch in reader:
@@ -299,7 +228,7 @@ class SegmentDecoder:
                 if n >= self.chunk_rows:
                     self.records += n
                     yield acc.to_batch()
-                    acc = self._columns()
+                    acc = self._rows()
                     cols = acc.cols
                     n = 0
         self.trailing_bytes = reader.trailing_bytes

@@ -32,6 +32,20 @@ class PartitionLog:
     log_start_offset: int | None = None
 
 
+def segments_from(log: PartitionLog, start: int) -> list:
+    """The segments holding offsets >= start: all but those that end before it."""
+    segs = log.segments
+    if log.path.startswith("kafka://"):
+        return segs
+    keep = []
+    for i, seg in enumerate(segs):
+        nxt = segs[i + 1].base_offset if i + 1 < len(segs) else None
+        if nxt is not None and nxt <= start:
+            continue
+        keep.append(seg)
+    return keep
+
+
 def read_offset_checkpoint(path: str) -> dict[tuple[str, int], int]:
     """replication-offset-checkpoint and friends: version, count, then 'topic partition offset'."""
     out: dict[tuple[str, int], int] = {}
@@ -96,7 +110,7 @@ def find_partitions(log_dir: str, partitions: list[int] | None = None) -> list[P
 def live_partitions(bootstrap: str, partitions: list[int] | None = None) -> list[PartitionLog]:
     """The partitions of a running cluster's __consumer_offsets topic as PartitionLogs whose
     single pseudo-segment (path kafka://BOOTSTRAP) is read with Fetch requests."""
-    from lib.live import OffsetsTopicReader
+    from lib.source.live import OffsetsTopicReader
 
     try:
         reader = OffsetsTopicReader(bootstrap)

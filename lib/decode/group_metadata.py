@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import struct
 
+from lib.decode.values import decode_consumer_member, member_row, micros
+
 _H = struct.Struct(">h")
 _I = struct.Struct(">i")
 _Q = struct.Struct(">q")
@@ -71,7 +73,7 @@ def _topic_partitions(buf, p: int, end: int) -> tuple[list, int]:
 
 
 def group_metadata(value) -> dict | None:
-    """The group_metadata struct of a GroupMetadataValue v0-v3 (as lib.decode builds it), or
+    """The group_metadata struct of a GroupMetadataValue v0-v3 (as lib.decode.rows builds it), or
     None to let the schema-driven reader handle it."""
     try:
         return _group_metadata(value)
@@ -80,7 +82,6 @@ def group_metadata(value) -> dict | None:
 
 
 def _group_metadata(buf) -> dict | None:
-    from lib.decode import member_row
 
     end = len(buf)
     if end < 2:
@@ -119,9 +120,8 @@ def _group_metadata(buf) -> dict | None:
         if consumer:
             consumer_member(member, sub_raw, asg_raw)
         members.append(member)
-    from lib.decode import _us
     return {"protocol_type": protocol_type, "generation": generation, "protocol": protocol, "leader": leader,
-            "current_state_timestamp": _us(state_ts), "members": members}
+            "current_state_timestamp": micros(state_ts), "members": members}
 
 
 # Parsed consumer-protocol bytes by their value. A group's members keep their subscription (and
@@ -131,16 +131,15 @@ _PARSED_MAX = 8192
 
 
 def consumer_member(member: dict, sub_raw, asg_raw) -> None:
-    """The consumer-protocol fields of a member, as lib.decode._decode_consumer_member sets
+    """The consumer-protocol fields of a member, as lib.decode.values.decode_consumer_member sets
     them; bytes these readers find odd go through that function instead."""
-    from lib.decode import _decode_consumer_member
 
     if sub_raw:
         if not _cached(member, b"s" + sub_raw, _subscription, sub_raw):
-            _decode_consumer_member(member, sub_raw, None)
+            decode_consumer_member(member, sub_raw, None)
     if asg_raw:
         if not _cached(member, b"a" + asg_raw, _assignment, asg_raw):
-            _decode_consumer_member(member, None, asg_raw)
+            decode_consumer_member(member, None, asg_raw)
 
 
 def _cached(member: dict, key: bytes, read, raw) -> bool:

@@ -16,13 +16,13 @@ import re
 import shutil
 from dataclasses import dataclass, field
 
+from lib.reporting.model import QUALITY_DIR
 from schemas import quality as Q
 from schemas import tables as T
 
-QUALITY_DIR = "_quality"
 RESULTS_FILE = "results.json"
 DOCS_DIR = "data_docs"
-RUN_TAG = "offsets-lake run "      # lib.delta_io.RUN_TAG (not imported: keeps this module's import light)
+RUN_TAG = "offsets-lake run "      # lib.spark.delta.RUN_TAG (not imported: keeps this module's import light)
 DETAIL_FORMAT = {"result_format": "SUMMARY", "partial_unexpected_count": 5}
 GX_SEVERITY = {Q.ERROR: "critical", Q.WARNING: "warning"}
 
@@ -177,7 +177,7 @@ def table_frame(spark, warehouse: str, suite: Q.Suite, partitions: list[int] | N
 
 
 def check_inputs(spark, warehouse: str, suites) -> None:
-    from lib.delta_io import table_exists
+    from lib.spark.delta import table_exists
 
     if not os.path.isdir(warehouse):
         raise QualityInputError(f"warehouse {warehouse} does not exist")

@@ -15,25 +15,25 @@ boundaries, counters, errors, quarantine rows). How:
    segment (or the decompressed bytes). A batch holding anything else (GroupMetadata, other
    record types, headers, invalid UTF-8, any inconsistency) turns SLOW as a whole.
 3. Columns are gathered into Arrow buffers by numba (`_gather`), numbers go in as numpy arrays.
-4. Runs of consecutive SLOW entries are decoded by the pure-Python SegmentDecoder itself over
+4. Runs of consecutive SLOW entries are decoded by the pure-Python decoder (lib.decode.rows.PythonDecoder) over
    that byte range, so everything the fast path does not handle (and every error, with the
    same class, message and location) comes from the one reference implementation.
 """
 from __future__ import annotations
 
-import copy
 import functools
 import os
 import time
 
-import numba
 import numpy as np
 import pyarrow as pa
 from numba import njit
 
 from lib.codec.compression import CODEC_NAMES, decompress
 from lib.codec.errors import DecodeError
-from lib.numba_bytes import copy_bytes
+from lib.decode.numba_bytes import copy_bytes
+from lib.decode.rows import SCHEMA, PythonDecoder, _Columns
+from lib.decode.values import MAX_TIMESTAMP_MS
 from schemas.records import CONTROL_TYPES, RECORD_TYPES
 
 FAST, COMP, SLOW, SKIP, TAIL = 0, 1, 2, 3, 4
@@ -609,7 +609,7 @@ def _gather(seg, extra, offs, lens, keep):
 
 @njit(cache=True, nogil=True)
 def _timestamps(values, keep, cap, scale):
-    """lib.decode's rule for a timestamp column (_ms): null where negative (or not `keep`),
+    """lib.decode.values' rule for a timestamp column (clamp_ms): null where negative (or not `keep`),
     capped at `cap` ms, then times `scale` (1000 for microseconds). Values and validity bitmap."""
     n = len(values)
     out = np.zeros(n, np.int64)
@@ -710,9 +710,8 @@ def _num(values: np.ndarray, typ, valid=None):
 
 
 def _ts(values: np.ndarray, keep: np.ndarray, field_type):
-    """ms since the epoch as the column's timestamp type, by lib.decode's rule (_ms): null
+    """ms since the epoch as the column's timestamp type, by lib.decode.values' rule (clamp_ms): null
     when negative, and capped at the last instant a Spark TIMESTAMP holds."""
-    from lib.decode import MAX_TIMESTAMP_MS
 
     micros = field_type == pa.timestamp("us", tz="UTC")
     out, bitmap, nulls = _timestamps(values, keep, MAX_TIMESTAMP_MS, 1000 if micros else 1)
@@ -871,9 +870,9 @@ _OC_NAMES = [RECORD_TYPES[0][0], RECORD_TYPES[1][0], RECORD_TYPES[2][0]]
 
 
 def _group_values(seg, extra, rows) -> tuple[dict, set]:
-    """GroupMetadata values of the fast rows, read by lib.codec.fast_group: row -> struct, and
+    """GroupMetadata values of the fast rows, read by lib.decode.group_metadata: row -> struct, and
     the entries whose value that reader hands back (they go to the Python decoder whole)."""
-    from lib.codec.fast_group import group_metadata
+    from lib.decode.group_metadata import group_metadata
 
     total = int(rows[0][-1])
     entry, val_off, val_len, rtype = rows[1][:total], rows[6][:total], rows[7][:total], rows[8][:total]
@@ -909,12 +908,10 @@ class _SlowRows:
 
 
 class _Shared:
-    """One row accumulator (lib.decode._Columns) shared by every Python-decoded byte range of
+    """One row accumulator (lib.decode.rows._Columns) shared by every Python-decoded byte range of
     the current output chunk; each range's decoder gets a view that reports its own rows."""
 
     def __init__(self):
-        from lib.decode import _Columns
-        self._cls = _Columns
         self.acc = _Columns()
 
     def rows(self) -> int:
@@ -925,7 +922,7 @@ class _Shared:
 
     def take(self) -> pa.RecordBatch:
         batch = self.acc.to_batch()
-        self.acc = self._cls()
+        self.acc = _Columns()
         return batch
 
 
@@ -946,19 +943,12 @@ class _PythonRange:
     shared accumulator and its positions moved back to the whole segment's."""
 
     def __init__(self, dec, data, a: int, b: int, name: str, shared: _Shared | None):
-        sub = copy.copy(dec)
-        sub.fast = False
-        sub.data = data if (a == 0 and b == len(data)) else memoryview(data)[a:b]
-        sub.source_name = name
-        sub.records = 0
-        sub.next_offset = None
-        sub.trailing_bytes = 0
-        if shared is not None:
-            sub._columns = shared.view()
-        self.own_quarantine = getattr(dec, "quarantine", None)
-        if self.own_quarantine is not None:
-            sub.quarantine = []
-        self.sub = sub
+        self.own_quarantine = dec.quarantine
+        self.sub = PythonDecoder(dec.path, dec.partition, start_offset=dec.start_offset, chunk_rows=dec.chunk_rows,
+                                 verify_crc=dec.verify_crc,
+                                 data=data if (a == 0 and b == len(data)) else memoryview(data)[a:b],
+                                 source_name=name, quarantine=[] if dec.quarantine is not None else None,
+                                 rows=shared.view() if shared is not None else _Columns)
         self.base = a
 
     def run(self, first_chunk_rows: int, chunk_rows: int):
@@ -1016,7 +1006,6 @@ def _readonly(a: np.ndarray) -> np.ndarray:
 def iter_fast(dec):
     """SegmentDecoder.__iter__'s fast path (see the module doc)."""
     from lib.codec.segments import read_segment_bytes
-    from lib.decode import SCHEMA
 
     clock = _Clock()
     name = dec.source_name or os.path.basename(dec.path)
@@ -1158,68 +1147,3 @@ def iter_fast(dec):
     if pending_n:
         yield flush()
     clock.lap("python_path")
-
-
-# --- measuring -----------------------------------------------------------------------------------
-
-def measure_decode(paths, *, partition: int = 0, repeat: int = 3, compare: bool = True) -> dict:
-    """Records/s of the pure-Python and the fast decoder over the same segment files, timed
-    alternately in this process: CPU time of this thread (less sensitive to other load than
-    wall time), best of `repeat`; batches are counted and dropped. With `compare`, a separate
-    pass checks, file by file, that both paths yield equal batches."""
-    from lib.decode import SegmentDecoder
-
-    def run(fast):
-        n = 0
-        t0 = time.thread_time()
-        for p in paths:
-            for b in SegmentDecoder(p, partition, fast=fast):
-                n += b.num_rows
-        return n, time.thread_time() - t0
-
-    for p in paths[:1]:
-        list(SegmentDecoder(p, partition, fast=True))      # load (or compile) the kernels untimed
-    t_py = t_fast = float("inf")
-    n_py = n_fast = 0
-    for _ in range(repeat):
-        n_py, t = run(False)
-        t_py = min(t_py, t)
-        n_fast, t = run(True)
-        t_fast = min(t_fast, t)
-    equal = None
-    if compare:
-        equal = n_py == n_fast
-        for p in paths:
-            a, b = list(SegmentDecoder(p, partition, fast=False)), list(SegmentDecoder(p, partition, fast=True))
-            equal = equal and len(a) == len(b) and all(x.equals(y) for x, y in zip(a, b))
-    return {"records": n_py, "python_s": t_py, "fast_s": t_fast,
-            "python_rps": n_py / t_py if t_py else float("inf"),
-            "fast_rps": n_fast / t_fast if t_fast else float("inf"),
-            "ratio": t_py / t_fast if t_fast else float("inf"), "equal": equal, "numba": numba.__version__}
-
-
-def warm() -> None:
-    """Compile the kernels into numba's on-disk cache (lib/__pycache__) once, e.g. at setup:
-    a cold compile takes ~10 s of CPU, loading the cache well under a second per process."""
-    from lib.codec.writer import encode_batch, encode_control_batch
-    from lib.decode import SegmentDecoder
-    from lib.logbuilder import offset_commit_key, offset_commit_value
-
-    value = offset_commit_value(5, 1, version=4, topic_id="ASNFZ4mrze8BI0VniavN7w")
-    recs = [(i, 1, offset_commit_key("g", "t", i), value) for i in range(2)]
-    data = encode_batch(0, recs) + encode_batch(2, [(2, 1, recs[0][2], None)], compression=4) + \
-        encode_control_batch(3, 1, 0, True, 1)
-    for buf in (data, bytearray(data)):
-        list(SegmentDecoder("warm", 0, data=buf, fast=True))
-
-
-if __name__ == "__main__":      # python -m lib.fastdecode SEGMENT... | --warm
-    import sys
-
-    if sys.argv[1:] == ["--warm"]:
-        warm()
-        print("numba kernels compiled into their cache")
-        sys.exit(0)
-    m = measure_decode(sys.argv[1:])
-    print(f"{m['records']} records: python {m['python_rps']:,.0f}/s, fast {m['fast_rps']:,.0f}/s "
-          f"(CPU time of one thread), ratio {m['ratio']:.1f}x, equal output: {m['equal']}")

@@ -6,7 +6,7 @@ import glob
 import os
 import sys
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEFAULT_CONF = os.path.join(REPO_ROOT, "conf", "spark.conf")
 DEFAULT_JARS = os.path.join(REPO_ROOT, ".jars", "spark")
 

@@ -1,11 +1,12 @@
-"""Renders lib.report.ReportData as one self-contained HTML page: inline CSS and inline SVG,
+"""Renders lib.reporting.report.ReportData as one self-contained HTML page: inline CSS and inline SVG,
 no scripts, nothing loaded from elsewhere when it is viewed. No pyspark here."""
 from __future__ import annotations
 
 import datetime as dt
 from html import escape
 
-from lib.report import DAY_MS, ReportData
+from lib.reporting.model import DAY_MS, ReportData
+from lib.reporting.plots import commit_rate_svg, offsets_svg
 
 CSS = """
 body { font-family: "DejaVu Sans", "Liberation Sans", Arial, sans-serif; margin: 24px 32px; color: #222;
@@ -172,7 +173,6 @@ def expiring_section(d: ReportData) -> str:
 
 
 def groups_section(d: ReportData) -> str:
-    from lib.report_plots import commit_rate_svg, offsets_svg
 
     out = [f'<section id="groups"><h2>Groups over time (top {d.top} by commits)</h2>']
     if not d.plots:

@@ -13,7 +13,6 @@ import os
 import shutil
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 
 from schemas.tables import Table
 
@@ -58,99 +57,8 @@ def table_exists(spark: SparkSession | None, path: str) -> bool:
     return os.path.isdir(os.path.join(path, "_delta_log")) and DeltaTable.is_deltatable(path)
 
 
-def partitions_predicate(partitions: list[int], alias: str = "") -> str:
-    col = f"{alias}.offsets_partition" if alias else "offsets_partition"
-    return f"{col} IN ({', '.join(str(int(p)) for p in sorted(partitions))})"
-
-
-def replace_partitions(df: DataFrame, path: str, table: Table, partitions: list[int], tag: str) -> None:
-    """Overwrite the rows of `partitions` with `df` (whose rows all belong to them): one commit."""
-    writer = (df.select(*table.column_names).write.format("delta").mode("overwrite")
-              .option("replaceWhere", partitions_predicate(partitions))
-              .option("userMetadata", tag))
-    if table.partition_by:
-        writer = writer.partitionBy(*table.partition_by)
-    writer.save(path)
-
-
-def append_new_records(spark: SparkSession, df: DataFrame, path: str, table: Table, start_offsets: dict[int, int],
-                       tag: str) -> None:
-    """Insert the rows of `df` not yet in the table, keyed by (offsets_partition, log_offset):
-    one MERGE commit, idempotent, so a run redone after a crash never duplicates records. The
-    start offsets bound the scan to the files that can hold them."""
-    from delta.tables import DeltaTable
-
-    if not table_exists(spark, path):
-        replace_partitions(df, path, table, sorted(start_offsets), tag)
-        return
-    bound = " OR ".join(f"(t.offsets_partition = {int(p)} AND t.log_offset >= {int(o)})"
-                        for p, o in sorted(start_offsets.items()))
-    spark.conf.set("spark.databricks.delta.commitInfo.userMetadata", tag)
-    try:
-        (DeltaTable.forPath(spark, path).alias("t")
-         .merge(df.select(*table.column_names).alias("s"),
-                f"({bound}) AND t.offsets_partition = s.offsets_partition AND t.log_offset = s.log_offset")
-         .whenNotMatchedInsertAll()
-         .execute())
-    finally:
-        spark.conf.unset("spark.databricks.delta.commitInfo.userMetadata")
-
-
-def insert_new_rows(spark: SparkSession, df: DataFrame, path: str, table: Table, partitions: list[int],
-                    tag: str) -> None:
-    """Insert the rows of `df` whose key is not in the table yet: one idempotent MERGE."""
-    from delta.tables import DeltaTable
-
-    if not table_exists(spark, path):
-        replace_partitions(df, path, table, partitions, tag)
-        return
-    on = " AND ".join(f"t.{k} = s.{k}" for k in table.key)
-    spark.conf.set("spark.databricks.delta.commitInfo.userMetadata", tag)
-    try:
-        (DeltaTable.forPath(spark, path).alias("t")
-         .merge(df.select(*table.column_names).alias("s"), f"{partitions_predicate(partitions, 't')} AND {on}")
-         .whenNotMatchedInsertAll()
-         .execute())
-    finally:
-        spark.conf.unset("spark.databricks.delta.commitInfo.userMetadata")
-
-
 def read_table(spark: SparkSession, warehouse: str, table: Table | str) -> DataFrame:
     return spark.read.format("delta").load(table_path(warehouse, table))
-
-
-def read_partitions(spark: SparkSession, warehouse: str, table: Table, partitions: list[int]) -> DataFrame | None:
-    """The rows of `partitions` in the table's latest version; None if the table is absent."""
-    path = table_path(warehouse, table)
-    if not table_exists(spark, path):
-        return None
-    return spark.read.format("delta").load(path).filter(F.col("offsets_partition").isin(partitions))
-
-
-def merge_partitions(spark: SparkSession, df: DataFrame, path: str, table: Table, partitions: list[int],
-                     tag: str) -> None:
-    """Make the rows of `partitions` equal `df` with one MERGE that touches only what changed:
-    changed rows are updated, new ones inserted, vanished ones deleted (keyed by the table's
-    key plus offsets_partition). Falls back to a plain write when the table does not exist."""
-    from delta.tables import DeltaTable
-
-    if not table_exists(spark, path):
-        replace_partitions(df, path, table, partitions, tag)
-        return
-    keys = list(dict.fromkeys(("offsets_partition",) + table.key))
-    on = " AND ".join(f"t.{k} = s.{k}" for k in keys)
-    in_scope = partitions_predicate(partitions, "t")
-    changed = " OR ".join(f"NOT (t.{c} <=> s.{c})" for c in table.column_names if c not in keys)
-    spark.conf.set("spark.databricks.delta.commitInfo.userMetadata", tag)
-    try:
-        (DeltaTable.forPath(spark, path).alias("t")
-         .merge(df.select(*table.column_names).alias("s"), f"{in_scope} AND {on}")
-         .whenMatchedUpdateAll(condition=changed or None)
-         .whenNotMatchedInsertAll()
-         .whenNotMatchedBySourceDelete(condition=in_scope)
-         .execute())
-    finally:
-        spark.conf.unset("spark.databricks.delta.commitInfo.userMetadata")
 
 
 def completed_runs(spark: SparkSession, checkpoints_path: str) -> set[str]:

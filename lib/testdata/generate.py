@@ -10,8 +10,8 @@ import struct
 import zlib
 
 from lib.codec.writer import encode_batch, encode_control_batch
-from lib.logbuilder import consumer_member, group_key, group_metadata_value, offset_commit_key
-from lib.partitioning import partition_for
+from lib.testdata.logbuilder import consumer_member, group_key, group_metadata_value, offset_commit_key
+from lib.replay.partitioning import partition_for
 
 T0 = 1_760_000_000_000
 # Bumped whenever the bytes written change, so cached benchmark logs are made anew

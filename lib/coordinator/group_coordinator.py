@@ -12,7 +12,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from lib.partitioning import partition_for
+from lib.replay.partitioning import partition_for
 from lib.replay.groups import GroupFold
 from lib.replay.offsets import PartitionOffsets
 
@@ -80,10 +80,10 @@ class GroupCoordinator:
     @property
     def partition_count(self) -> int:
         if self._partition_count is None and self.log_dir is not None:
-            from lib.logdir import find_partitions
+            from lib.source.logdir import find_partitions
             self._partition_count = max(pl.partition for pl in find_partitions(self.log_dir)) + 1
         if self._partition_count is None:
-            from lib.live import OffsetsTopicReader
+            from lib.source.live import OffsetsTopicReader
             reader = OffsetsTopicReader(self.bootstrap)
             try:
                 self._partition_count = len(reader.partitions())
@@ -113,11 +113,11 @@ class GroupCoordinator:
 
     # --- the load step -----------------------------------------------------------------------
     def _load(self, partition: int) -> PartitionState:
-        from lib.replay.partition import PartitionReplay
+        from lib.replay.engine import PartitionReplay
 
         t0 = time.monotonic()
         state = PartitionState()
-        # one engine (lib.replay.partition, as the Spark tasks use) seeded from the tables, then
+        # one engine (lib.replay.engine, as the Spark tasks use) seeded from the tables, then
         # the tail; the state kept for lookups is taken from it once at the end
         engine = PartitionReplay(partition)
         if self.warehouse:
@@ -159,7 +159,7 @@ class GroupCoordinator:
             self._replay_tail_from_files(partition, state, engine)
             return
         from lib.decode import SegmentDecoder
-        from lib.live import OffsetsTopicReader
+        from lib.source.live import OffsetsTopicReader
 
         reader = OffsetsTopicReader(self.bootstrap)
         try:
@@ -180,9 +180,9 @@ class GroupCoordinator:
             reader.close()
 
     def _replay_tail_from_files(self, partition: int, state: PartitionState, engine) -> None:
-        from lib.logdir import find_partitions
-        from lib.partition_task import read_segments
-        from lib.pipeline import segments_from
+        from lib.source.logdir import find_partitions
+        from lib.lake.partition_task import read_segments
+        from lib.source.logdir import segments_from
 
         (log,) = find_partitions(self.log_dir, [partition])
         segs = segments_from(log, state.next_offset)
@@ -203,7 +203,7 @@ class GroupCoordinator:
 
     @staticmethod
     def _take_engine_state(engine, state: PartitionState) -> None:
-        from lib.replay.partition import NO_GROUP
+        from lib.replay.engine import NO_GROUP
 
         # both tables: Kafka holds every offset still in the log (expiry is not applied on load)
         out = engine.finish(0, 1, fold_states=False)

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 from lib.cli import parse_time_ms
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SQL_DIR = os.path.join(REPO_ROOT, "sql", "audits")
 DATABASE = "offsets_lake"
 TYPES = ("string", "int", "timestamp", "duration")

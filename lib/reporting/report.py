@@ -7,7 +7,7 @@ What it shows, and how each number is computed:
 - Commits: OffsetCommit records (key types 0 and 1) of `offsets_log` with a value, that took
   effect: non-transactional ones (producer id -1, as Kafka 4.x decides) and transactional ones
   whose producer's next marker is a COMMIT (aborted, still-open and tombstone-cleared ones are
-  left out; `lib.transform.offsets.classify_transactional` decides). A commit's time is the
+  left out; `lib.replay.offsets_spark.classify_transactional` decides). A commit's time is the
   record's `log_timestamp` (its `commit_timestamp` for legacy records without one).
 - Per group (the top N by commits): commits per hour over time, and the committed offset of each
   topic-partition over time (the last commit in each time bucket; at most `MAX_SERIES`
@@ -19,7 +19,7 @@ What it shows, and how each number is computed:
   `consumer_groups`), by commits (as above); groups with 0 of the ranked quantity are left out.
 - Expiring soon: the live offsets the coordinator's cleanup would remove at now + N days if
   nothing changed in between (no new commits, the groups' state as it is): the same rules as the
-  replay (`lib.transform.expiry.judge_offsets`) judged at that horizon. The due time shown is the
+  replay (`lib.replay.expiry_spark.judge_offsets`) judged at that horizon. The due time shown is the
   explicit `expire_timestamp` when there is one, else base + retention, where the base is the
   group's `current_state_timestamp` for an Empty classic group with a protocol type, and the
   offset's `commit_timestamp` otherwise. Groups due: `judge_groups` at the same horizon; a
@@ -32,57 +32,10 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-from dataclasses import dataclass, field
 
-DAY_MS = 86_400_000
-HOUR_MS = 3_600_000
-MINUTE_MS = 60_000
-# Bucket widths to choose from, smallest first: an hour at least, so a bar is a count of commits
-# in one hour (or the mean per hour of a wider bucket), never a short burst scaled up.
-BUCKET_LADDER_MS = (HOUR_MS, 3 * HOUR_MS, 6 * HOUR_MS, 12 * HOUR_MS, DAY_MS, 7 * DAY_MS, 30 * DAY_MS)
-MAX_BUCKETS = 72
-MAX_SERIES = 8
-MAX_EXPIRING_ROWS = 200
-REPORT_DIR = "report"
-QUALITY_DIR = "_quality"
+from lib.reporting.html import render_html
 
-
-@dataclass
-class Series:
-    topic: str
-    partition: int
-    points: list[tuple[int, int]]          # (time of the bucket's last commit ms, committed offset it set)
-
-
-@dataclass
-class GroupPlot:
-    group_id: str
-    commits: int
-    bucket_ms: int
-    rate: list[tuple[int, float]]          # (bucket start ms, commits per hour); every bucket of the span
-    series: list[Series]
-    series_total: int                      # topic-partitions the group committed to
-
-
-@dataclass
-class ReportData:
-    warehouse: str
-    now_ms: int
-    days: int
-    top: int
-    retention_minutes: int
-    generated_ms: int
-    totals: dict
-    largest: dict[str, list[dict]]         # "live_offsets" / "members" / "commits" -> group rows
-    expiring_offsets: list[dict]
-    expiring_offsets_total: int
-    expiring_groups: list[dict]
-    expiring_groups_total: int
-    plots: list[GroupPlot]
-    quality: dict | None = None
-    quality_error: str | None = None
-    quality_docs_href: str | None = None
-    notes: list[str] = field(default_factory=list)
+from lib.reporting.model import (BUCKET_LADDER_MS, DAY_MS, HOUR_MS, MAX_BUCKETS, MAX_EXPIRING_ROWS, MAX_SERIES, MINUTE_MS, QUALITY_DIR, REPORT_DIR, GroupPlot, ReportData, Series)
 
 
 def bucket_width(span_ms: int, max_buckets: int = MAX_BUCKETS) -> int:
@@ -100,7 +53,7 @@ def applied_commits(log):
     offsets_partition, log_offset (see the module doc)."""
     from pyspark.sql import functions as F
 
-    from lib.transform.offsets import NO_PRODUCER, classify_transactional
+    from lib.replay.offsets_spark import NO_PRODUCER, classify_transactional
 
     values = log.filter(F.col("record_type").isin(0, 1) & (F.col("decode_status") == "ok")
                         & ~F.col("is_control") & ~F.col("is_tombstone") & F.col("group_id").isNotNull())
@@ -168,8 +121,8 @@ def collect_report(spark, warehouse: str, now_ms: int, *, top: int = 20, days: i
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    from lib.delta_io import read_table, table_exists, table_path
-    from lib.transform.expiry import judge_groups, judge_offsets
+    from lib.spark.delta import read_table, table_exists, table_path
+    from lib.replay.expiry_spark import judge_groups, judge_offsets
 
     def table(name):
         if not table_exists(spark, table_path(warehouse, name)):
@@ -308,7 +261,6 @@ def report_path(warehouse: str) -> str:
 
 def write_html(data: ReportData, warehouse: str) -> str:
     """Render `data` to WAREHOUSE/report/index.html (replaced atomically); returns its path."""
-    from lib.report_html import render_html
 
     html = render_html(data)
     path = report_path(warehouse)

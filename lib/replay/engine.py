@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from numba import njit
 
-from lib.numba_bytes import copy_bytes, load_u64
+from lib.decode.numba_bytes import copy_bytes, load_u64
 from lib.replay.expiry import offset_rule
 from lib.replay.groups import ClassicGroup, GroupFold, GroupReplayError, _topic_ids
 from schemas.tables import (CONSUMER_GROUPS, GROUP_FOLD_STATE, GROUP_OFFSETS, PENDING_TRANSACTIONAL_OFFSETS)
@@ -737,28 +737,3 @@ def _floor_ms(value) -> int:
     import datetime as dt
     delta = value - dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
     return (delta.days * 86_400_000_000 + delta.seconds * 1_000_000 + delta.microseconds) // 1000
-
-
-def warm() -> None:
-    """Compile the engine's kernels into numba's on-disk cache (make setup), so Spark workers
-    load them instead of compiling (seconds of CPU per worker process)."""
-    from lib.codec.writer import encode_batch, encode_control_batch
-    from lib.decode import SegmentDecoder
-    from lib.logbuilder import offset_commit_key, offset_commit_value
-
-    value = offset_commit_value(5, 1)
-    recs = [(i, 1, offset_commit_key("g", "t", i), value) for i in range(2)]
-    data = (encode_batch(0, recs) + encode_batch(2, [(2, 1, recs[0][2], None)])
-            + encode_batch(3, [(3, 1, recs[1][2], value)], producer_id=7, producer_epoch=0, transactional=True)
-            + encode_control_batch(4, 7, 0, True, 1))
-    engine = PartitionReplay(0)
-    for batch in SegmentDecoder("warm", 0, data=data):
-        engine.feed(batch)
-    out = engine.finish(0, 1)
-    again = PartitionReplay(0)           # an incremental run's start: the state loaded back
-    again.load(out["group_offsets"], out["pending_transactional_offsets"], out["group_fold_state"])
-
-
-if __name__ == "__main__":      # python -m lib.replay.partition --warm
-    warm()
-    print("replay kernels compiled into their cache")

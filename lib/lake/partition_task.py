@@ -1,7 +1,7 @@
 """The work of one Spark task: one __consumer_offsets partition, read once, in log order.
 
-Framing, CRC, decode (lib.decode / lib.fastdecode), the offsets replay and the group fold
-(lib.replay.partition) and expiry happen in one pass in the Python worker. The worker writes
+Framing, CRC, decode (lib.decode / lib.decode.fast), the offsets replay and the group fold
+(lib.replay.engine) and expiry happen in one pass in the Python worker. The worker writes
 its rows as Parquet files straight into the Delta tables' folders (offsets_partition=P/),
 where the driver's commit adds them without rewriting; until that commit they are invisible
 to readers (and VACUUM removes them if the run dies). What goes back to the driver is one
@@ -20,7 +20,7 @@ import pyarrow.compute  # noqa: F401 - pa.compute
 import pyarrow.parquet as pq
 
 from lib.codec.errors import DecodeError
-from lib.worker_errors import worker_error
+from lib.lake.worker_errors import worker_error
 from schemas import tables as T
 
 OFFSETS_LOG_FILE_ROWS = 4_000_000        # roll the offsets_log file past this many rows
@@ -190,7 +190,7 @@ def replay_partition(task: dict) -> dict:
     start_offset, end_offset, warehouse, run_id, previous {table name: [file paths]},
     now_ms, retention_ms, quarantine (bool). Returns the partition's summary."""
     from lib.replay.groups import GroupReplayError
-    from lib.replay.partition import PartitionReplay
+    from lib.replay.engine import PartitionReplay
 
     started = time.time()
     p = task["partition"]
@@ -329,7 +329,7 @@ def _fetch(task: dict, summary: dict, quarantine, consume) -> None:
     import pyarrow.compute as pc
 
     from lib.decode import SegmentDecoder
-    from lib.live import OffsetsTopicReader
+    from lib.source.live import OffsetsTopicReader
 
     bootstrap, p = task["bootstrap"], task["partition"]
     reader = OffsetsTopicReader(bootstrap)

@@ -1,13 +1,13 @@
 """The replay run: one Spark task per offsets partition, then one commit per table.
 
-Each task (lib.partition_task) reads its partition once, in log order, from its checkpoint:
+Each task (lib.lake.partition_task) reads its partition once, in log order, from its checkpoint:
 decode, replay, group fold and expiry in one pass; it writes its rows as Parquet files into
 the tables' folders, invisible until committed. Everything that can fail on bad input fails
 there, before any commit, so bad input leaves every table as it was. The driver then commits
 the files table by table (delta-rs, no copy), each commit naming the run and its checkpoint,
 and the replay_checkpoints commit last: that commit is the run's commit point. A run that dies
-between table commits is rolled back by the next run (lib.delta_io.roll_back_incomplete_runs),
-which then redoes the work. One run at a time writes a warehouse (lib.warehouse_lock)."""
+between table commits is rolled back by the next run (lib.spark.delta.roll_back_incomplete_runs),
+which then redoes the work. One run at a time writes a warehouse (lib.lake.lock)."""
 from __future__ import annotations
 
 import datetime as dt
@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from lib.delta_io import (commit_files, overwrite_small_table, partition_files, read_small_table,
+from lib.spark.delta import (commit_files, overwrite_small_table, partition_files, read_small_table,
                           roll_back_incomplete_runs, run_tag, table_path)
-from lib.logdir import PartitionLog
-from lib.warehouse_lock import WarehouseBusyError, WarehouseLock  # noqa: F401 - re-exported for jobs
-from lib.worker_errors import worker_error_from
+from lib.source.logdir import PartitionLog, segments_from
+from lib.lake.lock import WarehouseBusyError, WarehouseLock  # noqa: F401 - re-exported for jobs
+from lib.lake.worker_errors import worker_error_from
 from schemas import tables as T
 
 
@@ -69,20 +69,6 @@ def previous_run(spark: SparkSession | None, warehouse: str, partitions: list[in
         runs.setdefault(r["run_id"], []).append(r["offsets_partition"])
     return PreviousRun({r["offsets_partition"]: r["next_log_offset"] for r in rows}, runs,
                        {r["offsets_partition"]: r for r in rows})
-
-
-def segments_from(log: PartitionLog, start: int) -> list:
-    """The segments holding offsets >= start: all but those that end before it."""
-    segs = log.segments
-    if log.path.startswith("kafka://"):
-        return segs
-    keep = []
-    for i, seg in enumerate(segs):
-        nxt = segs[i + 1].base_offset if i + 1 < len(segs) else None
-        if nxt is not None and nxt <= start:
-            continue
-        keep.append(seg)
-    return keep
 
 
 def new_run_id() -> str:
@@ -146,11 +132,11 @@ def _unchanged(log: PartitionLog, row: dict | None, now_ms: int, retention_minut
 
 def _run_locked(spark: SparkSession, logs: list[PartitionLog], warehouse: str, result: RunResult, full: bool,
                 end_offsets: dict[int, int] | None) -> None:
-    """Each partition with anything to do is one Spark task (lib.partition_task) that reads it
+    """Each partition with anything to do is one Spark task (lib.lake.partition_task) that reads it
     once and writes its files; the driver then commits them table by table (delta-rs), the
     checkpoints last. A partition whose input and judgement cannot have changed is skipped:
     a run with nothing new makes no Spark job and no commit."""
-    from lib.partition_task import replay_partition
+    from lib.lake.partition_task import replay_partition
 
     run_id, now_ms, retention_minutes, partitions = (result.run_id, result.now_ms, result.retention_minutes,
                                                      result.partitions)
@@ -277,7 +263,7 @@ def _resolve_topic_names(spark: SparkSession, tasks: list[dict], summaries: list
 
 
 def _replay_partition_task(task: dict) -> dict:
-    from lib.partition_task import replay_partition
+    from lib.lake.partition_task import replay_partition
     return replay_partition(task)
 
 

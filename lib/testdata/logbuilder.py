@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from lib.codec.coordinator import (CoordinatorKey, encode_assignment, encode_key, encode_subscription,
+from lib.codec.serde import (CoordinatorKey, encode_assignment, encode_key, encode_subscription,
                                    encode_value)
 from lib.codec.writer import encode_batch, encode_control_batch, encode_legacy_message
 

@@ -1,0 +1,14 @@
+"""Records -> Arrow rows in the offsets_log schema (pyarrow; numba for the fast path; never
+pyspark). May import lib.codec and schemas.
+
+decoder         SegmentDecoder: the one interface, picks the path
+rows            the reference path, record by record in Python
+fast            the same rows from numba kernels over the segment's bytes
+group_metadata  GroupMetadata values straight from bytes to the group_metadata struct
+values          value rules both paths share (timestamps, member fields)
+numba_bytes     byte-copy and load intrinsics for the kernels
+"""
+from lib.decode.decoder import SegmentDecoder
+from lib.decode.rows import SCHEMA, decode_group_metadata
+
+__all__ = ["SCHEMA", "SegmentDecoder", "decode_group_metadata"]

@@ -1,0 +1,55 @@
+"""What the HTML report shows, as plain data (lib.reporting.report gathers it with Spark,
+lib.reporting.html and lib.reporting.plots render it)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+DAY_MS = 86_400_000
+HOUR_MS = 3_600_000
+MINUTE_MS = 60_000
+# Bucket widths to choose from, smallest first: an hour at least, so a bar is a count of commits
+# in one hour (or the mean per hour of a wider bucket), never a short burst scaled up.
+BUCKET_LADDER_MS = (HOUR_MS, 3 * HOUR_MS, 6 * HOUR_MS, 12 * HOUR_MS, DAY_MS, 7 * DAY_MS, 30 * DAY_MS)
+MAX_BUCKETS = 72
+MAX_SERIES = 8
+MAX_EXPIRING_ROWS = 200
+REPORT_DIR = "report"
+QUALITY_DIR = "_quality"
+
+
+@dataclass
+class Series:
+    topic: str
+    partition: int
+    points: list[tuple[int, int]]          # (time of the bucket's last commit ms, committed offset it set)
+
+
+@dataclass
+class GroupPlot:
+    group_id: str
+    commits: int
+    bucket_ms: int
+    rate: list[tuple[int, float]]          # (bucket start ms, commits per hour); every bucket of the span
+    series: list[Series]
+    series_total: int                      # topic-partitions the group committed to
+
+
+@dataclass
+class ReportData:
+    warehouse: str
+    now_ms: int
+    days: int
+    top: int
+    retention_minutes: int
+    generated_ms: int
+    totals: dict
+    largest: dict[str, list[dict]]         # "live_offsets" / "members" / "commits" -> group rows
+    expiring_offsets: list[dict]
+    expiring_offsets_total: int
+    expiring_groups: list[dict]
+    expiring_groups_total: int
+    plots: list[GroupPlot]
+    quality: dict | None = None
+    quality_error: str | None = None
+    quality_docs_href: str | None = None
+    notes: list[str] = field(default_factory=list)

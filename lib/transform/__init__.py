@@ -1,1 +1,0 @@
-"""DataFrame -> DataFrame functions with plain arguments. These import pyspark."""

@@ -1,0 +1,77 @@
+"""The layers of lib/ (lib/__init__.py) import only the layers below them, and the JVM-free
+ones never load pyspark: checked statically over every import statement (function-level ones
+too) and at run time in a fresh interpreter."""
+from __future__ import annotations
+
+import ast
+import pathlib
+import subprocess
+import sys
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+
+# layer -> what it may import from lib (schemas is the shared vocabulary of every layer)
+ALLOWED = {
+    "codec": set(),
+    "decode": {"codec"},
+    "replay": {"codec", "decode"},
+    "source": {"codec"},
+    "lake": {"codec", "decode", "replay", "source"},
+    "coordinator": {"codec", "decode", "replay", "source", "lake"},
+    "spark": {"codec", "decode", "replay", "source", "lake"},
+    "reporting": {"codec", "decode", "replay", "source", "lake", "spark", "cli"},
+    "testdata": {"codec", "decode", "replay", "source"},
+    "cli": set(),
+}
+PYSPARK_FREE = ["lib.codec", "lib.decode", "lib.replay", "lib.replay.engine", "lib.replay.groups",
+                "lib.replay.offsets", "lib.replay.expiry", "lib.source.logdir", "lib.source.live",
+                "lib.lake.partition_task", "lib.coordinator"]
+
+
+def _layer_of(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if parts[0] == "lib" and len(parts) > 1 else None
+
+
+def _imports(path: pathlib.Path) -> list[tuple[int, str]]:
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.append((node.lineno, node.module))
+    return out
+
+
+def test_each_layer_imports_only_the_layers_below_it():
+    wrong = []
+    for path in sorted((REPO / "lib").rglob("*.py")):
+        rel = path.relative_to(REPO)
+        layer = rel.parts[1].removesuffix(".py") if len(rel.parts) > 1 else None
+        if layer not in ALLOWED:
+            continue
+        spark_twin = path.name.endswith("_spark.py")     # Spark-expression twins of a rule
+        for line, module in _imports(path):
+            target = _layer_of(module)
+            if module.split(".")[0] in ("jobs", "tests"):
+                wrong.append(f"{rel}:{line} imports {module}")
+            if target is not None and target != layer and target not in ALLOWED[layer]:
+                wrong.append(f"{rel}:{line} ({layer}) imports {module} ({target})")
+            if module.split(".")[0] == "pyspark" and layer not in ("spark", "reporting") and not spark_twin:
+                wrong.append(f"{rel}:{line} ({layer}) imports pyspark")
+    assert wrong == []
+
+
+def test_production_code_never_imports_the_test_data_builders():
+    wrong = [f"{p.relative_to(REPO)}:{line} imports {m}"
+             for top in ("lib", "jobs") for p in sorted((REPO / top).rglob("*.py"))
+             if "testdata" not in p.parts and p.name != "bench.py"
+             for line, m in _imports(p) if m.startswith("lib.testdata")]
+    assert wrong == []
+
+
+def test_the_jvm_free_layers_do_not_load_pyspark():
+    code = ("import sys\n" + "".join(f"import {m}\n" for m in PYSPARK_FREE)
+            + "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pyspark', 'py4j')))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
