@@ -4,6 +4,7 @@ Nothing here runs when a DAG file is parsed except constant definitions: the con
 (conf/airflow/offsets_lake.yaml, the Airflow Variable `offsets_lake`, OFFSETS_LAKE_* env vars)
 is read when a task runs, and the command it returns is then run by bash. No pyspark here:
 the jobs run in the project's own virtualenv, or under spark-submit."""
+
 from __future__ import annotations
 
 import copy
@@ -76,8 +77,9 @@ def _airflow_variable() -> dict:
     """The Airflow Variable `offsets_lake` (JSON), if set; only callable inside a running task."""
     try:
         from airflow.sdk import Variable
+
         value = Variable.get("offsets_lake", default=None)
-    except Exception:  # noqa: BLE001 - outside a task (or no Variable backend): no override
+    except Exception:
         return {}
     if not value:
         return {}
@@ -128,8 +130,8 @@ def epoch_ms(value: dt.datetime) -> int:
     """Exact epoch milliseconds of an aware datetime (no float rounding)."""
     value = dt.datetime.fromisoformat(value.isoformat())
     if value.tzinfo is None:
-        value = value.replace(tzinfo=dt.timezone.utc)
-    return (value - dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)) // dt.timedelta(milliseconds=1)
+        value = value.replace(tzinfo=dt.UTC)
+    return (value - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)) // dt.timedelta(milliseconds=1)
 
 
 def job_command(cfg: dict, job: str, args: list[str]) -> str:
@@ -146,9 +148,19 @@ def job_command(cfg: dict, job: str, args: list[str]) -> str:
         env["OFFSETS_LAKE_JARS"] = ss["jars_dir"]
         if ss.get("spark_home"):
             env["SPARK_HOME"] = ss["spark_home"]
-        argv = [ss["binary"], "--master", str(ss["master"]), "--deploy-mode", str(ss.get("deploy_mode") or "client"),
-                "--name", f"offsets-lake-{job}", "--jars", ",".join(jars),
-                "--driver-java-options", f"-Dlog4j2.configurationFile=file:{os.path.join(repo, 'conf', 'log4j2.properties')}"]
+        argv = [
+            ss["binary"],
+            "--master",
+            str(ss["master"]),
+            "--deploy-mode",
+            str(ss.get("deploy_mode") or "client"),
+            "--name",
+            f"offsets-lake-{job}",
+            "--jars",
+            ",".join(jars),
+            "--driver-java-options",
+            f"-Dlog4j2.configurationFile=file:{os.path.join(repo, 'conf', 'log4j2.properties')}",
+        ]
         for key, value in (ss.get("conf") or {}).items():
             argv += ["--conf", f"{key}={value}"]
         if ss.get("py_files"):
@@ -178,9 +190,16 @@ def _partitions(value) -> str | None:
     return ",".join(str(v) for v in value) if isinstance(value, (list, tuple)) else str(value)
 
 
-def replay_command(cfg: dict, *, now: str | int | None, partitions: str | None = None, full: bool = False,
-                   retention_minutes: int | None = None, log_dir: str | None = None,
-                   bootstrap_servers: str | None = None) -> str:
+def replay_command(
+    cfg: dict,
+    *,
+    now: str | int | None,
+    partitions: str | None = None,
+    full: bool = False,
+    retention_minutes: int | None = None,
+    log_dir: str | None = None,
+    bootstrap_servers: str | None = None,
+) -> str:
     args = [*source_args(cfg, log_dir, bootstrap_servers), "--warehouse", cfg["warehouse"]]
     if now not in (None, ""):
         args += ["--now", str(now)]

@@ -4,6 +4,7 @@ VACUUM keeps 168 hours (Delta's default) unless conf/airflow/offsets_lake.yaml o
 `vacuum_hours` says otherwise; the job refuses anything shorter unless told explicitly, and
 never disables Delta's retention check by itself. Takes the one slot of the
 `offsets_lake_warehouse` pool, so it never runs while a replay writes the tables."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -16,23 +17,29 @@ from airflow.sdk import Param, dag, task
 # DagBag or another bundle layout may not).
 if os.path.dirname(os.path.abspath(__file__)) not in sys.path:
     sys.path.append(os.path.dirname(os.path.abspath(__file__)))
-import offsets_lake_common as olc  # noqa: E402
+import offsets_lake_common as olc
 
 
 @dag(
     dag_id="offsets_maintenance",
     schedule="@daily",
-    start_date=dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc),
+    start_date=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
     catchup=False,
     max_active_runs=1,
     default_args={"owner": "offsets-lake", "retries": 1, "retry_delay": dt.timedelta(minutes=30)},
     tags=["offsets-lake"],
     doc_md=__doc__,
     params={
-        "vacuum_hours": Param(None, type=["null", "number"], minimum=0, title="VACUUM retention (hours)",
-                              description="empty: the configured retention (default 168)"),
-        "tables": Param("", type="string", title="Tables",
-                        description="comma-separated table names (empty: every table)"),
+        "vacuum_hours": Param(
+            None,
+            type=["null", "number"],
+            minimum=0,
+            title="VACUUM retention (hours)",
+            description="empty: the configured retention (default 168)",
+        ),
+        "tables": Param(
+            "", type="string", title="Tables", description="comma-separated table names (empty: every table)"
+        ),
     },
 )
 def offsets_maintenance():

@@ -6,6 +6,7 @@ judging expiry as of the run's data interval end, and then runs jobs.quality on 
 spark-submit), the source and the warehouse come from conf/airflow/offsets_lake.yaml, read
 when the tasks run. Runs never overlap (max_active_runs=1), and every task that touches the
 warehouse takes the one slot of the `offsets_lake_warehouse` pool."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -18,11 +19,11 @@ from airflow.sdk import dag, task
 # DagBag or another bundle layout may not).
 if os.path.dirname(os.path.abspath(__file__)) not in sys.path:
     sys.path.append(os.path.dirname(os.path.abspath(__file__)))
-import offsets_lake_common as olc  # noqa: E402
+import offsets_lake_common as olc
 
 DEFAULT_ARGS = {
     "owner": "offsets-lake",
-    "retries": 2,                                   # a failed replay changes no table: retrying is safe
+    "retries": 2,  # a failed replay changes no table: retrying is safe
     "retry_delay": dt.timedelta(minutes=5),
     "retry_exponential_backoff": True,
     "max_retry_delay": dt.timedelta(minutes=30),
@@ -32,7 +33,7 @@ DEFAULT_ARGS = {
 @dag(
     dag_id="offsets_replay_incremental",
     schedule="@hourly",
-    start_date=dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc),
+    start_date=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
     catchup=False,
     max_active_runs=1,
     default_args=DEFAULT_ARGS,

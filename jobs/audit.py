@@ -7,13 +7,28 @@
 
 Exit code 0 on success, 2 on bad input (unknown query or parameter, bad value, missing
 warehouse, SQL that fails)."""
+
 from __future__ import annotations
 
 import argparse
 import sys
 
-from lib.reporting.audit import (FORMATS, AuditError, bind, collect, format_rows, get_query, interactive, list_text,
-                       load_queries, open_catalog, parse_param_args, run_query, sql, warehouse_tables)
+from lib.reporting.audit import (
+    FORMATS,
+    AuditError,
+    bind,
+    collect,
+    format_rows,
+    get_query,
+    interactive,
+    list_text,
+    load_queries,
+    open_catalog,
+    parse_param_args,
+    run_query,
+    sql,
+    warehouse_tables,
+)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -22,8 +37,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--warehouse", help="folder of the Delta tables")
     p.add_argument("--list", action="store_true", help="list the canned queries and their parameters")
     p.add_argument("--sql", help="run this SQL statement instead of a canned query")
-    p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
-                   help="query parameter (timestamps: ISO-8601 or epoch ms; durations: 7d, 36h, P7D)")
+    p.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="query parameter (timestamps: ISO-8601 or epoch ms; durations: 7d, 36h, P7D)",
+    )
     p.add_argument("--format", default="table", choices=FORMATS)
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting")
     return p.parse_args(argv)
@@ -38,6 +58,7 @@ def quiet_sql_errors() -> None:
     """PySpark logs every failing query with its plan and JVM stack; the CLI prints the error itself."""
     try:
         from pyspark.logger import PySparkLogger
+
         for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
             PySparkLogger.getLogger(name).disabled = True
     except ImportError:

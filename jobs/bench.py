@@ -6,6 +6,7 @@ same as JSON under the warehouse.
 
     python -m jobs.bench [--records N] [--partitions 50] [--seed 7] [--skip-2x]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,13 +26,24 @@ def main(argv=None) -> int:
     p.add_argument("--partitions", type=int, default=50)
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--data", default=os.path.join(REPO, "bench-data"))
-    p.add_argument("--decode-sample", type=int, default=2_000_000,
-                   help="records of the log that the decode-only figures (ours and Kafka's) read")
-    p.add_argument("--coordinator-records", type=int, default=10_000_000,
-                   help="size of the one-partition log for the coordinator warm-start figure (0: skip)")
+    p.add_argument(
+        "--decode-sample",
+        type=int,
+        default=2_000_000,
+        help="records of the log that the decode-only figures (ours and Kafka's) read",
+    )
+    p.add_argument(
+        "--coordinator-records",
+        type=int,
+        default=10_000_000,
+        help="size of the one-partition log for the coordinator warm-start figure (0: skip)",
+    )
     p.add_argument("--skip-2x", action="store_true", help="skip the replay of a log twice the size (memory figure)")
-    p.add_argument("--scale-only", action="store_true",
-                   help="only the full replay's rate, named replay_records_per_s_per_core_<N>m (make bench-scale)")
+    p.add_argument(
+        "--scale-only",
+        action="store_true",
+        help="only the full replay's rate, named replay_records_per_s_per_core_<N>m (make bench-scale)",
+    )
     args = p.parse_args(argv)
     warehouse = os.path.join(args.data, "warehouse")
     figures: dict[str, tuple[float, str]] = {}
@@ -93,8 +105,10 @@ def main(argv=None) -> int:
     noop_wall = time.monotonic() - t0
     assert noop.records == 0, noop.records
     figures["noop_wall_s"] = (round(noop_wall, 2), "s (incremental run with nothing new)")
-    figures["incremental_marginal_fraction"] = (round((inc_wall - noop_wall) / wall, 4),
-                                                "(incremental - noop) / full replay")
+    figures["incremental_marginal_fraction"] = (
+        round((inc_wall - noop_wall) / wall, 4),
+        "(incremental - noop) / full replay",
+    )
 
     if not args.skip_2x:
         # peak memory of replays run as separate processes (nothing this process holds counts)
@@ -137,8 +151,10 @@ def ensure_log(data: str, records: int, partitions: int, seed: int) -> str:
         stats = generate_log(log_dir, records, partitions=partitions, seed=seed)
         with open(os.path.join(log_dir, ".complete"), "w") as f:
             json.dump(stats, f)
-        print(f"generated {stats['records']} records, {stats['segments']} segments in {time.monotonic() - t0:.0f}s",
-              flush=True)
+        print(
+            f"generated {stats['records']} records, {stats['segments']} segments in {time.monotonic() - t0:.0f}s",
+            flush=True,
+        )
     return log_dir
 
 
@@ -156,6 +172,7 @@ def count_records(log_dir: str) -> int:
 
 def segment_files(log_dir: str) -> list[str]:
     from lib.source.logdir import find_partitions
+
     return [seg.path for log in find_partitions(log_dir) for seg in log.segments]
 
 
@@ -172,7 +189,7 @@ def bench_decode(log_dir: str, sample_records: int) -> dict:
         n = sum(len(b.records) for b in _batches(path))
         files.append(path)
         total += n
-    list(SegmentDecoder(files[0], 0))     # load the compiled kernels untimed (once per process)
+    list(SegmentDecoder(files[0], 0))  # load the compiled kernels untimed (once per process)
     t0 = time.process_time()
     w0 = time.monotonic()
     decoded = 0
@@ -182,9 +199,11 @@ def bench_decode(log_dir: str, sample_records: int) -> dict:
     cpu = time.process_time() - t0
     wall = time.monotonic() - w0
     assert decoded == total, (decoded, total)
-    out = {"decode_sample_records": (total, "records"),
-           "decode_records_per_s_per_core": (round(total / cpu), "records/s/core (CPU time, one process)"),
-           "decode_records_per_s_wall": (round(total / wall), "records/s (one process)")}
+    out = {
+        "decode_sample_records": (total, "records"),
+        "decode_records_per_s_per_core": (round(total / cpu), "records/s/core (CPU time, one process)"),
+        "decode_records_per_s_wall": (round(total / wall), "records/s (one process)"),
+    }
     dump = dump_log_rate(files, total)
     if dump is not None:
         out["dump_log_records_per_s"] = (round(dump), "records/s (one JVM, wall)")
@@ -194,6 +213,7 @@ def bench_decode(log_dir: str, sample_records: int) -> dict:
 
 def _batches(path: str):
     from lib.codec.segments import SegmentReader, read_segment_bytes
+
     return SegmentReader(read_segment_bytes(path), verify_crc=False)
 
 
@@ -211,8 +231,17 @@ def dump_log_rate(files: list[str], records: int) -> float | None:
 
     with tempfile.TemporaryDirectory(prefix="bench-dump-") as tmp:
         log_opts = _write_log_config(jar_dir, tmp, None)
-        cmd = [JAVA, "-Xmx1g", *log_opts, "-cp", os.path.join(jar_dir, "*"), dump_log_segments_class(jar_dir),
-               "--offsets-decoder", "--files", ",".join(files)]
+        cmd = [
+            JAVA,
+            "-Xmx1g",
+            *log_opts,
+            "-cp",
+            os.path.join(jar_dir, "*"),
+            dump_log_segments_class(jar_dir),
+            "--offsets-decoder",
+            "--files",
+            ",".join(files),
+        ]
         t0 = time.monotonic()
         with open(os.devnull, "w") as sink:
             subprocess.run(cmd, stdout=sink, stderr=subprocess.PIPE, check=True, stdin=subprocess.DEVNULL)
@@ -229,8 +258,19 @@ def replay_process(log_dir: str, warehouse: str, now_ms: int) -> dict:
     import sys
 
     shutil.rmtree(warehouse, ignore_errors=True)
-    cmd = [sys.executable, "-m", "jobs.replay_offsets", "--input", log_dir, "--warehouse", warehouse, "--full",
-           "--now", str(now_ms), "--quiet"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "jobs.replay_offsets",
+        "--input",
+        log_dir,
+        "--warehouse",
+        warehouse,
+        "--full",
+        "--now",
+        str(now_ms),
+        "--quiet",
+    ]
     peaks = {"jvm_mb": 0.0, "python_mb": 0.0, "worker_mb": 0.0}
     t0 = time.monotonic()
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
@@ -320,6 +360,7 @@ def _cut_log(src: str, dest: str, fraction: float) -> int:
     folder = os.path.join(dest, os.path.basename(log.path))
     os.makedirs(folder)
     import struct
+
     for seg in log.segments:
         with open(seg.path, "rb") as f:
             data = f.read()
@@ -362,15 +403,18 @@ def bench_coordinator(spark, records: int, seed: int, data: str) -> dict:
     cold = GroupCoordinator(None, log_dir=log_dir, partition_count=1).immigrate(0)
     cold_s = time.monotonic() - t0
     # the two loads must agree, or the speed-up means nothing
-    assert {k: v["committed_offset"] for k, v in warm.offsets.offsets.items()} == \
-        {k: v["committed_offset"] for k, v in cold.offsets.offsets.items()}, "warm start differs from a full load"
+    assert {k: v["committed_offset"] for k, v in warm.offsets.offsets.items()} == {
+        k: v["committed_offset"] for k, v in cold.offsets.offsets.items()
+    }, "warm start differs from a full load"
     assert sorted(warm.groups) == sorted(cold.groups)
-    return {"coordinator_log_records": (records, "records"),
-            "coordinator_cut_offset": (cut, "offset"),
-            "coordinator_live_offsets": (len(cold.offsets.offsets), "offsets"),
-            "warm_start_s": (round(warm_s, 2), "s"),
-            "full_load_s": (round(cold_s, 2), "s"),
-            "warm_start_speedup": (round(cold_s / warm_s, 1), "x")}
+    return {
+        "coordinator_log_records": (records, "records"),
+        "coordinator_cut_offset": (cut, "offset"),
+        "coordinator_live_offsets": (len(cold.offsets.offsets), "offsets"),
+        "warm_start_s": (round(warm_s, 2), "s"),
+        "full_load_s": (round(cold_s, 2), "s"),
+        "warm_start_speedup": (round(cold_s / warm_s, 1), "x"),
+    }
 
 
 if __name__ == "__main__":

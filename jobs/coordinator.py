@@ -5,6 +5,7 @@ tables, replay the tail of the live topic (or of a log dir), then answer lookups
         [--group G ...]      # print those groups' description and committed offsets
     python -m jobs.coordinator --warehouse WH --input LOG_DIR --partitions 12
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,8 +29,10 @@ def main(argv=None) -> int:
     coordinator = GroupCoordinator(args.warehouse, args.bootstrap_servers, log_dir=args.input)
     for partition in parse_partitions(args.partitions):
         state = coordinator.immigrate(partition)
-        print(f"partition {partition}: {state.loaded_from_tables} entries from the tables, "
-              f"{state.tail_records} tail records, next offset {state.next_offset}, {state.load_seconds:.2f}s")
+        print(
+            f"partition {partition}: {state.loaded_from_tables} entries from the tables, "
+            f"{state.tail_records} tail records, next offset {state.next_offset}, {state.load_seconds:.2f}s"
+        )
     groups = coordinator.list_groups()
     print(f"\n{len(groups)} groups owned")
     for g in groups[:50]:
@@ -41,8 +44,10 @@ def main(argv=None) -> int:
         except NotCoordinatorError as e:
             print(f"\n{group}: {e}", file=sys.stderr)
             continue
-        print(f"\n{group}: {desc['group_type'] if desc else 'no such group'}"
-              + (f", {desc['state']}, generation {desc['generation']}, {len(desc['members'])} members" if desc else ""))
+        print(
+            f"\n{group}: {desc['group_type'] if desc else 'no such group'}"
+            + (f", {desc['state']}, generation {desc['generation']}, {len(desc['members'])} members" if desc else "")
+        )
         for (topic, part), e in sorted(offsets.items()):
             print(f"  {topic}-{part}: {e['committed_offset']} (metadata {e['metadata']!r})")
     return 0

@@ -13,6 +13,7 @@ the longest gap between two runs of any partition.
 
 Must not run while a replay writes the same warehouse (the Airflow DAGs share one pool).
 Works the same under spark-submit. Exit code 0 on success, 2 on bad arguments."""
+
 from __future__ import annotations
 
 import argparse
@@ -20,16 +21,23 @@ import os
 import sys
 import time
 
-DEFAULT_VACUUM_HOURS = 168          # Delta's default delta.deletedFileRetentionDuration (7 days)
+DEFAULT_VACUUM_HOURS = 168  # Delta's default delta.deletedFileRetentionDuration (7 days)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="maintenance", description=__doc__.splitlines()[0])
     p.add_argument("--warehouse", required=True, help="folder of the Delta tables")
-    p.add_argument("--vacuum-hours", type=float, default=DEFAULT_VACUUM_HOURS,
-                   help=f"VACUUM retention in hours (default {DEFAULT_VACUUM_HOURS})")
-    p.add_argument("--allow-short-retention", action="store_true",
-                   help=f"allow --vacuum-hours below {DEFAULT_VACUUM_HOURS} (disables Delta's retention check)")
+    p.add_argument(
+        "--vacuum-hours",
+        type=float,
+        default=DEFAULT_VACUUM_HOURS,
+        help=f"VACUUM retention in hours (default {DEFAULT_VACUUM_HOURS})",
+    )
+    p.add_argument(
+        "--allow-short-retention",
+        action="store_true",
+        help=f"allow --vacuum-hours below {DEFAULT_VACUUM_HOURS} (disables Delta's retention check)",
+    )
     p.add_argument("--tables", help="comma-separated table names (default: every table)")
     p.add_argument("--no-optimize", action="store_true", help="skip OPTIMIZE")
     p.add_argument("--no-vacuum", action="store_true", help="skip VACUUM")
@@ -75,9 +83,11 @@ def main(argv=None) -> int:
     if args.vacuum_hours < 0:
         return fail("--vacuum-hours must not be negative")
     if args.vacuum_hours < DEFAULT_VACUUM_HOURS and not args.allow_short_retention and not args.no_vacuum:
-        return fail(f"--vacuum-hours {args.vacuum_hours:g} is below Delta's default retention of "
-                    f"{DEFAULT_VACUUM_HOURS} h: older versions (which incremental replays read) would lose "
-                    "their files; pass --allow-short-retention if that is really wanted")
+        return fail(
+            f"--vacuum-hours {args.vacuum_hours:g} is below Delta's default retention of "
+            f"{DEFAULT_VACUUM_HOURS} h: older versions (which incremental replays read) would lose "
+            "their files; pass --allow-short-retention if that is really wanted"
+        )
 
     from delta.tables import DeltaTable
 
@@ -90,8 +100,8 @@ def main(argv=None) -> int:
     overrides.update(kv.split("=", 1) for kv in args.conf)
     if args.vacuum_hours < DEFAULT_VACUUM_HOURS and not args.no_vacuum:
         overrides["spark.databricks.delta.retentionDurationCheck.enabled"] = "false"
-    from lib.spark.delta import roll_back_incomplete_runs
     from lib.lake.lock import WarehouseBusyError, WarehouseLock
+    from lib.spark.delta import roll_back_incomplete_runs
     from schemas import tables as T
 
     spark = build_session("maintenance", overrides)

@@ -6,6 +6,7 @@
 Prints one line per table and where the Data Docs are; writes WAREHOUSE/_quality/results.json.
 Exit 0: no error-level expectation failed (warnings are reported only); 1: one did;
 2: bad input (no warehouse, a missing table, a bad argument)."""
+
 from __future__ import annotations
 
 import argparse
@@ -19,8 +20,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="quality", description=__doc__.splitlines()[0])
     p.add_argument("--warehouse", required=True, help="folder of the Delta tables")
     p.add_argument("--partitions", help="only the rows of these offsets partitions, e.g. 0,7,12 or 0-9")
-    p.add_argument("--partition-count", type=int, default=DEFAULT_PARTITION_COUNT,
-                   help="partition count of __consumer_offsets, for partitionFor(group_id) (default 50)")
+    p.add_argument(
+        "--partition-count",
+        type=int,
+        default=DEFAULT_PARTITION_COUNT,
+        help="partition count of __consumer_offsets, for partitionFor(group_id) (default 50)",
+    )
     p.add_argument("--tables", help="only these tables, e.g. group_offsets,consumer_groups (default: all)")
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting")
     return p.parse_args(argv)
@@ -40,8 +45,11 @@ def report(result, out=sys.stdout) -> int:
         warn = f", {len(t.warnings)} warning(s)" if t.warnings else ""
         print(f"{t.table:<30} {status:<6} {passed:>3} passed, {failed:>2} failed{warn}  ({t.rows} rows)", file=out)
         for e in t.errors + t.warnings:
-            print(f"    {e.severity}: {e.name} ({e.expectation_type}"
-                  f"{', column ' + e.column if e.column else ''}): {e.details}", file=out)
+            print(
+                f"    {e.severity}: {e.name} ({e.expectation_type}"
+                f"{', column ' + e.column if e.column else ''}): {e.details}",
+                file=out,
+            )
     print(f"data docs: {result.docs_path}", file=out)
     print(f"results:   {result.results_path}", file=out)
     if result.success:
@@ -59,6 +67,7 @@ def main(argv=None) -> int:
     except ValueError as e:
         return fail(f"bad argument: {e}")
     from schemas.quality import SUITES
+
     tables = [t.strip() for t in args.tables.split(",") if t.strip()] if args.tables else None
     unknown = [t for t in tables or [] if t not in SUITES]
     if unknown:
@@ -66,6 +75,7 @@ def main(argv=None) -> int:
     if args.partition_count <= 0:
         return fail("--partition-count must be positive")
     import os
+
     if not os.path.isdir(args.warehouse):
         return fail(f"warehouse {args.warehouse} does not exist")
 

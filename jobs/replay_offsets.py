@@ -4,6 +4,7 @@
         [--retention-minutes N] [--partitions 0,7,12] [--full] [--conf key=value ...]
 
 Works the same under spark-submit (the session picks up spark-submit's settings)."""
+
 from __future__ import annotations
 
 import argparse
@@ -11,39 +12,65 @@ import sys
 import time
 
 from lib.cli import format_ms, parse_partitions, parse_time_ms
-from lib.source.logdir import LogDirError, find_partitions, live_partitions
 from lib.replay.expiry import DEFAULT_RETENTION_MINUTES
+from lib.source.logdir import LogDirError, find_partitions, live_partitions
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="replay_offsets", description=__doc__.splitlines()[0])
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--input", help="broker log dir holding __consumer_offsets-<P> folders")
-    source.add_argument("--bootstrap-servers", metavar="HOST:PORT",
-                        help="read __consumer_offsets from a running cluster instead (up to each high watermark)")
+    source.add_argument(
+        "--bootstrap-servers",
+        metavar="HOST:PORT",
+        help="read __consumer_offsets from a running cluster instead (up to each high watermark)",
+    )
     p.add_argument("--warehouse", required=True, help="folder of the Delta tables")
     p.add_argument("--now", help="expiry is judged as of this time: epoch ms or ISO-8601 (default: now)")
-    p.add_argument("--retention-minutes", type=int, default=DEFAULT_RETENTION_MINUTES,
-                   help="offsets.retention.minutes (default 10080)")
+    p.add_argument(
+        "--retention-minutes",
+        type=int,
+        default=DEFAULT_RETENTION_MINUTES,
+        help="offsets.retention.minutes (default 10080)",
+    )
     p.add_argument("--partitions", help="only these offsets partitions, e.g. 0,7,12 or 0-9")
-    p.add_argument("--full", action="store_true",
-                   help="rebuild the partitions from their first segment instead of continuing from the checkpoints")
+    p.add_argument(
+        "--full",
+        action="store_true",
+        help="rebuild the partitions from their first segment instead of continuing from the checkpoints",
+    )
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting")
-    p.add_argument("--on-corrupt", choices=("fail", "quarantine"), default="fail",
-                   help="fail (default): stop at the first undecodable batch or record and change nothing; "
-                        "quarantine: keep each in the quarantined_records table with its bytes and go on")
-    p.add_argument("--lock-wait", type=float, default=0.0, metavar="SECONDS",
-                   help="if another run is writing the warehouse, wait this long for it (default: fail at once)")
-    p.add_argument("--check", action="store_true",
-                   help="after the replay, run the quality suites (jobs.quality); exit 1 if an error-level check fails")
-    p.add_argument("--partition-count", type=int, default=50,
-                   help="with --check: partition count of __consumer_offsets (default 50)")
+    p.add_argument(
+        "--on-corrupt",
+        choices=("fail", "quarantine"),
+        default="fail",
+        help="fail (default): stop at the first undecodable batch or record and change nothing; "
+        "quarantine: keep each in the quarantined_records table with its bytes and go on",
+    )
+    p.add_argument(
+        "--lock-wait",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="if another run is writing the warehouse, wait this long for it (default: fail at once)",
+    )
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="after the replay, run the quality suites (jobs.quality); exit 1 if an error-level check fails",
+    )
+    p.add_argument(
+        "--partition-count",
+        type=int,
+        default=50,
+        help="with --check: partition count of __consumer_offsets (default 50)",
+    )
     p.add_argument("--quiet", action="store_true", help="print only the one-line result")
     return p.parse_args(argv)
 
 
 EXIT_BAD_INPUT = 2
-EXIT_BUSY = 75          # EX_TEMPFAIL: another run holds the warehouse; retrying later is right
+EXIT_BUSY = 75  # EX_TEMPFAIL: another run holds the warehouse; retrying later is right
 
 
 def fail(message: str, code: int = EXIT_BAD_INPUT) -> int:
@@ -74,8 +101,16 @@ def main(argv=None) -> int:
     started = time.monotonic()
     spark = build_session("replay_offsets", overrides, REPLAY_DEFAULTS)
     try:
-        result = run_replay(spark, logs, args.warehouse, now_ms, args.retention_minutes, full=args.full,
-                            lock_wait_seconds=args.lock_wait, on_corrupt=args.on_corrupt)
+        result = run_replay(
+            spark,
+            logs,
+            args.warehouse,
+            now_ms,
+            args.retention_minutes,
+            full=args.full,
+            lock_wait_seconds=args.lock_wait,
+            on_corrupt=args.on_corrupt,
+        )
     except ReplayError as e:
         return fail(str(e))
     except WarehouseBusyError as e:
@@ -106,18 +141,27 @@ def print_summary(args, result, s: dict | None, wall: float) -> None:
     if result.skipped_partitions:
         mode += f", {result.skipped_partitions} partitions unchanged"
     if result.took_over_lock:
-        print(f"took over the lock of {result.took_over_lock.get('owner')} (pid {result.took_over_lock.get('pid')}, "
-              "no longer running)")
+        print(
+            f"took over the lock of {result.took_over_lock.get('owner')} (pid {result.took_over_lock.get('pid')}, "
+            "no longer running)"
+        )
     for r in result.rolled_back:
-        after = "removed (the run had created it)" if r["to_version"] is None else f"restored to version {r['to_version']}"
+        after = (
+            "removed (the run had created it)" if r["to_version"] is None else f"restored to version {r['to_version']}"
+        )
         print(f"rolled back {r['table']}: run {r['run']} died before its checkpoint commit; {after}")
-    print(f"replayed ({mode}) {result.records} records from {len(result.partitions)} partitions of {args.input} "
-          f"into {args.warehouse} in {wall:.1f}s (run {result.run_id})"
-          + (f"; QUARANTINED {result.quarantined} undecodable batches/records" if result.quarantined else ""))
+    print(
+        f"replayed ({mode}) {result.records} records from {len(result.partitions)} partitions of {args.input} "
+        f"into {args.warehouse} in {wall:.1f}s (run {result.run_id})"
+        + (f"; QUARANTINED {result.quarantined} undecodable batches/records" if result.quarantined else "")
+    )
     if args.quiet:
         return
-    print(f"  as of {format_ms(result.now_ms)}, retention {result.retention_minutes} min; stages: "
-          + ", ".join(f"{k} {v:.1f}s" for k, v in result.stage_seconds.items()) + f"; {rate:,.0f} records/s")
+    print(
+        f"  as of {format_ms(result.now_ms)}, retention {result.retention_minutes} min; stages: "
+        + ", ".join(f"{k} {v:.1f}s" for k, v in result.stage_seconds.items())
+        + f"; {rate:,.0f} records/s"
+    )
     print("\npartitions:")
     print(f"  {'partition':>9} {'records':>9} {'next_offset':>11} {'high_watermark':>14} {'trailing_bytes':>14}")
     empty = [p["offsets_partition"] for p in s["partitions"] if p["records_read"] == 0 and p["next_log_offset"] == 0]
@@ -125,32 +169,44 @@ def print_summary(args, result, s: dict | None, wall: float) -> None:
         if p["offsets_partition"] in empty:
             continue
         hw = "-" if p["high_watermark"] is None else p["high_watermark"]
-        print(f"  {p['offsets_partition']:>9} {p['records_read']:>9} {p['next_log_offset']:>11} {hw:>14} "
-              f"{p['trailing_bytes']:>14}")
+        print(
+            f"  {p['offsets_partition']:>9} {p['records_read']:>9} {p['next_log_offset']:>11} {hw:>14} "
+            f"{p['trailing_bytes']:>14}"
+        )
     if empty:
         print(f"  ({len(empty)} partitions hold no records)")
     print("\nrecords by type:")
     for r in s["record_types"]:
         name = "control (txn marker)" if r["is_control"] else (r["record_type_name"] or "unknown type")
         print(f"  {name:<40} {r['count']:>9}")
-    print(f"\ngroups: {s['group_count']}   live offsets: {s['offset_count']}   "
-          f"pending transactional offsets: {s['pending_count']}   undecoded records: {s['unknown_records']}")
-    print(f"  {'group':<32} {'type':<9} {'protocol':<9} {'state':<12} {'gen':>5} {'members':>7} {'offsets':>7}"
-          "  last commit")
+    print(
+        f"\ngroups: {s['group_count']}   live offsets: {s['offset_count']}   "
+        f"pending transactional offsets: {s['pending_count']}   undecoded records: {s['unknown_records']}"
+    )
+    print(
+        f"  {'group':<32} {'type':<9} {'protocol':<9} {'state':<12} {'gen':>5} {'members':>7} {'offsets':>7}"
+        "  last commit"
+    )
     for g in s["groups"]:
         last = g["last_commit"].strftime("%Y-%m-%d %H:%M:%S") if g["last_commit"] else "-"
-        print(f"  {g['group_id'][:32]:<32} {g['group_type']:<9} {(g['protocol_type'] or '-'):<9} "
-              f"{g['state']:<12} {g['generation'] if g['generation'] is not None else '-':>5} "
-              f"{g['members'] if g['members'] is not None else 0:>7} {g['offsets'] or 0:>7}  {last}")
+        print(
+            f"  {g['group_id'][:32]:<32} {g['group_type']:<9} {(g['protocol_type'] or '-'):<9} "
+            f"{g['state']:<12} {g['generation'] if g['generation'] is not None else '-':>5} "
+            f"{g['members'] if g['members'] is not None else 0:>7} {g['offsets'] or 0:>7}  {last}"
+        )
     if s["group_count"] > len(s["groups"]):
         print(f"  ... and {s['group_count'] - len(s['groups'])} more")
     if result.quarantined:
-        print(f"\nQUARANTINED {result.quarantined} undecodable batches/records of this run into table "
-              "quarantined_records (file, offset, error, raw bytes); the replay skipped them:")
+        print(
+            f"\nQUARANTINED {result.quarantined} undecodable batches/records of this run into table "
+            "quarantined_records (file, offset, error, raw bytes); the replay skipped them:"
+        )
         for q in s["quarantined"]:
             print(f"  partition {q['offsets_partition']} {q['segment_file']}: {q['count']} {q['level']}(s)")
-    print(f"\nexpired as of {format_ms(result.now_ms)}: {s['expired_offset_count']} offsets, "
-          f"{len(s['expired_groups'])} groups deleted")
+    print(
+        f"\nexpired as of {format_ms(result.now_ms)}: {s['expired_offset_count']} offsets, "
+        f"{len(s['expired_groups'])} groups deleted"
+    )
     for e in s["expired_offsets"]:
         print(f"  offsets  {e['group_id']}: {e['offsets']}")
     for g in s["expired_groups"]:

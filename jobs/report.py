@@ -3,6 +3,7 @@
     python -m jobs.report --warehouse WH [--now TIME] [--top 20] [--days 7] [--retention-minutes 10080]
 
 Prints the page's path."""
+
 from __future__ import annotations
 
 import argparse
@@ -18,8 +19,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--now", help="the report's 'now' for expiry: epoch ms or ISO-8601 (default: now)")
     p.add_argument("--top", type=int, default=20, help="groups per ranking and groups plotted (default 20)")
     p.add_argument("--days", type=int, default=7, help="list what expires within this many days (default 7)")
-    p.add_argument("--retention-minutes", type=int, default=DEFAULT_RETENTION_MINUTES,
-                   help="offsets.retention.minutes the expiry is judged with (default 10080)")
+    p.add_argument(
+        "--retention-minutes",
+        type=int,
+        default=DEFAULT_RETENTION_MINUTES,
+        help="offsets.retention.minutes the expiry is judged with (default 10080)",
+    )
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting")
     return p.parse_args(argv)
 
@@ -40,8 +45,9 @@ def main(argv=None) -> int:
 
     spark = build_session("report", dict(kv.split("=", 1) for kv in args.conf))
     try:
-        path = write_report(spark, args.warehouse, now_ms, top=args.top, days=args.days,
-                            retention_minutes=args.retention_minutes)
+        path = write_report(
+            spark, args.warehouse, now_ms, top=args.top, days=args.days, retention_minutes=args.retention_minutes
+        )
     except FileNotFoundError as e:
         print(f"report: error: {e}", file=sys.stderr)
         return 2

@@ -1,4 +1,5 @@
 """Argument helpers shared by the jobs."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -7,7 +8,7 @@ import datetime as dt
 def parse_time_ms(text: str | None) -> int:
     """Epoch milliseconds, or an ISO-8601 time (UTC unless it names a zone); default now."""
     if text is None or text == "":
-        return int(dt.datetime.now(dt.timezone.utc).timestamp() * 1000)
+        return int(dt.datetime.now(dt.UTC).timestamp() * 1000)
     text = text.strip()
     if text.lstrip("-").isdigit():
         return int(text)
@@ -16,7 +17,7 @@ def parse_time_ms(text: str | None) -> int:
     except ValueError:
         raise ValueError(f"not epoch milliseconds or an ISO-8601 time: {text!r}") from None
     if t.tzinfo is None:
-        t = t.replace(tzinfo=dt.timezone.utc)
+        t = t.replace(tzinfo=dt.UTC)
     return int(t.timestamp() * 1000)
 
 
@@ -35,4 +36,4 @@ def parse_partitions(text: str | None) -> list[int] | None:
 
 
 def format_ms(ms: int) -> str:
-    return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc).isoformat().replace("+00:00", "Z")
+    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).isoformat().replace("+00:00", "Z")

@@ -5,9 +5,11 @@ It follows the conventions of Kafka's message JSON files: a field exists in a ve
 tagged range), and arrays are written "[]type" where the element is a primitive or a struct.
 A message is flexible (compact strings/arrays, tagged sections) from `flexible` on.
 """
+
 from __future__ import annotations
 
-from dataclasses import dataclass, field as dc_field
+from dataclasses import dataclass
+from dataclasses import field as dc_field
 from typing import Any
 
 NONE = "none"
@@ -38,14 +40,14 @@ PRIMITIVES = {"bool", "int8", "int16", "uint16", "int32", "int64", "float64", "s
 
 @dataclass(frozen=True)
 class Field:
-    name: str                      # schema name as Kafka writes it, e.g. "GroupId"
-    type: str                      # primitive, "[]primitive", "[]Struct" or "Struct"
+    name: str  # schema name as Kafka writes it, e.g. "GroupId"
+    type: str  # primitive, "[]primitive", "[]Struct" or "Struct"
     versions: str = "0+"
     nullable: str = NONE
     tag: int | None = None
     tagged: str = NONE
     default: Any = None
-    fields: tuple["Field", ...] = ()   # for struct types and arrays of structs
+    fields: tuple[Field, ...] = ()  # for struct types and arrays of structs
 
     @property
     def json_name(self) -> str:
@@ -84,13 +86,30 @@ class Field:
         if self.is_array:
             return [] if not self.nullable_in(0) or self.tag is None else None
         return {
-            "bool": False, "int8": 0, "int16": 0, "uint16": 0, "int32": 0, "int64": 0,
-            "float64": 0.0, "string": "", "bytes": "", "uuid": "AAAAAAAAAAAAAAAAAAAAAA",
+            "bool": False,
+            "int8": 0,
+            "int16": 0,
+            "uint16": 0,
+            "int32": 0,
+            "int64": 0,
+            "float64": 0.0,
+            "string": "",
+            "bytes": "",
+            "uuid": "AAAAAAAAAAAAAAAAAAAAAA",
         }.get(self.type)
 
 
-def F(name: str, type_: str, versions: str = "0+", *, nullable: str = NONE, tag: int | None = None,
-      tagged: str | None = None, default: Any = None, fields: tuple = ()) -> Field:
+def F(
+    name: str,
+    type_: str,
+    versions: str = "0+",
+    *,
+    nullable: str = NONE,
+    tag: int | None = None,
+    tagged: str | None = None,
+    default: Any = None,
+    fields: tuple = (),
+) -> Field:
     if tag is not None and tagged is None:
         tagged = versions
     return Field(name, type_, versions, nullable, tag, tagged or NONE, default, tuple(fields))
@@ -99,8 +118,8 @@ def F(name: str, type_: str, versions: str = "0+", *, nullable: str = NONE, tag:
 @dataclass(frozen=True)
 class Message:
     name: str
-    valid: str                     # valid versions, e.g. "0-4"
-    flexible: str = NONE           # flexible versions, e.g. "4+"
+    valid: str  # valid versions, e.g. "0-4"
+    flexible: str = NONE  # flexible versions, e.g. "4+"
     fields: tuple[Field, ...] = dc_field(default_factory=tuple)
 
     def valid_in(self, version: int) -> bool:

@@ -27,6 +27,7 @@ Severity decisions (spec and Kafka behaviour):
   overwrites the partition (a Delta WRITE with replaceWhere), an incremental run only
   MERGEs new records. Both commits carry the run id in their userMetadata.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -58,6 +59,7 @@ class Derived:
     "previous_checkpoint" (the partition's next_log_offset in the previous Delta version of
     replay_checkpoints, null when that version is a legitimate reset) and "log_end" (the
     largest log_offset of the partition in offsets_log)."""
+
     name: str
     kind: str
     sql: str = ""
@@ -66,12 +68,12 @@ class Derived:
 
 @dataclass(frozen=True)
 class Check:
-    name: str                     # short id, unique within its suite
-    expectation: str              # Great Expectations class, e.g. "ExpectColumnValuesToNotBeNull"
+    name: str  # short id, unique within its suite
+    expectation: str  # Great Expectations class, e.g. "ExpectColumnValuesToNotBeNull"
     kwargs: dict = field(default_factory=dict, hash=False)
     severity: str = ERROR
     doc: str = ""
-    column: str | None = None     # the column it reports on; default: kwargs column / column_A
+    column: str | None = None  # the column it reports on; default: kwargs column / column_A
 
 
 @dataclass(frozen=True)
@@ -101,66 +103,114 @@ def partition_for_sql(col: str, partition_count: str | int = "{partition_count}"
     folded as h = 31*h + c modulo 2^32 (BIGINT, so no overflow even in ANSI mode), then made
     signed; Utils.abs(Integer.MIN_VALUE) is 0. Null for a null id. No Python UDF involved."""
     hx = f"hex(encode({col}, 'UTF-16BE'))"
-    fold = (f"aggregate(sequence(0, length({hx}) div 4 - 1), CAST(0 AS BIGINT), "
-            f"(h, i) -> pmod(h * 31 + CAST(conv(substr({hx}, i * 4 + 1, 4), 16, 10) AS BIGINT), 4294967296))")
+    fold = (
+        f"aggregate(sequence(0, length({hx}) div 4 - 1), CAST(0 AS BIGINT), "
+        f"(h, i) -> pmod(h * 31 + CAST(conv(substr({hx}, i * 4 + 1, 4), 16, 10) AS BIGINT), 4294967296))"
+    )
     unsigned = f"(CASE WHEN length({col}) = 0 THEN CAST(0 AS BIGINT) ELSE {fold} END)"
     signed = f"(CASE WHEN {unsigned} >= 2147483648 THEN {unsigned} - 4294967296 ELSE {unsigned} END)"
     return f"CAST(CASE WHEN {signed} = -2147483648 THEN 0 ELSE abs({signed}) END % {partition_count} AS INT)"
 
 
 EXPECTED_PARTITION = Derived(
-    "_q_partition_for_group", "sql", partition_for_sql("group_id"),
-    "partitionFor(group_id) = Utils.abs(group_id.hashCode()) % partition_count")
+    "_q_partition_for_group",
+    "sql",
+    partition_for_sql("group_id"),
+    "partitionFor(group_id) = Utils.abs(group_id.hashCode()) % partition_count",
+)
 
 _known = ", ".join(str(t) for t in sorted(RECORD_TYPES))
 _retired = ", ".join(str(t) for t in sorted(RETIRED_RECORD_TYPES))
 UNDECODED_EXPLAINED = Derived(
-    "_q_explained", "sql",
+    "_q_explained",
+    "sql",
     "decode_status = 'ok' OR (decode_status = 'unknown_type' AND NOT is_control AND record_type IS NOT NULL "
     f"AND record_type NOT IN ({_known}) AND raw_key IS NOT NULL AND (is_tombstone OR raw_value IS NOT NULL))",
     "true when the row decoded, or is an undecoded row of a record type Kafka does not know "
-    f"(unknown, or retired: {_retired}) with its raw key and value kept")
+    f"(unknown, or retired: {_retired}) with its raw key and value kept",
+)
 UNDECODED_REASON = Derived(
-    "_q_undecoded_reason", "sql",
+    "_q_undecoded_reason",
+    "sql",
     f"CASE WHEN decode_status = 'ok' THEN NULL WHEN record_type IN ({_retired}) THEN 'retired record type' "
     f"WHEN record_type NOT IN ({_known}) THEN 'unknown record type' ELSE 'unexplained' END",
-    "why a row is undecoded (shown in Data Docs examples)")
+    "why a row is undecoded (shown in Data Docs examples)",
+)
 PREVIOUS_CHECKPOINT = Derived(
-    "_q_previous_next_log_offset", "previous_checkpoint",
+    "_q_previous_next_log_offset",
+    "previous_checkpoint",
     doc="next_log_offset of the partition in the previous Delta version; null if none, or if the run "
-        "that wrote the current checkpoint rebuilt the partition (--full)")
+    "that wrote the current checkpoint rebuilt the partition (--full)",
+)
 LOG_END = Derived("_q_last_log_offset", "log_end", doc="largest log_offset of the partition in offsets_log")
 
 
 def _generic(table: T.Table) -> list[Check]:
-    checks = [Check(f"{c.name}_not_null", "ExpectColumnValuesToNotBeNull", {"column": c.name}, ERROR,
-                    f"{c.name} is never null (schemas/tables.py)") for c in table.columns if not c.nullable]
+    checks = [
+        Check(
+            f"{c.name}_not_null",
+            "ExpectColumnValuesToNotBeNull",
+            {"column": c.name},
+            ERROR,
+            f"{c.name} is never null (schemas/tables.py)",
+        )
+        for c in table.columns
+        if not c.nullable
+    ]
     if len(table.key) == 1:
-        checks.append(Check("key_unique", "ExpectColumnValuesToBeUnique", {"column": table.key[0]}, ERROR,
-                            f"one row per {table.key[0]}"))
+        checks.append(
+            Check(
+                "key_unique",
+                "ExpectColumnValuesToBeUnique",
+                {"column": table.key[0]},
+                ERROR,
+                f"one row per {table.key[0]}",
+            )
+        )
     elif table.key:
-        checks.append(Check("key_unique", "ExpectCompoundColumnsToBeUnique", {"column_list": list(table.key)}, ERROR,
-                            f"one row per ({', '.join(table.key)})"))
+        checks.append(
+            Check(
+                "key_unique",
+                "ExpectCompoundColumnsToBeUnique",
+                {"column_list": list(table.key)},
+                ERROR,
+                f"one row per ({', '.join(table.key)})",
+            )
+        )
     return checks
 
 
 def _non_negative(col: str, severity: str = ERROR, doc: str = "") -> Check:
-    return Check(f"{col}_non_negative", "ExpectColumnValuesToBeBetween", {"column": col, "min_value": 0},
-                 severity, doc or f"{col} >= 0")
+    return Check(
+        f"{col}_non_negative",
+        "ExpectColumnValuesToBeBetween",
+        {"column": col, "min_value": 0},
+        severity,
+        doc or f"{col} >= 0",
+    )
 
 
 def _group_partition(severity: str = ERROR) -> Check:
-    return Check("offsets_partition_matches_group", "ExpectColumnPairValuesToBeEqual",
-                 {"column_A": "offsets_partition", "column_B": EXPECTED_PARTITION.name,
-                  "ignore_row_if": "either_value_is_missing"}, severity,
-                 "the row's offsets partition is partitionFor(group_id) (spec 5)", column="offsets_partition")
+    return Check(
+        "offsets_partition_matches_group",
+        "ExpectColumnPairValuesToBeEqual",
+        {
+            "column_A": "offsets_partition",
+            "column_B": EXPECTED_PARTITION.name,
+            "ignore_row_if": "either_value_is_missing",
+        },
+        severity,
+        "the row's offsets partition is partitionFor(group_id) (spec 5)",
+        column="offsets_partition",
+    )
 
 
 def _offset_rules() -> list[Check]:
     return [
         _non_negative("partition", ERROR, "topic partitions are numbered from 0"),
-        _non_negative("committed_offset", WARNING,
-                      "clients commit offsets >= 0 in practice; the broker does not enforce it"),
+        _non_negative(
+            "committed_offset", WARNING, "clients commit offsets >= 0 in practice; the broker does not enforce it"
+        ),
         _non_negative("log_offset"),
         _group_partition(),
     ]
@@ -169,64 +219,147 @@ def _offset_rules() -> list[Check]:
 def _group_rules() -> list[Check]:
     pairs = [[t, s] for t in GROUP_TYPES for s in GROUP_STATES[t]]
     return [
-        Check("group_type_known", "ExpectColumnValuesToBeInSet",
-              {"column": "group_type", "value_set": list(GROUP_TYPES)}, ERROR, "classic, consumer, share or streams"),
-        Check("state_known", "ExpectColumnPairValuesToBeInSet",
-              {"column_A": "group_type", "column_B": "state", "value_pairs_set": pairs}, ERROR,
-              "a state name Kafka reports for the group's type", column="state"),
+        Check(
+            "group_type_known",
+            "ExpectColumnValuesToBeInSet",
+            {"column": "group_type", "value_set": list(GROUP_TYPES)},
+            ERROR,
+            "classic, consumer, share or streams",
+        ),
+        Check(
+            "state_known",
+            "ExpectColumnPairValuesToBeInSet",
+            {"column_A": "group_type", "column_B": "state", "value_pairs_set": pairs},
+            ERROR,
+            "a state name Kafka reports for the group's type",
+            column="state",
+        ),
         _group_partition(),
     ]
 
 
-OFFSETS_LOG = Suite(T.OFFSETS_LOG, tuple(_generic(T.OFFSETS_LOG) + [
-    _non_negative("log_offset"),
-    Check("log_offset_in_batch", "ExpectColumnPairValuesAToBeGreaterThanB",
-          {"column_A": "log_offset", "column_B": "batch_base_offset", "or_equal": True}, ERROR,
-          "a record's offset is at or after its batch's base offset"),
-    Check("decode_status_known", "ExpectColumnValuesToBeInSet",
-          {"column": "decode_status", "value_set": list(DECODE_STATUSES)}, ERROR, "ok or unknown_type"),
-    Check("undecoded_rows_explained", "ExpectColumnValuesToBeInSet",
-          {"column": UNDECODED_EXPLAINED.name, "value_set": [True]}, ERROR,
-          "no undecoded row is left unexplained: each is of a record type Kafka does not know (unknown or "
-          "retired), and keeps its raw bytes", column="decode_status"),
-    _group_partition(WARNING),
-]), (EXPECTED_PARTITION, UNDECODED_EXPLAINED, UNDECODED_REASON))
+OFFSETS_LOG = Suite(
+    T.OFFSETS_LOG,
+    tuple(
+        _generic(T.OFFSETS_LOG)
+        + [
+            _non_negative("log_offset"),
+            Check(
+                "log_offset_in_batch",
+                "ExpectColumnPairValuesAToBeGreaterThanB",
+                {"column_A": "log_offset", "column_B": "batch_base_offset", "or_equal": True},
+                ERROR,
+                "a record's offset is at or after its batch's base offset",
+            ),
+            Check(
+                "decode_status_known",
+                "ExpectColumnValuesToBeInSet",
+                {"column": "decode_status", "value_set": list(DECODE_STATUSES)},
+                ERROR,
+                "ok or unknown_type",
+            ),
+            Check(
+                "undecoded_rows_explained",
+                "ExpectColumnValuesToBeInSet",
+                {"column": UNDECODED_EXPLAINED.name, "value_set": [True]},
+                ERROR,
+                "no undecoded row is left unexplained: each is of a record type Kafka does not know (unknown or "
+                "retired), and keeps its raw bytes",
+                column="decode_status",
+            ),
+            _group_partition(WARNING),
+        ]
+    ),
+    (EXPECTED_PARTITION, UNDECODED_EXPLAINED, UNDECODED_REASON),
+)
 
 GROUP_OFFSETS = Suite(T.GROUP_OFFSETS, tuple(_generic(T.GROUP_OFFSETS) + _offset_rules()), (EXPECTED_PARTITION,))
-EXPIRED_OFFSETS = Suite(T.EXPIRED_OFFSETS, tuple(_generic(T.EXPIRED_OFFSETS) + _offset_rules()),
-                        (EXPECTED_PARTITION,))
+EXPIRED_OFFSETS = Suite(T.EXPIRED_OFFSETS, tuple(_generic(T.EXPIRED_OFFSETS) + _offset_rules()), (EXPECTED_PARTITION,))
 PENDING_TRANSACTIONAL_OFFSETS = Suite(
-    T.PENDING_TRANSACTIONAL_OFFSETS, tuple(_generic(T.PENDING_TRANSACTIONAL_OFFSETS) + _offset_rules()),
-    (EXPECTED_PARTITION,))
+    T.PENDING_TRANSACTIONAL_OFFSETS,
+    tuple(_generic(T.PENDING_TRANSACTIONAL_OFFSETS) + _offset_rules()),
+    (EXPECTED_PARTITION,),
+)
 CONSUMER_GROUPS = Suite(T.CONSUMER_GROUPS, tuple(_generic(T.CONSUMER_GROUPS) + _group_rules()), (EXPECTED_PARTITION,))
 EXPIRED_GROUPS = Suite(T.EXPIRED_GROUPS, tuple(_generic(T.EXPIRED_GROUPS) + _group_rules()), (EXPECTED_PARTITION,))
-GROUP_FOLD_STATE = Suite(T.GROUP_FOLD_STATE, tuple(_generic(T.GROUP_FOLD_STATE) + [_group_partition()]),
-                         (EXPECTED_PARTITION,))
-REPLAY_CHECKPOINTS = Suite(T.REPLAY_CHECKPOINTS, tuple(_generic(T.REPLAY_CHECKPOINTS) + [
-    _non_negative("next_log_offset"),
-    _non_negative("records_read"),
-    _non_negative("trailing_bytes"),
-    Check("checkpoint_not_behind_previous_version", "ExpectColumnPairValuesAToBeGreaterThanB",
-          {"column_A": "next_log_offset", "column_B": PREVIOUS_CHECKPOINT.name, "or_equal": True,
-           "ignore_row_if": "either_value_is_missing"}, ERROR,
-          "next_log_offset never moves backwards from the previous Delta version, except in a --full rebuild",
-          column="next_log_offset"),
-    Check("checkpoint_after_last_record", "ExpectColumnPairValuesAToBeGreaterThanB",
-          {"column_A": "next_log_offset", "column_B": LOG_END.name, "or_equal": False,
-           "ignore_row_if": "either_value_is_missing"}, ERROR,
-          "next_log_offset is past the partition's last record in offsets_log", column="next_log_offset"),
-]), (PREVIOUS_CHECKPOINT, LOG_END))
+GROUP_FOLD_STATE = Suite(
+    T.GROUP_FOLD_STATE, tuple(_generic(T.GROUP_FOLD_STATE) + [_group_partition()]), (EXPECTED_PARTITION,)
+)
+REPLAY_CHECKPOINTS = Suite(
+    T.REPLAY_CHECKPOINTS,
+    tuple(
+        _generic(T.REPLAY_CHECKPOINTS)
+        + [
+            _non_negative("next_log_offset"),
+            _non_negative("records_read"),
+            _non_negative("trailing_bytes"),
+            Check(
+                "checkpoint_not_behind_previous_version",
+                "ExpectColumnPairValuesAToBeGreaterThanB",
+                {
+                    "column_A": "next_log_offset",
+                    "column_B": PREVIOUS_CHECKPOINT.name,
+                    "or_equal": True,
+                    "ignore_row_if": "either_value_is_missing",
+                },
+                ERROR,
+                "next_log_offset never moves backwards from the previous Delta version, except in a --full rebuild",
+                column="next_log_offset",
+            ),
+            Check(
+                "checkpoint_after_last_record",
+                "ExpectColumnPairValuesAToBeGreaterThanB",
+                {
+                    "column_A": "next_log_offset",
+                    "column_B": LOG_END.name,
+                    "or_equal": False,
+                    "ignore_row_if": "either_value_is_missing",
+                },
+                ERROR,
+                "next_log_offset is past the partition's last record in offsets_log",
+                column="next_log_offset",
+            ),
+        ]
+    ),
+    (PREVIOUS_CHECKPOINT, LOG_END),
+)
 
-QUARANTINED_RECORDS = Suite(T.QUARANTINED_RECORDS, tuple(_generic(T.QUARANTINED_RECORDS) + [
-    Check("level_known", "ExpectColumnValuesToBeInSet",
-          {"column": "level", "value_set": ["batch", "record"]}, ERROR, "a whole batch, or one record"),
-    _non_negative("byte_position"),
-    Check("nothing_quarantined", "ExpectTableRowCountToEqual", {"value": 0}, WARNING,
-          "records were skipped by --on-corrupt=quarantine: look at them before trusting the state tables"),
-]), ())
+QUARANTINED_RECORDS = Suite(
+    T.QUARANTINED_RECORDS,
+    tuple(
+        _generic(T.QUARANTINED_RECORDS)
+        + [
+            Check(
+                "level_known",
+                "ExpectColumnValuesToBeInSet",
+                {"column": "level", "value_set": ["batch", "record"]},
+                ERROR,
+                "a whole batch, or one record",
+            ),
+            _non_negative("byte_position"),
+            Check(
+                "nothing_quarantined",
+                "ExpectTableRowCountToEqual",
+                {"value": 0},
+                WARNING,
+                "records were skipped by --on-corrupt=quarantine: look at them before trusting the state tables",
+            ),
+        ]
+    ),
+    (),
+)
 
-ALL_SUITES = (OFFSETS_LOG, GROUP_OFFSETS, EXPIRED_OFFSETS, PENDING_TRANSACTIONAL_OFFSETS, CONSUMER_GROUPS,
-              EXPIRED_GROUPS, GROUP_FOLD_STATE, QUARANTINED_RECORDS, REPLAY_CHECKPOINTS)
+ALL_SUITES = (
+    OFFSETS_LOG,
+    GROUP_OFFSETS,
+    EXPIRED_OFFSETS,
+    PENDING_TRANSACTIONAL_OFFSETS,
+    CONSUMER_GROUPS,
+    EXPIRED_GROUPS,
+    GROUP_FOLD_STATE,
+    QUARANTINED_RECORDS,
+    REPLAY_CHECKPOINTS,
+)
 SUITES = {s.name: s for s in ALL_SUITES}
 
 assert [s.name for s in ALL_SUITES] == [t.name for t in T.ALL_TABLES], "one suite per table"

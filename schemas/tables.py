@@ -1,5 +1,6 @@
 """The Delta tables: one spec per table, the single source for DDL, Arrow schemas,
 quality checks and test fixtures. Names are snake_case; timestamps are UTC TIMESTAMPs."""
+
 from __future__ import annotations
 
 import functools
@@ -43,7 +44,7 @@ class Table:
     name: str
     doc: str
     columns: tuple[Column, ...]
-    key: tuple[str, ...] = ()            # unique per row
+    key: tuple[str, ...] = ()  # unique per row
     partition_by: tuple[str, ...] = ()
 
     @property
@@ -121,10 +122,20 @@ OFFSETS_LOG = Table(
     partition_by=("offsets_partition",),
 )
 
-GROUP_OFFSETS = Table("group_offsets", "Live committed offsets after replay and expiry.", OFFSET_COLUMNS,
-                      key=("group_id", "topic", "partition"), partition_by=("offsets_partition",))
-EXPIRED_OFFSETS = Table("expired_offsets", "Offsets that expiry removed as of the run's --now.",
-                        OFFSET_COLUMNS, key=("group_id", "topic", "partition"), partition_by=("offsets_partition",))
+GROUP_OFFSETS = Table(
+    "group_offsets",
+    "Live committed offsets after replay and expiry.",
+    OFFSET_COLUMNS,
+    key=("group_id", "topic", "partition"),
+    partition_by=("offsets_partition",),
+)
+EXPIRED_OFFSETS = Table(
+    "expired_offsets",
+    "Offsets that expiry removed as of the run's --now.",
+    OFFSET_COLUMNS,
+    key=("group_id", "topic", "partition"),
+    partition_by=("offsets_partition",),
+)
 
 PENDING_TRANSACTIONAL_OFFSETS = Table(
     "pending_transactional_offsets",
@@ -159,10 +170,20 @@ GROUP_COLUMNS = (
     C("offsets_partition", "INT", "", False),
     C("log_offset", "BIGINT", "offset of the last record that changed the group", False),
 )
-CONSUMER_GROUPS = Table("consumer_groups", "Groups after replay and expiry.", GROUP_COLUMNS,
-                        key=("group_id",), partition_by=("offsets_partition",))
-EXPIRED_GROUPS = Table("expired_groups", "Groups that Kafka's cleanup would delete as of --now.",
-                       GROUP_COLUMNS, key=("group_id",), partition_by=("offsets_partition",))
+CONSUMER_GROUPS = Table(
+    "consumer_groups",
+    "Groups after replay and expiry.",
+    GROUP_COLUMNS,
+    key=("group_id",),
+    partition_by=("offsets_partition",),
+)
+EXPIRED_GROUPS = Table(
+    "expired_groups",
+    "Groups that Kafka's cleanup would delete as of --now.",
+    GROUP_COLUMNS,
+    key=("group_id",),
+    partition_by=("offsets_partition",),
+)
 
 REPLAY_CHECKPOINTS = Table(
     "replay_checkpoints",
@@ -175,14 +196,25 @@ REPLAY_CHECKPOINTS = Table(
         C("trailing_bytes", "BIGINT", "bytes of a partial batch at the end of the segments", False),
         C("run_id", "STRING", "", False),
         C("finished_at", "TIMESTAMP", "", False),
-        C("source_signature", "STRING", "the last segment's base offset, size and modification time as read; "
-          "a run that finds the same (and nothing to re-judge) skips the partition"),
+        C(
+            "source_signature",
+            "STRING",
+            "the last segment's base offset, size and modification time as read; "
+            "a run that finds the same (and nothing to re-judge) skips the partition",
+        ),
         C("judged_at_ms", "BIGINT", "the --now (epoch ms) expiry was judged at"),
         C("retention_minutes", "INT", "offsets.retention.minutes expiry was judged with"),
-        C("expiry_changes_at_ms", "BIGINT", "the first later --now at which an offset of the partition "
-          "expires (epoch ms); null if none would"),
-        C("next_byte_position", "BIGINT", "byte position in the last segment after its last complete batch: "
-          "where the next incremental run starts reading"),
+        C(
+            "expiry_changes_at_ms",
+            "BIGINT",
+            "the first later --now at which an offset of the partition expires (epoch ms); null if none would",
+        ),
+        C(
+            "next_byte_position",
+            "BIGINT",
+            "byte position in the last segment after its last complete batch: "
+            "where the next incremental run starts reading",
+        ),
     ),
     key=("offsets_partition",),
 )
@@ -222,6 +254,15 @@ QUARANTINED_RECORDS = Table(
 )
 
 # In commit order: replay_checkpoints last, since its commit is a run's commit point.
-ALL_TABLES = (OFFSETS_LOG, GROUP_OFFSETS, EXPIRED_OFFSETS, PENDING_TRANSACTIONAL_OFFSETS, CONSUMER_GROUPS,
-              EXPIRED_GROUPS, GROUP_FOLD_STATE, QUARANTINED_RECORDS, REPLAY_CHECKPOINTS)
+ALL_TABLES = (
+    OFFSETS_LOG,
+    GROUP_OFFSETS,
+    EXPIRED_OFFSETS,
+    PENDING_TRANSACTIONAL_OFFSETS,
+    CONSUMER_GROUPS,
+    EXPIRED_GROUPS,
+    GROUP_FOLD_STATE,
+    QUARANTINED_RECORDS,
+    REPLAY_CHECKPOINTS,
+)
 TABLES = {t.name: t for t in ALL_TABLES}

@@ -1,5 +1,6 @@
 """Table column types written once, in Spark SQL DDL, and converted to Arrow for the
 Python stages (mapInArrow output, the JVM-free Delta reader)."""
+
 from __future__ import annotations
 
 import re
@@ -7,9 +8,16 @@ import re
 import pyarrow as pa
 
 _SIMPLE = {
-    "TINYINT": pa.int8(), "SMALLINT": pa.int16(), "INT": pa.int32(), "BIGINT": pa.int64(),
-    "BOOLEAN": pa.bool_(), "STRING": pa.string(), "BINARY": pa.binary(), "DOUBLE": pa.float64(),
-    "TIMESTAMP": pa.timestamp("us", tz="UTC"), "DATE": pa.date32(),
+    "TINYINT": pa.int8(),
+    "SMALLINT": pa.int16(),
+    "INT": pa.int32(),
+    "BIGINT": pa.int64(),
+    "BOOLEAN": pa.bool_(),
+    "STRING": pa.string(),
+    "BINARY": pa.binary(),
+    "DOUBLE": pa.float64(),
+    "TIMESTAMP": pa.timestamp("us", tz="UTC"),
+    "DATE": pa.date32(),
 }
 _TOKEN = re.compile(r"\s*(<|>|,|:|[A-Za-z_][A-Za-z0-9_]*)")
 

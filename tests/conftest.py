@@ -1,5 +1,6 @@
 """Shared fixtures: one local SparkSession for the whole test session, and a helper that
 replays hand-built logs into a temporary warehouse and returns the tables as plain rows."""
+
 from __future__ import annotations
 
 import os
@@ -16,13 +17,16 @@ if REPO not in sys.path:
 def spark():
     from lib.spark.session import build_session
 
-    session = build_session("offsets-lake-tests", {
-        "spark.master": "local[2]",
-        "spark.sql.shuffle.partitions": "2",
-        "spark.default.parallelism": "2",
-        "spark.sql.adaptive.enabled": "false",
-        "spark.databricks.delta.snapshotPartitions": "1",
-    })
+    session = build_session(
+        "offsets-lake-tests",
+        {
+            "spark.master": "local[2]",
+            "spark.sql.shuffle.partitions": "2",
+            "spark.default.parallelism": "2",
+            "spark.sql.adaptive.enabled": "false",
+            "spark.databricks.delta.snapshotPartitions": "1",
+        },
+    )
     yield session
     session.stop()
 
@@ -44,6 +48,6 @@ def replay_logdir(spark):
     from lib.spark.pipeline import run_replay
 
     def run(log_dir, warehouse, now_ms, retention_minutes=10080, partitions=None):
-        return run_replay(spark, find_partitions(str(log_dir), partitions), str(warehouse), now_ms,
-                          retention_minutes)
+        return run_replay(spark, find_partitions(str(log_dir), partitions), str(warehouse), now_ms, retention_minutes)
+
     return run

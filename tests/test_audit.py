@@ -4,6 +4,7 @@ The log is replayed in two runs (the second, incremental, adds one commit) so th
 time travel has two versions to tell apart. Every canned query runs through the code path
 the CLI uses (load_queries -> bind -> run_query -> collect) and is checked against rows
 worked out by hand from the records below. Times: T0 = 2024-01-01T00:00:00Z, NOW = T0 + 3 days."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -14,15 +15,15 @@ import sys
 
 import pytest
 
+from lib.replay.partitioning import partition_for
 from lib.reporting.audit import AuditError, bind, collect, load_queries, open_catalog, plain, run_query
 from lib.testdata.logbuilder import PartitionLogBuilder, consumer_member, offset_commit_key, offset_commit_value
-from lib.replay.partitioning import partition_for
 
 pytestmark = pytest.mark.spark
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 N = 2
-T0 = 1_704_067_200_000            # 2024-01-01T00:00:00Z
+T0 = 1_704_067_200_000  # 2024-01-01T00:00:00Z
 MIN = 60_000
 HOUR = 60 * MIN
 DAY = 24 * HOUR
@@ -32,7 +33,7 @@ EVENTS_ID = "ASNFZ4mrze8BI0VniavN7w"
 
 
 def ts(ms: int) -> dt.datetime:
-    return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc)
+    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC)
 
 
 def iso(ms: int) -> str:
@@ -60,76 +61,114 @@ class Log:
 
 
 def phase1(L: Log) -> None:
-    g = "orders-app"   # classic consumer group: two generations, a rewind
+    g = "orders-app"  # classic consumer group: two generations, a rewind
     L.mark("orders-gen1", g)
-    L.on(g).group(g, T0, generation=1, protocol="range", state_ts=T0, members=[
-        consumer_member("m1", ["orders"], {"orders": [0, 1]}, client_id="c1", client_host="/10.0.0.1")])
+    L.on(g).group(
+        g,
+        T0,
+        generation=1,
+        protocol="range",
+        state_ts=T0,
+        members=[consumer_member("m1", ["orders"], {"orders": [0, 1]}, client_id="c1", client_host="/10.0.0.1")],
+    )
     # one OffsetCommit request for two partitions: one batch, two records
-    L.on(g).batch([(offset_commit_key(g, "orders", 0), offset_commit_value(100, T0 + 10 * MIN), T0 + 10 * MIN),
-                   (offset_commit_key(g, "orders", 1), offset_commit_value(200, T0 + 10 * MIN), T0 + 10 * MIN)])
+    L.on(g).batch(
+        [
+            (offset_commit_key(g, "orders", 0), offset_commit_value(100, T0 + 10 * MIN), T0 + 10 * MIN),
+            (offset_commit_key(g, "orders", 1), offset_commit_value(200, T0 + 10 * MIN), T0 + 10 * MIN),
+        ]
+    )
     L.mark("orders-150", g)
     L.on(g).commit(g, "orders", 0, 150, T0 + 20 * MIN)
     L.mark("orders-gen2", g)
-    L.on(g).group(g, T0 + 30 * MIN, generation=2, protocol="range", state_ts=T0 + 30 * MIN, members=[
-        consumer_member("m1", ["orders"], {"orders": [0]}, client_id="c1", client_host="/10.0.0.1"),
-        consumer_member("m2", ["orders"], {"orders": [1]}, client_id="c2", client_host="/10.0.0.2")])
+    L.on(g).group(
+        g,
+        T0 + 30 * MIN,
+        generation=2,
+        protocol="range",
+        state_ts=T0 + 30 * MIN,
+        members=[
+            consumer_member("m1", ["orders"], {"orders": [0]}, client_id="c1", client_host="/10.0.0.1"),
+            consumer_member("m2", ["orders"], {"orders": [1]}, client_id="c2", client_host="/10.0.0.2"),
+        ],
+    )
     L.mark("orders-120", g)
     L.on(g).commit(g, "orders", 0, 120, T0 + 40 * MIN)
     L.mark("orders-130", g)
     L.on(g).commit(g, "orders", 0, 130, T0 + 50 * MIN, leader_epoch=3, metadata="m50")
 
-    g = "txn-app"      # simple group: transactions committed, aborted, overtaken; a tombstone
+    g = "txn-app"  # simple group: transactions committed, aborted, overtaken; a tombstone
     L.mark("pay0-10", g)
     L.on(g).commit(g, "payments", 0, 10, T0 + 5 * MIN)
     L.mark("pay1-7", g)
     L.on(g).commit(g, "payments", 1, 7, T0 + 5 * MIN)
     L.mark("pay0-20", g)
     L.on(g).commit(g, "payments", 0, 20, T0 + 10 * MIN, producer_id=1000)
-    L.on(g).marker(1000, True, T0 + 15 * MIN)                        # 20 applies at M15
+    L.on(g).marker(1000, True, T0 + 15 * MIN)  # 20 applies at M15
     L.on(g).commit(g, "payments", 0, 5, T0 + 20 * MIN, producer_id=1001)
-    L.on(g).marker(1001, False, T0 + 25 * MIN)                       # 5 is dropped
+    L.on(g).marker(1001, False, T0 + 25 * MIN)  # 5 is dropped
     L.on(g).commit(g, "payments", 0, 30, T0 + 30 * MIN, producer_id=1002)
     L.mark("pay0-25", g)
     L.on(g).commit(g, "payments", 0, 25, T0 + 35 * MIN, leader_epoch=2, metadata="manual")
-    L.on(g).marker(1002, True, T0 + 40 * MIN)                        # 30 loses to the later 25
+    L.on(g).marker(1002, True, T0 + 40 * MIN)  # 30 loses to the later 25
     L.mark("pay1-tombstone", g)
     L.on(g).offset_tombstone(g, "payments", 1, T0 + 45 * MIN)
     L.on(g).commit(g, "payments", 2, 40, T0 + 50 * MIN, producer_id=1004)
-    L.builders[1 - p_of(g)].marker(1004, True, T0 + 55 * MIN)       # other offsets partition: no effect
+    L.builders[1 - p_of(g)].marker(1004, True, T0 + 55 * MIN)  # other offsets partition: no effect
 
-    g = "reset-app"    # a tombstone between a commit and a smaller one: not a rewind
+    g = "reset-app"  # a tombstone between a commit and a smaller one: not a rewind
     L.on(g).commit(g, "t", 0, 50, T0 + DAY)
     L.on(g).offset_tombstone(g, "t", 0, T0 + DAY + 10 * MIN)
     L.on(g).commit(g, "t", 0, 10, T0 + DAY + 20 * MIN)
 
-    g = "empty-app"    # classic group that became Empty: expiry counts from the state timestamp
+    g = "empty-app"  # classic group that became Empty: expiry counts from the state timestamp
     L.mark("empty-gen1", g)
-    L.on(g).group(g, T0, generation=1, protocol="range", state_ts=T0, members=[
-        consumer_member("e1", ["logs"], {"logs": [0]}, client_id="ce", client_host="/10.0.0.5")])
+    L.on(g).group(
+        g,
+        T0,
+        generation=1,
+        protocol="range",
+        state_ts=T0,
+        members=[consumer_member("e1", ["logs"], {"logs": [0]}, client_id="ce", client_host="/10.0.0.5")],
+    )
     L.on(g).commit(g, "logs", 0, 5, T0 + 5 * MIN)
     L.on(g).commit(g, "logs", 0, 9, T0 + DAY)
     L.mark("empty-gen2", g)
     L.on(g).group(g, T0 + DAY + 30 * MIN, generation=2, protocol=None, state_ts=T0 + DAY + 30 * MIN, members=[])
 
-    g = "legacy-ts"    # v1 value with an explicit expire timestamp
+    g = "legacy-ts"  # v1 value with an explicit expire timestamp
     L.on(g).commit(g, "x", 0, 3, T0, version=1, expire_ts=T0 + 5 * DAY)
 
-    g = "gone-app"     # group tombstone: the offsets stay (Kafka 4.x)
+    g = "gone-app"  # group tombstone: the offsets stay (Kafka 4.x)
     L.mark("gone-gen1", g)
-    L.on(g).group(g, T0, generation=1, protocol="range", state_ts=T0, members=[
-        consumer_member("g1", ["g"], {"g": [0]}, client_id="cg", client_host="/10.0.0.7")])
+    L.on(g).group(
+        g,
+        T0,
+        generation=1,
+        protocol="range",
+        state_ts=T0,
+        members=[consumer_member("g1", ["g"], {"g": [0]}, client_id="cg", client_host="/10.0.0.7")],
+    )
     L.mark("gone-1", g)
     L.on(g).commit(g, "g", 0, 1, T0 + 5 * MIN)
     L.on(g).group_tombstone(g, T0 + 30 * MIN)
 
-    g = "stream-848"   # KIP-848 consumer group: epoch 1 (a owns 0,1), epoch 2 (a: 0, b: 1)
+    g = "stream-848"  # KIP-848 consumer group: epoch 1 (a owns 0,1), epoch 2 (a: 0, b: 1)
     rec = L.on(g).record
     a, b, grp = {"group_id": g, "member_id": "a"}, {"group_id": g, "member_id": "b"}, {"group_id": g}
 
     def meta(client, host):
-        return {"instanceId": None, "rackId": None, "clientId": client, "clientHost": host,
-                "subscribedTopicNames": ["events"], "subscribedTopicRegex": None, "rebalanceTimeoutMs": 300000,
-                "serverAssignor": "uniform", "classicMemberMetadata": None}
+        return {
+            "instanceId": None,
+            "rackId": None,
+            "clientId": client,
+            "clientHost": host,
+            "subscribedTopicNames": ["events"],
+            "subscribedTopicRegex": None,
+            "rebalanceTimeoutMs": 300000,
+            "serverAssignor": "uniform",
+            "classicMemberMetadata": None,
+        }
 
     def tps(*parts):
         return [{"topicId": EVENTS_ID, "partitions": list(parts)}]
@@ -140,8 +179,18 @@ def phase1(L: Log) -> None:
     L.mark("target-1", g)
     rec(6, grp, {"assignmentEpoch": 1}, H2)
     L.mark("a-epoch1", g)
-    rec(8, a, {"memberEpoch": 1, "previousMemberEpoch": 0, "state": 0, "assignedPartitions": tps(0, 1),
-               "partitionsPendingRevocation": []}, H2 + MIN)
+    rec(
+        8,
+        a,
+        {
+            "memberEpoch": 1,
+            "previousMemberEpoch": 0,
+            "state": 0,
+            "assignedPartitions": tps(0, 1),
+            "partitionsPendingRevocation": [],
+        },
+        H2 + MIN,
+    )
     rec(5, b, meta("cb", "/10.0.1.2"), H2 + 10 * MIN)
     rec(3, grp, {"epoch": 2}, H2 + 10 * MIN)
     rec(7, a, {"topicPartitions": tps(0)}, H2 + 10 * MIN)
@@ -149,15 +198,45 @@ def phase1(L: Log) -> None:
     L.mark("target-2", g)
     rec(6, grp, {"assignmentEpoch": 2}, H2 + 10 * MIN)
     L.mark("a-revoking", g)
-    rec(8, a, {"memberEpoch": 1, "previousMemberEpoch": 0, "state": 1, "assignedPartitions": tps(0),
-               "partitionsPendingRevocation": tps(1)}, H2 + 11 * MIN)
+    rec(
+        8,
+        a,
+        {
+            "memberEpoch": 1,
+            "previousMemberEpoch": 0,
+            "state": 1,
+            "assignedPartitions": tps(0),
+            "partitionsPendingRevocation": tps(1),
+        },
+        H2 + 11 * MIN,
+    )
     L.mark("a-epoch2", g)
-    rec(8, a, {"memberEpoch": 2, "previousMemberEpoch": 1, "state": 0, "assignedPartitions": tps(0),
-               "partitionsPendingRevocation": []}, H2 + 12 * MIN)
+    rec(
+        8,
+        a,
+        {
+            "memberEpoch": 2,
+            "previousMemberEpoch": 1,
+            "state": 0,
+            "assignedPartitions": tps(0),
+            "partitionsPendingRevocation": [],
+        },
+        H2 + 12 * MIN,
+    )
     L.mark("b-epoch2", g)
-    rec(8, b, {"memberEpoch": 2, "previousMemberEpoch": 0, "state": 0, "assignedPartitions": tps(1),
-               "partitionsPendingRevocation": []}, H2 + 13 * MIN)
-    L.on(g).commit(g, "events", 0, 500, H2 + 15 * MIN, version=4, topic_id=EVENTS_ID)   # names the topic id
+    rec(
+        8,
+        b,
+        {
+            "memberEpoch": 2,
+            "previousMemberEpoch": 0,
+            "state": 0,
+            "assignedPartitions": tps(1),
+            "partitionsPendingRevocation": [],
+        },
+        H2 + 13 * MIN,
+    )
+    L.on(g).commit(g, "events", 0, 500, H2 + 15 * MIN, version=4, topic_id=EVENTS_ID)  # names the topic id
     L.on(g).commit(g, "events", 1, 600, H2 + 15 * MIN, version=4, topic_id=EVENTS_ID)
 
 
@@ -170,8 +249,13 @@ def phase2(L: Log) -> None:
 def last_commit(spark, warehouse, table: str) -> tuple[int, str]:
     """(version, commit time as ISO text) of the table's latest Delta commit."""
     from delta.tables import DeltaTable
-    row = DeltaTable.forPath(spark, os.path.join(str(warehouse), table)).history() \
-        .orderBy("version", ascending=False).first()
+
+    row = (
+        DeltaTable.forPath(spark, os.path.join(str(warehouse), table))
+        .history()
+        .orderBy("version", ascending=False)
+        .first()
+    )
     return row["version"], plain(row["timestamp"])
 
 
@@ -186,7 +270,7 @@ def audit(spark, replay_logdir, tmp_path_factory):
     run1 = last_commit(spark, warehouse, "group_offsets")
     phase2(L)
     L.write(log_dir)
-    replay_logdir(log_dir, warehouse, NOW)         # incremental: reads only the new commit
+    replay_logdir(log_dir, warehouse, NOW)  # incremental: reads only the new commit
     run2 = last_commit(spark, warehouse, "group_offsets")
     open_catalog(spark, str(warehouse))
     queries = load_queries()
@@ -205,8 +289,20 @@ def pick(rows: list[dict], *cols: str) -> list[tuple]:
 
 
 # --- committed_offset_as_of ---------------------------------------------------------------
-COLS = ("topic", "partition", "status", "committed_offset", "leader_epoch", "metadata", "record_log_offset",
-        "record_time", "applied_at", "transactional", "producer_id", "offsets_partition")
+COLS = (
+    "topic",
+    "partition",
+    "status",
+    "committed_offset",
+    "leader_epoch",
+    "metadata",
+    "record_log_offset",
+    "record_time",
+    "applied_at",
+    "transactional",
+    "producer_id",
+    "offsets_partition",
+)
 
 
 def test_committed_offset_before_the_commit_marker(audit):
@@ -219,11 +315,17 @@ def test_committed_offset_before_the_commit_marker(audit):
 
 def test_transactional_commit_applies_at_its_marker_and_abort_drops(audit):
     o, p = audit["log"].off, p_of("txn-app")
-    expected = [("payments", 0, "committed", 20, None, "", o["pay0-20"], ts(T0 + 10 * MIN), ts(T0 + 15 * MIN),
-                 True, 1000, p)]
-    for at in (T0 + 15 * MIN, T0 + 27 * MIN):      # the COMMIT marker's time, then after the ABORT
-        assert pick(audit["run"]("committed_offset_as_of", group="txn-app", topic="payments", partition=0,
-                                 at=iso(at)), *COLS) == expected
+    expected = [
+        ("payments", 0, "committed", 20, None, "", o["pay0-20"], ts(T0 + 10 * MIN), ts(T0 + 15 * MIN), True, 1000, p)
+    ]
+    for at in (T0 + 15 * MIN, T0 + 27 * MIN):  # the COMMIT marker's time, then after the ABORT
+        assert (
+            pick(
+                audit["run"]("committed_offset_as_of", group="txn-app", topic="payments", partition=0, at=iso(at)),
+                *COLS,
+            )
+            == expected
+        )
 
 
 def test_later_plain_commit_wins_over_older_transactional_record(audit):
@@ -238,17 +340,38 @@ def test_tombstone_deletes_and_marker_elsewhere_commits_nothing(audit):
     o, p = audit["log"].off, p_of("txn-app")
     assert pick(audit["run"]("committed_offset_as_of", group="txn-app", at=iso(NOW)), *COLS) == [
         ("payments", 0, "committed", 25, 2, "manual", o["pay0-25"], ts(T0 + 35 * MIN), ts(T0 + 35 * MIN), False, -1, p),
-        ("payments", 1, "deleted", None, None, None, o["pay1-tombstone"], ts(T0 + 45 * MIN), ts(T0 + 45 * MIN),
-         False, None, p),
-    ]   # payments-2: its producer's marker is in the other offsets partition, so still pending
+        (
+            "payments",
+            1,
+            "deleted",
+            None,
+            None,
+            None,
+            o["pay1-tombstone"],
+            ts(T0 + 45 * MIN),
+            ts(T0 + 45 * MIN),
+            False,
+            None,
+            p,
+        ),
+    ]  # payments-2: its producer's marker is in the other offsets partition, so still pending
 
 
 def test_group_tombstone_keeps_offsets_and_rewind_is_visible_as_of(audit):
     o = audit["log"].off
-    assert pick(audit["run"]("committed_offset_as_of", group="gone-app"), "topic", "partition", "status",
-                "committed_offset", "record_log_offset") == [("g", 0, "committed", 1, o["gone-1"])]
-    assert pick(audit["run"]("committed_offset_as_of", group="orders-app", topic="orders", partition=0,
-                             at=iso(T0 + 45 * MIN)), "committed_offset", "record_log_offset") == [(120, o["orders-120"])]
+    assert pick(
+        audit["run"]("committed_offset_as_of", group="gone-app"),
+        "topic",
+        "partition",
+        "status",
+        "committed_offset",
+        "record_log_offset",
+    ) == [("g", 0, "committed", 1, o["gone-1"])]
+    assert pick(
+        audit["run"]("committed_offset_as_of", group="orders-app", topic="orders", partition=0, at=iso(T0 + 45 * MIN)),
+        "committed_offset",
+        "record_log_offset",
+    ) == [(120, o["orders-120"])]
 
 
 # --- group_offsets_as_of_version (Delta time travel) --------------------------------------
@@ -256,9 +379,13 @@ def test_group_offsets_as_of_version(audit):
     cols = ("group_id", "topic", "partition", "committed_offset")
     assert audit["run1"][0] < audit["run2"][0]
     assert pick(audit["run"]("group_offsets_as_of_version", at=audit["run1"][1], group="orders-app"), *cols) == [
-        ("orders-app", "orders", 0, 130), ("orders-app", "orders", 1, 200)]
+        ("orders-app", "orders", 0, 130),
+        ("orders-app", "orders", 1, 200),
+    ]
     assert pick(audit["run"]("group_offsets_as_of_version", at=audit["run2"][1], group="orders-app"), *cols) == [
-        ("orders-app", "orders", 0, 130), ("orders-app", "orders", 1, 260)]
+        ("orders-app", "orders", 0, 130),
+        ("orders-app", "orders", 1, 260),
+    ]
     with pytest.raises(AuditError, match="DELTA_TIMESTAMP"):
         audit["run"]("group_offsets_as_of_version", at="2000-01-01T00:00:00Z")
 
@@ -267,11 +394,36 @@ def test_group_offsets_as_of_version(audit):
 def test_offset_rewinds(audit):
     o = audit["log"].off
     # txn-app's aborted 5 and overtaken 30 and reset-app's commit after a tombstone are not rewinds
-    assert pick(audit["run"]("offset_rewinds"), "group_id", "topic", "partition", "previous_offset",
-                "previous_applied_at", "offset", "applied_at", "rewound_by", "transactional",
-                "previous_log_offset", "log_offset", "offsets_partition") == [
-        ("orders-app", "orders", 0, 150, ts(T0 + 20 * MIN), 120, ts(T0 + 40 * MIN), 30, False,
-         o["orders-150"], o["orders-120"], p_of("orders-app"))]
+    assert pick(
+        audit["run"]("offset_rewinds"),
+        "group_id",
+        "topic",
+        "partition",
+        "previous_offset",
+        "previous_applied_at",
+        "offset",
+        "applied_at",
+        "rewound_by",
+        "transactional",
+        "previous_log_offset",
+        "log_offset",
+        "offsets_partition",
+    ) == [
+        (
+            "orders-app",
+            "orders",
+            0,
+            150,
+            ts(T0 + 20 * MIN),
+            120,
+            ts(T0 + 40 * MIN),
+            30,
+            False,
+            o["orders-150"],
+            o["orders-120"],
+            p_of("orders-app"),
+        )
+    ]
     assert audit["run"]("offset_rewinds", group="txn-app") == []
 
 
@@ -290,66 +442,173 @@ def test_commit_rate_per_hour(audit):
         ("txn-app", ts(T0), 7, 7, 4, 3),
     ]
     assert pick(audit["run"]("commit_rate_per_hour", group="orders-app", since=iso(T0 + DAY)), *cols) == [
-        ("orders-app", ts(T0 + 2 * DAY), 1, 1, 0, 1)]
+        ("orders-app", ts(T0 + 2 * DAY), 1, 1, 0, 1)
+    ]
 
 
 # --- group_generation_history ---------------------------------------------------------------
 def member(mid, client, host, assignment, instance=None):
-    return {"member_id": mid, "group_instance_id": instance, "client_id": client, "client_host": host,
-            "assignment": [{"topic": t, "partitions": p} for t, p in assignment]}
+    return {
+        "member_id": mid,
+        "group_instance_id": instance,
+        "client_id": client,
+        "client_host": host,
+        "assignment": [{"topic": t, "partitions": p} for t, p in assignment],
+    }
 
 
 def test_group_generation_history(audit):
     o = audit["log"].off
-    cols = ("group_id", "group_type", "generation", "started_at", "reconciled_at", "protocol_type", "protocol",
-            "leader", "members", "offsets_partition", "log_offset")
+    cols = (
+        "group_id",
+        "group_type",
+        "generation",
+        "started_at",
+        "reconciled_at",
+        "protocol_type",
+        "protocol",
+        "leader",
+        "members",
+        "offsets_partition",
+        "log_offset",
+    )
     assert pick(audit["run"]("group_generation_history"), *cols) == [
-        ("empty-app", "classic", 1, ts(T0), None, "consumer", "range", "e1",
-         [member("e1", "ce", "/10.0.0.5", [("logs", [0])])], p_of("empty-app"), o["empty-gen1"]),
-        ("empty-app", "classic", 2, ts(T0 + DAY + 30 * MIN), None, "consumer", None, None, [],
-         p_of("empty-app"), o["empty-gen2"]),
-        ("gone-app", "classic", 1, ts(T0), None, "consumer", "range", "g1",
-         [member("g1", "cg", "/10.0.0.7", [("g", [0])])], p_of("gone-app"), o["gone-gen1"]),
-        ("orders-app", "classic", 1, ts(T0), None, "consumer", "range", "m1",
-         [member("m1", "c1", "/10.0.0.1", [("orders", [0, 1])])], p_of("orders-app"), o["orders-gen1"]),
-        ("orders-app", "classic", 2, ts(T0 + 30 * MIN), None, "consumer", "range", "m1",
-         [member("m1", "c1", "/10.0.0.1", [("orders", [0])]), member("m2", "c2", "/10.0.0.2", [("orders", [1])])],
-         p_of("orders-app"), o["orders-gen2"]),
-        ("stream-848", "consumer", 1, ts(H2), ts(H2 + MIN), "consumer", "uniform", None,
-         [member("a", "ca", "/10.0.1.1", [("events", [0, 1])])], p_of("stream-848"), o["target-1"]),
-        ("stream-848", "consumer", 2, ts(H2 + 10 * MIN), ts(H2 + 13 * MIN), "consumer", "uniform", None,
-         [member("a", "ca", "/10.0.1.1", [("events", [0])]), member("b", "cb", "/10.0.1.2", [("events", [1])])],
-         p_of("stream-848"), o["target-2"]),
+        (
+            "empty-app",
+            "classic",
+            1,
+            ts(T0),
+            None,
+            "consumer",
+            "range",
+            "e1",
+            [member("e1", "ce", "/10.0.0.5", [("logs", [0])])],
+            p_of("empty-app"),
+            o["empty-gen1"],
+        ),
+        (
+            "empty-app",
+            "classic",
+            2,
+            ts(T0 + DAY + 30 * MIN),
+            None,
+            "consumer",
+            None,
+            None,
+            [],
+            p_of("empty-app"),
+            o["empty-gen2"],
+        ),
+        (
+            "gone-app",
+            "classic",
+            1,
+            ts(T0),
+            None,
+            "consumer",
+            "range",
+            "g1",
+            [member("g1", "cg", "/10.0.0.7", [("g", [0])])],
+            p_of("gone-app"),
+            o["gone-gen1"],
+        ),
+        (
+            "orders-app",
+            "classic",
+            1,
+            ts(T0),
+            None,
+            "consumer",
+            "range",
+            "m1",
+            [member("m1", "c1", "/10.0.0.1", [("orders", [0, 1])])],
+            p_of("orders-app"),
+            o["orders-gen1"],
+        ),
+        (
+            "orders-app",
+            "classic",
+            2,
+            ts(T0 + 30 * MIN),
+            None,
+            "consumer",
+            "range",
+            "m1",
+            [member("m1", "c1", "/10.0.0.1", [("orders", [0])]), member("m2", "c2", "/10.0.0.2", [("orders", [1])])],
+            p_of("orders-app"),
+            o["orders-gen2"],
+        ),
+        (
+            "stream-848",
+            "consumer",
+            1,
+            ts(H2),
+            ts(H2 + MIN),
+            "consumer",
+            "uniform",
+            None,
+            [member("a", "ca", "/10.0.1.1", [("events", [0, 1])])],
+            p_of("stream-848"),
+            o["target-1"],
+        ),
+        (
+            "stream-848",
+            "consumer",
+            2,
+            ts(H2 + 10 * MIN),
+            ts(H2 + 13 * MIN),
+            "consumer",
+            "uniform",
+            None,
+            [member("a", "ca", "/10.0.1.1", [("events", [0])]), member("b", "cb", "/10.0.1.2", [("events", [1])])],
+            p_of("stream-848"),
+            o["target-2"],
+        ),
     ]
 
 
 # --- partition_owner_at ---------------------------------------------------------------------
-OWNER = ("topic", "partition", "group_id", "group_type", "member_id", "client_id", "client_host", "generation",
-         "pending_revocation", "since", "log_offset")
+OWNER = (
+    "topic",
+    "partition",
+    "group_id",
+    "group_type",
+    "member_id",
+    "client_id",
+    "client_host",
+    "generation",
+    "pending_revocation",
+    "since",
+    "log_offset",
+)
 
 
 def test_partition_owner_at_classic(audit):
     o = audit["log"].off
     run = audit["run"]
     assert pick(run("partition_owner_at", topic="orders", partition=1, at=iso(T0 + 25 * MIN)), *OWNER) == [
-        ("orders", 1, "orders-app", "classic", "m1", "c1", "/10.0.0.1", 1, False, ts(T0), o["orders-gen1"])]
+        ("orders", 1, "orders-app", "classic", "m1", "c1", "/10.0.0.1", 1, False, ts(T0), o["orders-gen1"])
+    ]
     assert pick(run("partition_owner_at", topic="orders", partition=1, at=iso(T0 + 35 * MIN)), *OWNER) == [
-        ("orders", 1, "orders-app", "classic", "m2", "c2", "/10.0.0.2", 2, False, ts(T0 + 30 * MIN),
-         o["orders-gen2"])]
+        ("orders", 1, "orders-app", "classic", "m2", "c2", "/10.0.0.2", 2, False, ts(T0 + 30 * MIN), o["orders-gen2"])
+    ]
     assert pick(run("partition_owner_at", topic="logs", at=iso(T0 + 10 * MIN)), *OWNER) == [
-        ("logs", 0, "empty-app", "classic", "e1", "ce", "/10.0.0.5", 1, False, ts(T0), o["empty-gen1"])]
-    assert run("partition_owner_at", topic="logs", at=iso(T0 + 2 * DAY)) == []      # the group is Empty
-    assert run("partition_owner_at", topic="g", at=iso(NOW)) == []                   # group tombstone
+        ("logs", 0, "empty-app", "classic", "e1", "ce", "/10.0.0.5", 1, False, ts(T0), o["empty-gen1"])
+    ]
+    assert run("partition_owner_at", topic="logs", at=iso(T0 + 2 * DAY)) == []  # the group is Empty
+    assert run("partition_owner_at", topic="g", at=iso(NOW)) == []  # group tombstone
 
 
 def test_partition_owner_at_consumer_group(audit):
     o = audit["log"].off
     run = lambda at, **kw: pick(audit["run"]("partition_owner_at", topic="events", at=iso(at), **kw), *OWNER)  # noqa: E731
     assert run(H2 + 5 * MIN, partition=1) == [
-        ("events", 1, "stream-848", "consumer", "a", "ca", "/10.0.1.1", 1, False, ts(H2 + MIN), o["a-epoch1"])]
-    assert run(H2 + 11 * MIN + 30_000, partition=1) == [   # revoking: still owned
-        ("events", 1, "stream-848", "consumer", "a", "ca", "/10.0.1.1", 1, True, ts(H2 + 11 * MIN), o["a-revoking"])]
-    assert run(H2 + 12 * MIN + 30_000, partition=1) == []   # released by a, not yet taken by b
+        ("events", 1, "stream-848", "consumer", "a", "ca", "/10.0.1.1", 1, False, ts(H2 + MIN), o["a-epoch1"])
+    ]
+    assert run(H2 + 11 * MIN + 30_000, partition=1) == [  # revoking: still owned
+        ("events", 1, "stream-848", "consumer", "a", "ca", "/10.0.1.1", 1, True, ts(H2 + 11 * MIN), o["a-revoking"])
+    ]
+    assert run(H2 + 12 * MIN + 30_000, partition=1) == []  # released by a, not yet taken by b
     assert run(H2 + 14 * MIN) == [
         ("events", 0, "stream-848", "consumer", "a", "ca", "/10.0.1.1", 2, False, ts(H2 + 12 * MIN), o["a-epoch2"]),
         ("events", 1, "stream-848", "consumer", "b", "cb", "/10.0.1.2", 2, False, ts(H2 + 13 * MIN), o["b-epoch2"]),
@@ -359,14 +618,30 @@ def test_partition_owner_at_consumer_group(audit):
 # --- idle_groups ----------------------------------------------------------------------------
 def test_idle_groups(audit):
     td = lambda ms: dt.timedelta(milliseconds=ms)  # noqa: E731
-    cols = ("group_id", "group_type", "state", "last_commit", "last_group_record", "last_activity", "idle_for",
-            "live_offsets")
+    cols = (
+        "group_id",
+        "group_type",
+        "state",
+        "last_commit",
+        "last_group_record",
+        "last_activity",
+        "idle_for",
+        "live_offsets",
+    )
     assert pick(audit["run"]("idle_groups", now=iso(NOW), idle_for="2d"), *cols) == [
         ("legacy-ts", "classic", "Empty", ts(T0), None, ts(T0), td(3 * DAY), 1),
         ("gone-app", None, None, ts(T0 + 5 * MIN), ts(T0), ts(T0 + 5 * MIN), td(3 * DAY - 5 * MIN), 1),
         ("txn-app", "classic", "Empty", ts(T0 + 50 * MIN), None, ts(T0 + 50 * MIN), td(3 * DAY - 50 * MIN), 1),
-        ("stream-848", "consumer", "Stable", ts(H2 + 15 * MIN), ts(H2 + 13 * MIN), ts(H2 + 15 * MIN),
-         td(3 * DAY - 2 * HOUR - 15 * MIN), 2),
+        (
+            "stream-848",
+            "consumer",
+            "Stable",
+            ts(H2 + 15 * MIN),
+            ts(H2 + 13 * MIN),
+            ts(H2 + 15 * MIN),
+            td(3 * DAY - 2 * HOUR - 15 * MIN),
+            2,
+        ),
     ]
 
 
@@ -384,9 +659,11 @@ def test_groups_expiring_within_default_retention(audit):
         ("reset-app", "group", None, None, None, ts(T0 + 8 * DAY + 20 * MIN), False, "last offset expires"),
         ("empty-app", "offset", "logs", 0, 9, ts(T0 + 8 * DAY + 30 * MIN), False, "current_state_timestamp"),
         ("empty-app", "group", None, None, None, ts(T0 + 8 * DAY + 30 * MIN), False, "last offset expires"),
-    ]   # txn-app's group stays (open transaction); orders-app, stream-848 subscribe; gone-app has no group
+    ]  # txn-app's group stays (open transaction); orders-app, stream-848 subscribe; gone-app has no group
     assert pick(run("groups_expiring_within", now=iso(NOW), within="P3D"), "group_id", "kind") == [
-        ("legacy-ts", "offset"), ("legacy-ts", "group")]
+        ("legacy-ts", "offset"),
+        ("legacy-ts", "group"),
+    ]
 
 
 def test_groups_expiring_within_one_day_retention(audit):
@@ -414,8 +691,15 @@ def test_parameters_are_validated(audit):
 
 def cli(args: list[str], stdin: str | None = None) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=REPO, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
-    return subprocess.run([sys.executable, "-m", "jobs.audit", *args], cwd=REPO, env=env, input=stdin,
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "jobs.audit", *args],
+        cwd=REPO,
+        env=env,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def test_cli_list_query_json_and_errors(audit):
@@ -423,68 +707,131 @@ def test_cli_list_query_json_and_errors(audit):
     listed = cli(["--warehouse", wh, "--list"])
     assert listed.returncode == 0
     names = [line.split(":")[0] for line in listed.stdout.splitlines() if not line.startswith(" ")]
-    assert names == ["commit_rate_per_hour", "committed_offset_as_of", "group_generation_history",
-                     "group_offsets_as_of_version", "groups_expiring_within", "idle_groups", "offset_rewinds",
-                     "partition_owner_at"]
+    assert names == [
+        "commit_rate_per_hour",
+        "committed_offset_as_of",
+        "group_generation_history",
+        "group_offsets_as_of_version",
+        "groups_expiring_within",
+        "idle_groups",
+        "offset_rewinds",
+        "partition_owner_at",
+    ]
     assert "    --param at (timestamp) = now: " in listed.stdout
     assert cli(["--warehouse", wh, "no_such_query"]).returncode == 2
     bad = cli(["--warehouse", os.path.join(wh, "missing"), "idle_groups"])
     assert bad.returncode == 2 and "does not exist" in bad.stderr
 
-    out = cli(["--warehouse", wh, "committed_offset_as_of", "--param", "group=txn-app", "--param", "topic=payments",
-               "--param", "partition=0", "--param", "at=2024-01-01T00:15:00Z", "--format", "json"])
+    out = cli(
+        [
+            "--warehouse",
+            wh,
+            "committed_offset_as_of",
+            "--param",
+            "group=txn-app",
+            "--param",
+            "topic=payments",
+            "--param",
+            "partition=0",
+            "--param",
+            "at=2024-01-01T00:15:00Z",
+            "--format",
+            "json",
+        ]
+    )
     assert out.returncode == 0, out.stderr
     o = audit["log"].off
-    assert json.loads(out.stdout) == [{
-        "group_id": "txn-app", "topic": "payments", "partition": 0, "status": "committed", "committed_offset": 20,
-        "leader_epoch": None, "metadata": "", "commit_timestamp": "2024-01-01T00:10:00Z", "expire_timestamp": None,
-        "record_log_offset": o["pay0-20"], "record_time": "2024-01-01T00:10:00Z",
-        "applied_at": "2024-01-01T00:15:00Z", "transactional": True, "producer_id": 1000,
-        "offsets_partition": p_of("txn-app")}]
+    assert json.loads(out.stdout) == [
+        {
+            "group_id": "txn-app",
+            "topic": "payments",
+            "partition": 0,
+            "status": "committed",
+            "committed_offset": 20,
+            "leader_epoch": None,
+            "metadata": "",
+            "commit_timestamp": "2024-01-01T00:10:00Z",
+            "expire_timestamp": None,
+            "record_log_offset": o["pay0-20"],
+            "record_time": "2024-01-01T00:10:00Z",
+            "applied_at": "2024-01-01T00:15:00Z",
+            "transactional": True,
+            "producer_id": 1000,
+            "offsets_partition": p_of("txn-app"),
+        }
+    ]
 
 
 def test_interactive_prompt_via_stdin(audit):
-    script = "\n".join([
-        "SELECT group_id, count(*) AS n",
-        "FROM group_offsets GROUP BY group_id ORDER BY group_id;",
-        "SELECT nope FROM offsets_log;",                       # an error: printed, the prompt goes on
-        "SELECT committed_offset FROM group_offsets WHERE group_id = 'orders-app' AND partition = 1; "
-        "SELECT committed_offset AS c FROM delta.`" + os.path.join(audit["warehouse"], "group_offsets")
-        + f"` VERSION AS OF {audit['run1'][0]} WHERE group_id = 'orders-app' AND partition = 1;",
-        "\\q",
-        "SELECT 'not reached';",
-    ]) + "\n"
+    script = (
+        "\n".join(
+            [
+                "SELECT group_id, count(*) AS n",
+                "FROM group_offsets GROUP BY group_id ORDER BY group_id;",
+                "SELECT nope FROM offsets_log;",  # an error: printed, the prompt goes on
+                "SELECT committed_offset FROM group_offsets WHERE group_id = 'orders-app' AND partition = 1; "
+                "SELECT committed_offset AS c FROM delta.`"
+                + os.path.join(audit["warehouse"], "group_offsets")
+                + f"` VERSION AS OF {audit['run1'][0]} WHERE group_id = 'orders-app' AND partition = 1;",
+                "\\q",
+                "SELECT 'not reached';",
+            ]
+        )
+        + "\n"
+    )
     res = cli(["--warehouse", audit["warehouse"], "--format", "csv"], stdin=script)
     assert res.returncode == 0, res.stderr
     out = res.stdout.splitlines()
     first = out.index("group_id,n")
-    assert out[first:first + 8] == ["group_id,n", "empty-app,1", "gone-app,1", "legacy-ts,1", "orders-app,2",
-                                    "reset-app,1", "stream-848,2", "txn-app,1"]
+    assert out[first : first + 8] == [
+        "group_id,n",
+        "empty-app,1",
+        "gone-app,1",
+        "legacy-ts,1",
+        "orders-app,2",
+        "reset-app,1",
+        "stream-848,2",
+        "txn-app,1",
+    ]
     errors = [line for line in out if line.startswith("error: ")]
     assert len(errors) == 1 and "nope" in errors[0]
     assert out[out.index("committed_offset") + 1] == "260"
-    assert out[out.index("c") + 1] == "200"        # time travel by path to the first run's version
+    assert out[out.index("c") + 1] == "200"  # time travel by path to the first run's version
     assert "not reached" not in res.stdout
 
 
 def test_durations_statements_and_output_helpers():
     from lib.reporting.audit import format_rows, iso_duration, parse_duration, split_statements
+
     td = dt.timedelta
     assert [parse_duration(t) for t in ("7d", "36h", "1d12h30m", "500ms", "2w", "P7D", "PT36H", "P1DT12H")] == [
-        td(days=7), td(hours=36), td(days=1, hours=12, minutes=30), td(milliseconds=500), td(weeks=2),
-        td(days=7), td(hours=36), td(days=1, hours=12)]
+        td(days=7),
+        td(hours=36),
+        td(days=1, hours=12, minutes=30),
+        td(milliseconds=500),
+        td(weeks=2),
+        td(days=7),
+        td(hours=36),
+        td(days=1, hours=12),
+    ]
     for bad in ("7x", "", "P", "7", "d"):
         with pytest.raises(ValueError):
             parse_duration(bad)
     assert [iso_duration(t) for t in (td(days=3), td(days=2, hours=23, minutes=55), td(0), -td(hours=1))] == [
-        "P3D", "P2DT23H55M", "PT0S", "-PT1H"]
+        "P3D",
+        "P2DT23H55M",
+        "PT0S",
+        "-PT1H",
+    ]
     assert split_statements("select ';' as a; select 1 -- x;y\n; sel") == (
-        ["select ';' as a", "select 1 -- x;y"], " sel")
+        ["select ';' as a", "select 1 -- x;y"],
+        " sel",
+    )
     rows = [{"g": "a", "t": ts(T0), "m": [{"x": 1}]}, {"g": None, "t": None, "m": None}]
     assert format_rows(["g", "t", "m"], rows, "table").splitlines() == [
         "g    | t                    | m",
         "-----+----------------------+----------",
-        "a    | 2024-01-01T00:00:00Z | [{\"x\":1}]",
+        'a    | 2024-01-01T00:00:00Z | [{"x":1}]',
         "NULL | NULL                 | NULL",
         "(2 rows)",
     ]

@@ -1,5 +1,6 @@
 """Bad input stops the run with one clear message naming the file, partition and log offset,
 and leaves every table exactly as it was."""
+
 from __future__ import annotations
 
 import os
@@ -8,11 +9,18 @@ import struct
 import pytest
 
 from jobs import replay_offsets
-from lib.testdata.logbuilder import PartitionLogBuilder, T0, offset_commit_key
+from lib.testdata.logbuilder import T0, PartitionLogBuilder, offset_commit_key
 from tests.conftest import rows
 
-TABLES = ("offsets_log", "group_offsets", "expired_offsets", "pending_transactional_offsets", "consumer_groups",
-          "expired_groups", "replay_checkpoints")
+TABLES = (
+    "offsets_log",
+    "group_offsets",
+    "expired_offsets",
+    "pending_transactional_offsets",
+    "consumer_groups",
+    "expired_groups",
+    "replay_checkpoints",
+)
 NOW = T0 + 86_400_000
 
 
@@ -22,8 +30,8 @@ def run_job(*args) -> int:
 
 def delta_versions(spark, warehouse) -> dict:
     from delta.tables import DeltaTable
-    return {t: DeltaTable.forPath(spark, os.path.join(warehouse, t)).history(1).collect()[0]["version"]
-            for t in TABLES}
+
+    return {t: DeltaTable.forPath(spark, os.path.join(warehouse, t)).history(1).collect()[0]["version"] for t in TABLES}
 
 
 def test_missing_input_path(tmp_path, capsys):
@@ -55,8 +63,12 @@ def test_partitions_without_segments(tmp_path, capsys):
 
 def test_bad_now(tmp_path, capsys):
     PartitionLogBuilder(0).commit("g", "t", 0, 1, T0).write(str(tmp_path / "logs"))
-    assert replay_offsets.main(["--input", str(tmp_path / "logs"), "--warehouse", str(tmp_path / "wh"),
-                                "--now", "yesterday"]) == 2
+    assert (
+        replay_offsets.main(
+            ["--input", str(tmp_path / "logs"), "--warehouse", str(tmp_path / "wh"), "--now", "yesterday"]
+        )
+        == 2
+    )
     assert "not epoch milliseconds or an ISO-8601 time: 'yesterday'" in capsys.readouterr().err
 
 
@@ -83,15 +95,15 @@ def assert_untouched(spark, wh, versions, before):
 
 def test_crc_mismatch_names_file_partition_offset_and_changes_nothing(spark, good_run, capsys):
     logs, wh, b0, b1, versions, before = good_run
-    b1.commit("g1", "t", 1, 4, T0)          # offset 1 of partition 1
+    b1.commit("g1", "t", 1, 4, T0)  # offset 1 of partition 1
     path = b1.write(str(logs)) + "/00000000000000000000.log"
     data = bytearray(open(path, "rb").read())
-    second = len(data) - (len(data) // 2)    # start of the second batch: both batches have equal size
-    data[second + 70] ^= 0xFF                # inside the CRC-covered region
+    second = len(data) - (len(data) // 2)  # start of the second batch: both batches have equal size
+    data[second + 70] ^= 0xFF  # inside the CRC-covered region
     open(path, "wb").write(bytes(data))
     assert run_job("--input", logs, "--warehouse", wh) == 2
     err = capsys.readouterr().err
-    assert f"CRC-32C mismatch" in err
+    assert "CRC-32C mismatch" in err
     assert f"file {path}, partition 1, log offset 1, byte position {second}" in err
     assert "no table was changed" in err and "Traceback" not in err
     assert_untouched(spark, wh, versions, before)
@@ -101,7 +113,7 @@ def test_impossible_length_is_corrupt(spark, good_run, capsys):
     logs, wh, b0, b1, versions, before = good_run
     path = str(logs / "__consumer_offsets-0" / "00000000000000000000.log")
     data = bytearray(open(path, "rb").read())
-    data[8:12] = struct.pack(">i", 5)        # batch length below any valid entry
+    data[8:12] = struct.pack(">i", 5)  # batch length below any valid entry
     open(path, "wb").write(bytes(data))
     # an incremental run starts where the last one stopped (as a Kafka fetch does): the damage,
     # in bytes already replayed, is met by a full run
@@ -115,7 +127,7 @@ def test_impossible_length_is_corrupt(spark, good_run, capsys):
 def test_unknown_value_version_fails_like_kafkas_loader(spark, good_run, capsys):
     logs, wh, b0, b1, versions, before = good_run
     value = struct.pack(">hq", 9, 5) + b"\x00\x00" + struct.pack(">q", T0)
-    b0.batch([(offset_commit_key("g0", "t", 0), value, T0)])   # offset 2
+    b0.batch([(offset_commit_key("g0", "t", 0), value, T0)])  # offset 2
     b0.write(str(logs))
     assert run_job("--input", logs, "--warehouse", wh) == 2
     err = capsys.readouterr().err
@@ -126,7 +138,7 @@ def test_unknown_value_version_fails_like_kafkas_loader(spark, good_run, capsys)
 
 def test_empty_value_is_malformed_not_a_tombstone(spark, good_run, capsys):
     logs, wh, b0, b1, versions, before = good_run
-    b0.batch([(offset_commit_key("g0", "t", 0), b"", T0)])    # offset 2, zero-length value
+    b0.batch([(offset_commit_key("g0", "t", 0), b"", T0)])  # offset 2, zero-length value
     b0.write(str(logs))
     assert run_job("--input", logs, "--warehouse", wh) == 2
     err = capsys.readouterr().err
@@ -148,10 +160,12 @@ def test_truncated_tail_is_ignored_and_reported(spark, good_run):
     logs, wh, b0, b1, versions, before = good_run
     path = str(logs / "__consumer_offsets-1" / "00000000000000000000.log")
     with open(path, "ab") as f:
-        f.write(b"\x00" * 8 + struct.pack(">i", 500) + b"\x00" * 30)   # a batch cut short by a crash
+        f.write(b"\x00" * 8 + struct.pack(">i", 500) + b"\x00" * 30)  # a batch cut short by a crash
     assert run_job("--input", logs, "--warehouse", wh) == 0
-    cps = {r["offsets_partition"]: (r["next_log_offset"], r["trailing_bytes"])
-           for r in rows(spark, str(wh), "replay_checkpoints")}
+    cps = {
+        r["offsets_partition"]: (r["next_log_offset"], r["trailing_bytes"])
+        for r in rows(spark, str(wh), "replay_checkpoints")
+    }
     assert cps == {0: (2, 0), 1: (1, 42)}
 
 

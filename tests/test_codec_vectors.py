@@ -5,6 +5,7 @@ section 7 worked examples) or from bytes built by hand in this file with `struct
 tiny helpers that follow the spec's primitive encodings (2.2). Nothing here was produced by
 running the project's code.
 """
+
 from __future__ import annotations
 
 import base64
@@ -25,11 +26,25 @@ def h(text: str) -> bytes:
 
 # --- independent primitive encoders (spec 1.6 / 2.2) ----------------------------------------
 
-def i8(v): return struct.pack(">b", v)
-def i16(v): return struct.pack(">h", v)
-def u16(v): return struct.pack(">H", v)
-def i32(v): return struct.pack(">i", v)
-def i64(v): return struct.pack(">q", v)
+
+def i8(v):
+    return struct.pack(">b", v)
+
+
+def i16(v):
+    return struct.pack(">h", v)
+
+
+def u16(v):
+    return struct.pack(">H", v)
+
+
+def i32(v):
+    return struct.pack(">i", v)
+
+
+def i64(v):
+    return struct.pack(">q", v)
 
 
 def s16(s):
@@ -133,7 +148,7 @@ def hand_batch(base, ple, attrs, last_delta, base_ts, max_ts, pid, pepoch, bseq,
 
 T = 1700000000000
 assert i64(T) == h("00 00 01 8b cf e5 68 00")
-TOPIC_ID = "ASNFZ4mrze8BI0VniavN7w"            # 0123456789abcdef0123456789abcdef (spec 7.1)
+TOPIC_ID = "ASNFZ4mrze8BI0VniavN7w"  # 0123456789abcdef0123456789abcdef (spec 7.1)
 
 # 7.1
 OC_KEY = h("""00 01  00 08 6d 79 2d 67 72 6f 75 70  00 06 6f 72 64 65 72 73  00 00 00 03""")
@@ -143,18 +158,25 @@ OC_V4_TID = h("""00 04  00 00 00 00 00 00 04 d2  00 00 00 05  01  00 00 01 8b cf
                  01 00 10 01 23 45 67 89 ab cd ef 01 23 45 67 89 ab cd ef""")
 OC_DICT = {"offset": 1234, "leaderEpoch": 5, "metadata": "", "commitTimestamp": T}
 
-BATCH_7_1 = h("""
+BATCH_7_1 = (
+    h("""
 00 00 00 00 00 00 00 64  00 00 00 68  00 00 00 07  02  45 5d 15 34  00 00  00 00 00 00
 00 00 01 8b cf e5 68 00  00 00 01 8b cf e5 68 00  ff ff ff ff ff ff ff ff  ff ff  00 00 00 00
 00 00 00 01
-6c 00 00 00 30""") + OC_KEY + h("30") + OC_V3 + h("00")
+6c 00 00 00 30""")
+    + OC_KEY
+    + h("30")
+    + OC_V3
+    + h("00")
+)
 
 # 7.2
 GM_KEY = h("00 02  00 08 6d 79 2d 67 72 6f 75 70")
 SUB_V3 = h("""00 03  00 00 00 01 00 06 6f 72 64 65 72 73  ff ff ff ff  00 00 00 00  ff ff ff ff  ff ff""")
 ASG_V3 = h("""00 03  00 00 00 01  00 06 6f 72 64 65 72 73
               00 00 00 03 00 00 00 00 00 00 00 01 00 00 00 02  ff ff ff ff""")
-GM_V3 = h("""
+GM_V3 = (
+    h("""
 00 03
 00 08 63 6f 6e 73 75 6d 65 72
 00 00 00 01
@@ -168,16 +190,31 @@ GM_V3 = h("""
   00 09 2f 31 30 2e 30 2e 30 2e 31
   00 04 93 e0
   00 00 af c8
-  00 00 00 1c""") + SUB_V3 + h("00 00 00 22") + ASG_V3
-SUB_V3_DICT = {"topics": ["orders"], "userData": None, "ownedPartitions": [], "generationId": -1,
-               "rackId": None}
+  00 00 00 1c""")
+    + SUB_V3
+    + h("00 00 00 22")
+    + ASG_V3
+)
+SUB_V3_DICT = {"topics": ["orders"], "userData": None, "ownedPartitions": [], "generationId": -1, "rackId": None}
 ASG_V3_DICT = {"assignedPartitions": [{"topic": "orders", "partitions": [0, 1, 2]}], "userData": None}
 GM_V3_DICT = {
-    "protocolType": "consumer", "generation": 1, "protocol": "range", "leader": "m1",
+    "protocolType": "consumer",
+    "generation": 1,
+    "protocol": "range",
+    "leader": "m1",
     "currentStateTimestamp": T,
-    "members": [{"memberId": "m1", "groupInstanceId": None, "clientId": "c1", "clientHost": "/10.0.0.1",
-                 "rebalanceTimeout": 300000, "sessionTimeout": 45000,
-                 "subscription": b64(SUB_V3), "assignment": b64(ASG_V3)}],
+    "members": [
+        {
+            "memberId": "m1",
+            "groupInstanceId": None,
+            "clientId": "c1",
+            "clientHost": "/10.0.0.1",
+            "rebalanceTimeout": 300000,
+            "sessionTimeout": 45000,
+            "subscription": b64(SUB_V3),
+            "assignment": b64(ASG_V3),
+        }
+    ],
 }
 GM_RECORD = h("ba 02 00 00 00 18") + GM_KEY + h("94 02") + GM_V3 + h("00")
 BATCH_7_2 = hand_batch(101, 7, 0, 0, T, T, -1, -1, 0, 1, GM_RECORD)
@@ -193,8 +230,7 @@ BATCH_7_3 = h("""
 # 7.4: TxnOffsetCommit batch (only CRC/size given by the spec; the timestamps T+2000 and
 # baseSequence 0 are the values for which the spec's CRC e5 f0 80 aa matches, checked below).
 TXN_V3 = i16(3) + i64(5000) + i32(-1) + s16("") + i64(T + 2000)
-BATCH_7_4_TXN = hand_batch(104, 7, 0x10, 0, T + 2000, T + 2000, 4000, 2, 0, 1,
-                           hand_record(0, 0, OC_KEY, TXN_V3))
+BATCH_7_4_TXN = hand_batch(104, 7, 0x10, 0, T + 2000, T + 2000, 4000, 2, 0, 1, hand_record(0, 0, OC_KEY, TXN_V3))
 BATCH_7_4_MARKER = h("""
 00 00 00 00 00 00 00 69  00 00 00 42  00 00 00 07  02  98 38 8e 18  00 30  00 00 00 00
 00 00 01 8b cf e5 73 b8  00 00 01 8b cf e5 73 b8  00 00 00 00 00 00 0f a0  00 02  ff ff ff ff
@@ -203,9 +239,14 @@ BATCH_7_4_MARKER = h("""
 
 # 7.5
 OC_V1_LEGACY = h("00 01 00 00 00 00 00 00 04 d2 00 00 00 00 01 8b cf e5 68 00 00 00 01 8b f3 f1 ec 00")
-LEGACY_7_5 = h("""
+LEGACY_7_5 = (
+    h("""
 00 00 00 00 00 00 00 2a  00 00 00 4a  68 c8 03 6e  01 00  00 00 01 8b cf e5 68 00
-00 00 00 18""") + OC_KEY + h("00 00 00 1c") + OC_V1_LEGACY
+00 00 00 18""")
+    + OC_KEY
+    + h("00 00 00 1c")
+    + OC_V1_LEGACY
+)
 
 
 def test_section7_lengths_as_stated():
@@ -223,17 +264,28 @@ def test_section7_lengths_as_stated():
 
 # --- 7.1 ------------------------------------------------------------------------------------
 
+
 def test_7_1_offset_commit_key():
     k = co.decode_key(OC_KEY)
-    assert (k.record_type, k.group_id, k.topic, k.partition, k.member_id, k.regular_expression) == \
-        (1, "my-group", "orders", 3, None, None)
+    assert (k.record_type, k.group_id, k.topic, k.partition, k.member_id, k.regular_expression) == (
+        1,
+        "my-group",
+        "orders",
+        3,
+        None,
+        None,
+    )
 
 
-@pytest.mark.parametrize("raw,version,data,tid", [
-    (OC_V3, 3, OC_DICT, None),
-    (OC_V4, 4, OC_DICT, None),
-    (OC_V4_TID, 4, {**OC_DICT, "topicId": TOPIC_ID}, TOPIC_ID),
-], ids=["v3", "v4", "v4-topicId"])
+@pytest.mark.parametrize(
+    "raw,version,data,tid",
+    [
+        (OC_V3, 3, OC_DICT, None),
+        (OC_V4, 4, OC_DICT, None),
+        (OC_V4_TID, 4, {**OC_DICT, "topicId": TOPIC_ID}, TOPIC_ID),
+    ],
+    ids=["v3", "v4", "v4-topicId"],
+)
 def test_7_1_offset_commit_values(raw, version, data, tid):
     assert co.decode_value(1, raw) == (version, data)
     assert co.decode_offset_commit_value(1, raw) == co.OffsetCommit(version, 1234, 5, "", T, -1, tid)
@@ -247,21 +299,33 @@ def test_7_1_encoders():
 
 
 def test_7_1_batch():
-    assert writer.encode_batch(100, [(100, T, OC_KEY, OC_V3)], partition_leader_epoch=7,
-                               base_sequence=0) == BATCH_7_1
+    assert writer.encode_batch(100, [(100, T, OC_KEY, OC_V3)], partition_leader_epoch=7, base_sequence=0) == BATCH_7_1
     r = SegmentReader(BATCH_7_1, file="x.log", partition=12)
     (b,) = list(r)
-    assert (b.position, b.size, b.magic, b.base_offset, b.last_offset, b.partition_leader_epoch, b.crc) == \
-        (0, 116, 2, 100, 100, 7, 1163728180)
-    assert (b.attributes, b.compression, b.timestamp_type, b.is_transactional, b.is_control,
-            b.has_delete_horizon) == (0, 0, 0, False, False, False)
-    assert (b.base_timestamp, b.max_timestamp, b.producer_id, b.producer_epoch, b.base_sequence) == \
-        (T, T, -1, -1, 0)
+    assert (b.position, b.size, b.magic, b.base_offset, b.last_offset, b.partition_leader_epoch, b.crc) == (
+        0,
+        116,
+        2,
+        100,
+        100,
+        7,
+        1163728180,
+    )
+    assert (b.attributes, b.compression, b.timestamp_type, b.is_transactional, b.is_control, b.has_delete_horizon) == (
+        0,
+        0,
+        0,
+        False,
+        False,
+        False,
+    )
+    assert (b.base_timestamp, b.max_timestamp, b.producer_id, b.producer_epoch, b.base_sequence) == (T, T, -1, -1, 0)
     assert b.records == [(100, T, OC_KEY, OC_V3)]
     assert r.trailing_bytes == 0
 
 
 # --- 7.2 ------------------------------------------------------------------------------------
+
 
 def test_7_2_group_metadata_key_and_value():
     k = co.decode_key(GM_KEY)
@@ -282,8 +346,7 @@ def test_7_2_encoders():
 
 
 def test_7_2_batch():
-    assert writer.encode_batch(101, [(101, T, GM_KEY, GM_V3)], partition_leader_epoch=7,
-                               base_sequence=0) == BATCH_7_2
+    assert writer.encode_batch(101, [(101, T, GM_KEY, GM_V3)], partition_leader_epoch=7, base_sequence=0) == BATCH_7_2
     (b,) = list(SegmentReader(BATCH_7_2))
     assert (b.size, b.base_offset, b.last_offset, b.crc) == (220, 101, 101, 3019027406)
     assert b.records == [(101, T, GM_KEY, GM_V3)]
@@ -291,12 +354,23 @@ def test_7_2_batch():
 
 # --- 7.3 ------------------------------------------------------------------------------------
 
+
 def test_7_3_tombstone_batch():
-    assert writer.encode_batch(102, [(102, T1000, OC_KEY, None), (103, T1000, GM_KEY, None)],
-                               partition_leader_epoch=7, base_sequence=0) == BATCH_7_3
+    assert (
+        writer.encode_batch(
+            102, [(102, T1000, OC_KEY, None), (103, T1000, GM_KEY, None)], partition_leader_epoch=7, base_sequence=0
+        )
+        == BATCH_7_3
+    )
     (b,) = list(SegmentReader(BATCH_7_3))
-    assert (b.size, b.base_offset, b.last_offset, b.crc, b.base_timestamp, b.max_timestamp) == \
-        (111, 102, 103, 1997975703, T1000, T1000)
+    assert (b.size, b.base_offset, b.last_offset, b.crc, b.base_timestamp, b.max_timestamp) == (
+        111,
+        102,
+        103,
+        1997975703,
+        T1000,
+        T1000,
+    )
     assert b.records == [(102, T1000, OC_KEY, None), (103, T1000, GM_KEY, None)]
     assert co.decode_value(1, None) is None
     assert co.decode_value(2, None) is None
@@ -304,23 +378,48 @@ def test_7_3_tombstone_batch():
 
 # --- 7.4 ------------------------------------------------------------------------------------
 
+
 def test_7_4_txn_batch():
-    assert writer.encode_batch(104, [(104, T + 2000, OC_KEY, TXN_V3)], partition_leader_epoch=7,
-                               producer_id=4000, producer_epoch=2, base_sequence=0,
-                               transactional=True) == BATCH_7_4_TXN
+    assert (
+        writer.encode_batch(
+            104,
+            [(104, T + 2000, OC_KEY, TXN_V3)],
+            partition_leader_epoch=7,
+            producer_id=4000,
+            producer_epoch=2,
+            base_sequence=0,
+            transactional=True,
+        )
+        == BATCH_7_4_TXN
+    )
     (b,) = list(SegmentReader(BATCH_7_4_TXN))
-    assert (b.base_offset, b.crc, b.attributes, b.is_transactional, b.is_control, b.producer_id,
-            b.producer_epoch) == (104, 0xE5F080AA, 0x10, True, False, 4000, 2)
-    assert co.decode_offset_commit_value(1, b.records[0][3]) == \
-        co.OffsetCommit(3, 5000, -1, "", T + 2000, -1, None)
+    assert (b.base_offset, b.crc, b.attributes, b.is_transactional, b.is_control, b.producer_id, b.producer_epoch) == (
+        104,
+        0xE5F080AA,
+        0x10,
+        True,
+        False,
+        4000,
+        2,
+    )
+    assert co.decode_offset_commit_value(1, b.records[0][3]) == co.OffsetCommit(3, 5000, -1, "", T + 2000, -1, None)
 
 
 def test_7_4_control_marker_batch():
-    assert writer.encode_control_batch(105, 4000, 2, True, T + 3000, coordinator_epoch=11,
-                                       partition_leader_epoch=7) == BATCH_7_4_MARKER
+    assert (
+        writer.encode_control_batch(105, 4000, 2, True, T + 3000, coordinator_epoch=11, partition_leader_epoch=7)
+        == BATCH_7_4_MARKER
+    )
     (b,) = list(SegmentReader(BATCH_7_4_MARKER))
-    assert (b.size, b.base_offset, b.last_offset, b.crc, b.attributes, b.is_transactional, b.is_control) == \
-        (78, 105, 105, 2553843224, 0x30, True, True)
+    assert (b.size, b.base_offset, b.last_offset, b.crc, b.attributes, b.is_transactional, b.is_control) == (
+        78,
+        105,
+        105,
+        2553843224,
+        0x30,
+        True,
+        True,
+    )
     assert (b.producer_id, b.producer_epoch, b.base_sequence, b.base_timestamp) == (4000, 2, -1, T + 3000)
     assert b.records == [(105, T + 3000, h("00 00 00 01"), h("00 00 00 00 00 0b"))]
     assert co.decode_control_key(b.records[0][2]) == (0, 1)
@@ -344,16 +443,25 @@ def test_control_key_and_marker_truncated():
 
 # --- 7.5 ------------------------------------------------------------------------------------
 
+
 def test_7_5_legacy_message():
     assert writer.encode_legacy_message(42, 1, OC_KEY, OC_V1_LEGACY, T) == LEGACY_7_5
     (b,) = list(SegmentReader(LEGACY_7_5))
-    assert (b.magic, b.size, b.base_offset, b.last_offset, b.crc, b.compression, b.timestamp_type) == \
-        (1, 86, 42, 42, 1757938542, 0, 0)
+    assert (b.magic, b.size, b.base_offset, b.last_offset, b.crc, b.compression, b.timestamp_type) == (
+        1,
+        86,
+        42,
+        42,
+        1757938542,
+        0,
+        0,
+    )
     assert b.records == [(42, T, OC_KEY, OC_V1_LEGACY)]
-    assert co.decode_offset_commit_value(1, OC_V1_LEGACY) == \
-        co.OffsetCommit(1, 1234, -1, "", T, 1700604800000, None)
-    assert co.decode_value(1, OC_V1_LEGACY) == \
-        (1, {"offset": 1234, "metadata": "", "commitTimestamp": T, "expireTimestamp": 1700604800000})
+    assert co.decode_offset_commit_value(1, OC_V1_LEGACY) == co.OffsetCommit(1, 1234, -1, "", T, 1700604800000, None)
+    assert co.decode_value(1, OC_V1_LEGACY) == (
+        1,
+        {"offset": 1234, "metadata": "", "commitTimestamp": T, "expireTimestamp": 1700604800000},
+    )
 
 
 # =============================================================================================
@@ -361,7 +469,7 @@ def test_7_5_legacy_message():
 # =============================================================================================
 
 OC_V0 = i16(0) + i64(77) + s16("meta") + i64(T)
-OC_V1 = i16(1) + i64(77) + s16("m\u00e9") + i64(T) + i64(T + 100)       # 2-byte UTF-8 char
+OC_V1 = i16(1) + i64(77) + s16("m\u00e9") + i64(T) + i64(T + 100)  # 2-byte UTF-8 char
 OC_V1_NOEXP = i16(1) + i64(77) + s16("") + i64(T) + i64(-1)
 OC_V2 = i16(2) + i64(-1) + s16("x") + i64(T)
 OC_V4_META = i16(4) + i64(9) + i32(-1) + cs("abc") + i64(T) + NOTAGS
@@ -369,20 +477,54 @@ LEGACY_V0 = i16(0) + i64(500) + s16("old") + i64(T - 1)
 LEGACY_KEY = i16(0) + s16("g0") + s16("t") + i32(-7 & 0x7FFFFFFF)
 
 
-@pytest.mark.parametrize("rtype,raw,version,data,oc", [
-    (1, OC_V0, 0, {"offset": 77, "metadata": "meta", "commitTimestamp": T},
-     co.OffsetCommit(0, 77, -1, "meta", T, -1, None)),
-    (1, OC_V1, 1, {"offset": 77, "metadata": "m\u00e9", "commitTimestamp": T, "expireTimestamp": T + 100},
-     co.OffsetCommit(1, 77, -1, "m\u00e9", T, T + 100, None)),
-    (1, OC_V1_NOEXP, 1, {"offset": 77, "metadata": "", "commitTimestamp": T, "expireTimestamp": -1},
-     co.OffsetCommit(1, 77, -1, "", T, -1, None)),
-    (1, OC_V2, 2, {"offset": -1, "metadata": "x", "commitTimestamp": T},
-     co.OffsetCommit(2, -1, -1, "x", T, -1, None)),
-    (1, OC_V4_META, 4, {"offset": 9, "leaderEpoch": -1, "metadata": "abc", "commitTimestamp": T},
-     co.OffsetCommit(4, 9, -1, "abc", T, -1, None)),
-    (0, LEGACY_V0, 0, {"offset": 500, "metadata": "old", "commitTimestamp": T - 1},
-     co.OffsetCommit(0, 500, -1, "old", T - 1, -1, None)),
-], ids=["v0", "v1", "v1-noexpire", "v2", "v4-metadata", "legacy-type0"])
+@pytest.mark.parametrize(
+    "rtype,raw,version,data,oc",
+    [
+        (
+            1,
+            OC_V0,
+            0,
+            {"offset": 77, "metadata": "meta", "commitTimestamp": T},
+            co.OffsetCommit(0, 77, -1, "meta", T, -1, None),
+        ),
+        (
+            1,
+            OC_V1,
+            1,
+            {"offset": 77, "metadata": "m\u00e9", "commitTimestamp": T, "expireTimestamp": T + 100},
+            co.OffsetCommit(1, 77, -1, "m\u00e9", T, T + 100, None),
+        ),
+        (
+            1,
+            OC_V1_NOEXP,
+            1,
+            {"offset": 77, "metadata": "", "commitTimestamp": T, "expireTimestamp": -1},
+            co.OffsetCommit(1, 77, -1, "", T, -1, None),
+        ),
+        (
+            1,
+            OC_V2,
+            2,
+            {"offset": -1, "metadata": "x", "commitTimestamp": T},
+            co.OffsetCommit(2, -1, -1, "x", T, -1, None),
+        ),
+        (
+            1,
+            OC_V4_META,
+            4,
+            {"offset": 9, "leaderEpoch": -1, "metadata": "abc", "commitTimestamp": T},
+            co.OffsetCommit(4, 9, -1, "abc", T, -1, None),
+        ),
+        (
+            0,
+            LEGACY_V0,
+            0,
+            {"offset": 500, "metadata": "old", "commitTimestamp": T - 1},
+            co.OffsetCommit(0, 500, -1, "old", T - 1, -1, None),
+        ),
+    ],
+    ids=["v0", "v1", "v1-noexpire", "v2", "v4-metadata", "legacy-type0"],
+)
 def test_offset_commit_value_versions(rtype, raw, version, data, oc):
     assert co.decode_value(rtype, raw) == (version, data)
     assert co.decode_offset_commit_value(rtype, raw) == oc
@@ -408,8 +550,14 @@ def test_offset_commit_v4_topic_id_is_url_safe_base64():
 
 
 def test_offset_commit_v4_unknown_tag_skipped():
-    raw = i16(4) + i64(1234) + i32(5) + cs("") + i64(T) + tags(
-        (0, h("0123456789abcdef0123456789abcdef")), (7, b"\xff\xfe\xfd"), (300, b""))
+    raw = (
+        i16(4)
+        + i64(1234)
+        + i32(5)
+        + cs("")
+        + i64(T)
+        + tags((0, h("0123456789abcdef0123456789abcdef")), (7, b"\xff\xfe\xfd"), (300, b""))
+    )
     assert co.decode_value(1, raw) == (4, {**OC_DICT, "topicId": TOPIC_ID})
     assert co.decode_offset_commit_value(1, raw) == co.OffsetCommit(4, 1234, 5, "", T, -1, TOPIC_ID)
 
@@ -418,42 +566,130 @@ def test_offset_commit_v4_unknown_tag_skipped():
 # Hand-built vectors: GroupMetadataValue v0, v1, v2, v3 empty, v4
 # =============================================================================================
 
-GM_V0 = (i16(0) + s16("consumer") + i32(5) + s16("range") + s16("m1") + i32(1)
-         + s16("m1") + s16("c1") + s16("/h") + i32(10000) + b32(b"\x01\x02") + b32(b""))
-GM_V0_DICT = {"protocolType": "consumer", "generation": 5, "protocol": "range", "leader": "m1",
-              "members": [{"memberId": "m1", "clientId": "c1", "clientHost": "/h", "sessionTimeout": 10000,
-                           "subscription": "AQI=", "assignment": ""}]}
-GM_V1 = (i16(1) + s16("connect") + i32(6) + s16("sessioned") + s16("w1") + i32(1)
-         + s16("w1") + s16("cc") + s16("/1.2.3.4") + i32(60000) + i32(10000) + b32(b"\xfb\xff") + b32(b"\x00"))
-GM_V1_DICT = {"protocolType": "connect", "generation": 6, "protocol": "sessioned", "leader": "w1",
-              "members": [{"memberId": "w1", "clientId": "cc", "clientHost": "/1.2.3.4", "rebalanceTimeout": 60000,
-                           "sessionTimeout": 10000, "subscription": "+/8=", "assignment": "AA=="}]}
+GM_V0 = (
+    i16(0)
+    + s16("consumer")
+    + i32(5)
+    + s16("range")
+    + s16("m1")
+    + i32(1)
+    + s16("m1")
+    + s16("c1")
+    + s16("/h")
+    + i32(10000)
+    + b32(b"\x01\x02")
+    + b32(b"")
+)
+GM_V0_DICT = {
+    "protocolType": "consumer",
+    "generation": 5,
+    "protocol": "range",
+    "leader": "m1",
+    "members": [
+        {
+            "memberId": "m1",
+            "clientId": "c1",
+            "clientHost": "/h",
+            "sessionTimeout": 10000,
+            "subscription": "AQI=",
+            "assignment": "",
+        }
+    ],
+}
+GM_V1 = (
+    i16(1)
+    + s16("connect")
+    + i32(6)
+    + s16("sessioned")
+    + s16("w1")
+    + i32(1)
+    + s16("w1")
+    + s16("cc")
+    + s16("/1.2.3.4")
+    + i32(60000)
+    + i32(10000)
+    + b32(b"\xfb\xff")
+    + b32(b"\x00")
+)
+GM_V1_DICT = {
+    "protocolType": "connect",
+    "generation": 6,
+    "protocol": "sessioned",
+    "leader": "w1",
+    "members": [
+        {
+            "memberId": "w1",
+            "clientId": "cc",
+            "clientHost": "/1.2.3.4",
+            "rebalanceTimeout": 60000,
+            "sessionTimeout": 10000,
+            "subscription": "+/8=",
+            "assignment": "AA==",
+        }
+    ],
+}
 GM_V2 = i16(2) + s16("consumer") + i32(0) + s16(None) + s16(None) + i64(T + 5) + i32(0)
-GM_V2_DICT = {"protocolType": "consumer", "generation": 0, "protocol": None, "leader": None,
-              "currentStateTimestamp": T + 5, "members": []}
+GM_V2_DICT = {
+    "protocolType": "consumer",
+    "generation": 0,
+    "protocol": None,
+    "leader": None,
+    "currentStateTimestamp": T + 5,
+    "members": [],
+}
 GM_V3_EMPTY = i16(3) + s16("") + i32(0) + s16(None) + s16(None) + i64(-1) + i32(0)
-GM_V3_EMPTY_DICT = {"protocolType": "", "generation": 0, "protocol": None, "leader": None,
-                    "currentStateTimestamp": -1, "members": []}
-GM_V4_MEMBER = (cs("m1") + cs("gi-1") + cs("c1") + cs("/10.0.0.1") + i32(300000) + i32(45000)
-                + cb(SUB_V3) + cb(ASG_V3))
-GM_V4 = (i16(4) + cs("consumer") + i32(2) + cs("range") + cs("m1") + i64(T)
-         + carr([GM_V4_MEMBER + NOTAGS]) + NOTAGS)
-GM_V4_UNKNOWN_TAGS = (i16(4) + cs("consumer") + i32(2) + cs("range") + cs("m1") + i64(T)
-                      + carr([GM_V4_MEMBER + tags((3, b"xyz"))]) + tags((9, b"\x01\x02")))
-GM_V4_DICT = {"protocolType": "consumer", "generation": 2, "protocol": "range", "leader": "m1",
-              "currentStateTimestamp": T,
-              "members": [{"memberId": "m1", "groupInstanceId": "gi-1", "clientId": "c1",
-                           "clientHost": "/10.0.0.1", "rebalanceTimeout": 300000, "sessionTimeout": 45000,
-                           "subscription": b64(SUB_V3), "assignment": b64(ASG_V3)}]}
+GM_V3_EMPTY_DICT = {
+    "protocolType": "",
+    "generation": 0,
+    "protocol": None,
+    "leader": None,
+    "currentStateTimestamp": -1,
+    "members": [],
+}
+GM_V4_MEMBER = cs("m1") + cs("gi-1") + cs("c1") + cs("/10.0.0.1") + i32(300000) + i32(45000) + cb(SUB_V3) + cb(ASG_V3)
+GM_V4 = i16(4) + cs("consumer") + i32(2) + cs("range") + cs("m1") + i64(T) + carr([GM_V4_MEMBER + NOTAGS]) + NOTAGS
+GM_V4_UNKNOWN_TAGS = (
+    i16(4)
+    + cs("consumer")
+    + i32(2)
+    + cs("range")
+    + cs("m1")
+    + i64(T)
+    + carr([GM_V4_MEMBER + tags((3, b"xyz"))])
+    + tags((9, b"\x01\x02"))
+)
+GM_V4_DICT = {
+    "protocolType": "consumer",
+    "generation": 2,
+    "protocol": "range",
+    "leader": "m1",
+    "currentStateTimestamp": T,
+    "members": [
+        {
+            "memberId": "m1",
+            "groupInstanceId": "gi-1",
+            "clientId": "c1",
+            "clientHost": "/10.0.0.1",
+            "rebalanceTimeout": 300000,
+            "sessionTimeout": 45000,
+            "subscription": b64(SUB_V3),
+            "assignment": b64(ASG_V3),
+        }
+    ],
+}
 
 
-@pytest.mark.parametrize("raw,version,data", [
-    (GM_V0, 0, GM_V0_DICT),
-    (GM_V1, 1, GM_V1_DICT),
-    (GM_V2, 2, GM_V2_DICT),
-    (GM_V3_EMPTY, 3, GM_V3_EMPTY_DICT),
-    (GM_V4, 4, GM_V4_DICT),
-], ids=["v0", "v1", "v2", "v3-empty", "v4-flexible"])
+@pytest.mark.parametrize(
+    "raw,version,data",
+    [
+        (GM_V0, 0, GM_V0_DICT),
+        (GM_V1, 1, GM_V1_DICT),
+        (GM_V2, 2, GM_V2_DICT),
+        (GM_V3_EMPTY, 3, GM_V3_EMPTY_DICT),
+        (GM_V4, 4, GM_V4_DICT),
+    ],
+    ids=["v0", "v1", "v2", "v3-empty", "v4-flexible"],
+)
 def test_group_metadata_versions(raw, version, data):
     assert co.decode_value(2, raw) == (version, data)
     assert co.encode_value(2, version, data) == raw
@@ -477,29 +713,64 @@ CLASSIC_META = b"\x00\x03" + b"\x00" * 10
 V3_PLAIN = i16(0) + i32(7) + NOTAGS
 V3_HASH = i16(0) + i32(7) + tags((0, i64(0x0102030405060708)))
 V3_HASH_ZERO = i16(0) + i32(7) + tags((0, i64(0)))
-V5_BASE = (i16(0) + cs(None) + cs("r1") + cs("c1") + cs("/h") + carr([cs("orders"), cs("bar")]) + cs(None)
-           + i32(300000) + cs("uniform"))
+V5_BASE = (
+    i16(0)
+    + cs(None)
+    + cs("r1")
+    + cs("c1")
+    + cs("/h")
+    + carr([cs("orders"), cs("bar")])
+    + cs(None)
+    + i32(300000)
+    + cs("uniform")
+)
 V5_PLAIN = V5_BASE + NOTAGS
 V5_CLASSIC = V5_BASE + tags((0, b"\x01" + i32(45000) + carr([cs("range") + cb(CLASSIC_META) + NOTAGS]) + NOTAGS))
-V5_DICT = {"instanceId": None, "rackId": "r1", "clientId": "c1", "clientHost": "/h",
-           "subscribedTopicNames": ["orders", "bar"], "subscribedTopicRegex": None,
-           "rebalanceTimeoutMs": 300000, "serverAssignor": "uniform"}
-V5_CLASSIC_DICT = {**V5_DICT, "classicMemberMetadata": {
-    "sessionTimeoutMs": 45000, "supportedProtocols": [{"name": "range", "metadata": b64(CLASSIC_META)}]}}
+V5_DICT = {
+    "instanceId": None,
+    "rackId": "r1",
+    "clientId": "c1",
+    "clientHost": "/h",
+    "subscribedTopicNames": ["orders", "bar"],
+    "subscribedTopicRegex": None,
+    "rebalanceTimeoutMs": 300000,
+    "serverAssignor": "uniform",
+}
+V5_CLASSIC_DICT = {
+    **V5_DICT,
+    "classicMemberMetadata": {
+        "sessionTimeoutMs": 45000,
+        "supportedProtocols": [{"name": "range", "metadata": b64(CLASSIC_META)}],
+    },
+}
 V6_PLAIN = i16(0) + i32(3) + NOTAGS
 V6_TS = i16(0) + i32(3) + tags((0, i64(T)))
 V7 = i16(0) + carr([U1 + carr([i32(0), i32(1)]) + NOTAGS, U2 + carr([]) + NOTAGS]) + NOTAGS
-V7_DICT = {"topicPartitions": [{"topicId": U1_TEXT, "partitions": [0, 1]},
-                               {"topicId": U2_TEXT, "partitions": []}]}
-V8 = (i16(0) + i32(10) + i32(9) + i8(2)
-      + carr([U1 + carr([i32(0), i32(2)]) + tags((0, carr([i32(10), i32(9)])))])
-      + carr([U2 + carr([i32(5)]) + NOTAGS]) + NOTAGS)
-V8_DICT = {"memberEpoch": 10, "previousMemberEpoch": 9, "state": 2,
-           "assignedPartitions": [{"topicId": U1_TEXT, "partitions": [0, 2], "assignmentEpochs": [10, 9]}],
-           "partitionsPendingRevocation": [{"topicId": U2_TEXT, "partitions": [5]}]}
+V7_DICT = {"topicPartitions": [{"topicId": U1_TEXT, "partitions": [0, 1]}, {"topicId": U2_TEXT, "partitions": []}]}
+V8 = (
+    i16(0)
+    + i32(10)
+    + i32(9)
+    + i8(2)
+    + carr([U1 + carr([i32(0), i32(2)]) + tags((0, carr([i32(10), i32(9)])))])
+    + carr([U2 + carr([i32(5)]) + NOTAGS])
+    + NOTAGS
+)
+V8_DICT = {
+    "memberEpoch": 10,
+    "previousMemberEpoch": 9,
+    "state": 2,
+    "assignedPartitions": [{"topicId": U1_TEXT, "partitions": [0, 2], "assignmentEpochs": [10, 9]}],
+    "partitionsPendingRevocation": [{"topicId": U2_TEXT, "partitions": [5]}],
+}
 V8_STABLE = i16(0) + i32(1) + i32(0) + i8(0) + carr([]) + carr([]) + NOTAGS
-V8_STABLE_DICT = {"memberEpoch": 1, "previousMemberEpoch": 0, "state": 0, "assignedPartitions": [],
-                  "partitionsPendingRevocation": []}
+V8_STABLE_DICT = {
+    "memberEpoch": 1,
+    "previousMemberEpoch": 0,
+    "state": 0,
+    "assignedPartitions": [],
+    "partitionsPendingRevocation": [],
+}
 V16 = i16(0) + carr([cs("foo-1"), cs("foo-2")]) + i64(42) + i64(T) + NOTAGS
 V16_DICT = {"topics": ["foo-1", "foo-2"], "version": 42, "timestamp": T}
 
@@ -508,45 +779,109 @@ V10_DICT = {"rackId": None, "clientId": "c", "clientHost": "/h", "subscribedTopi
 V11 = i16(0) + i32(4) + i64(99) + NOTAGS
 V11_DICT = {"epoch": 4, "metadataHash": 99}
 V14 = i16(0) + i32(2) + i32(1) + i8(0) + carr([U1 + carr([i32(3)]) + NOTAGS]) + NOTAGS
-V14_DICT = {"memberEpoch": 2, "previousMemberEpoch": 1, "state": 0,
-            "assignedPartitions": [{"topicId": U1_TEXT, "partitions": [3]}]}
+V14_DICT = {
+    "memberEpoch": 2,
+    "previousMemberEpoch": 1,
+    "state": 0,
+    "assignedPartitions": [{"topicId": U1_TEXT, "partitions": [3]}],
+}
 
 V17_PLAIN = i16(0) + i32(2) + i64(5) + NOTAGS
-V17_TAGGED = i16(0) + i32(2) + i64(5) + tags(
-    (0, i32(2)),
-    (1, carr([cs("num.standby.replicas") + cs("1") + NOTAGS])),
-    (2, i32(3)),
-    (3, i32(1)))
-V17_TAGGED_DICT = {"epoch": 2, "metadataHash": 5, "validatedTopologyEpoch": 2,
-                   "lastAssignmentConfigs": [{"key": "num.standby.replicas", "value": "1"}],
-                   "storedDescriptionTopologyEpoch": 3, "failedDescriptionTopologyEpoch": 1}
+V17_TAGGED = (
+    i16(0)
+    + i32(2)
+    + i64(5)
+    + tags((0, i32(2)), (1, carr([cs("num.standby.replicas") + cs("1") + NOTAGS])), (2, i32(3)), (3, i32(1)))
+)
+V17_TAGGED_DICT = {
+    "epoch": 2,
+    "metadataHash": 5,
+    "validatedTopologyEpoch": 2,
+    "lastAssignmentConfigs": [{"key": "num.standby.replicas", "value": "1"}],
+    "storedDescriptionTopologyEpoch": 3,
+    "failedDescriptionTopologyEpoch": 1,
+}
 V17_DEFAULT_TAG = i16(0) + i32(2) + i64(5) + tags((0, i32(-1)))
-V19_BASE = (i16(0) + cs(None) + cs(None) + cs("c") + cs("/h") + i32(1000) + i32(1) + cs("p1"))
+V19_BASE = i16(0) + cs(None) + cs(None) + cs("c") + cs("/h") + i32(1000) + i32(1) + cs("p1")
 V19 = V19_BASE + b"\x01" + cs("localhost") + u16(65535) + NOTAGS + carr([cs("k") + cs("v") + NOTAGS]) + NOTAGS
-V19_DICT = {"instanceId": None, "rackId": None, "clientId": "c", "clientHost": "/h", "rebalanceTimeoutMs": 1000,
-            "topologyEpoch": 1, "processId": "p1", "userEndpoint": {"host": "localhost", "port": 65535},
-            "clientTags": [{"key": "k", "value": "v"}]}
+V19_DICT = {
+    "instanceId": None,
+    "rackId": None,
+    "clientId": "c",
+    "clientHost": "/h",
+    "rebalanceTimeoutMs": 1000,
+    "topologyEpoch": 1,
+    "processId": "p1",
+    "userEndpoint": {"host": "localhost", "port": 65535},
+    "clientTags": [{"key": "k", "value": "v"}],
+}
 V19_NOEP = V19_BASE + b"\xff" + carr([]) + NOTAGS
 V19_NOEP_DICT = {**V19_DICT, "userEndpoint": None, "clientTags": []}
-V22 = (i16(0) + i32(3) + i32(2) + i8(1)
-       + carr([cs("0") + carr([i32(0), i32(1)]) + NOTAGS])
-       + carr([cs("1") + carr([i32(4)]) + tags((0, carr([i32(3)])))])
-       + carr([]) + carr([]) + carr([]) + carr([]) + NOTAGS)
-V22_DICT = {"memberEpoch": 3, "previousMemberEpoch": 2, "state": 1,
-            "activeTasks": [{"subtopologyId": "0", "partitions": [0, 1]}],
-            "standbyTasks": [{"subtopologyId": "1", "partitions": [4], "assignmentEpochs": [3]}],
-            "warmupTasks": [], "activeTasksPendingRevocation": [], "standbyTasksPendingRevocation": [],
-            "warmupTasksPendingRevocation": []}
-V23_TOPIC_INFO = cs("app-store-changelog") + i32(3) + i16(-1) + carr([cs("cleanup.policy") + cs("compact") + NOTAGS]) + NOTAGS
-V23 = (i16(0) + i32(1) + carr([
-    cs("0") + carr([cs("in")]) + carr([]) + carr([V23_TOPIC_INFO]) + carr([cs("rep")]) + carr([])
-    + carr([carr([i16(0)]) + carr([]) + carr([]) + NOTAGS]) + NOTAGS]) + NOTAGS)
-V23_DICT = {"epoch": 1, "subtopologies": [{
-    "subtopologyId": "0", "sourceTopics": ["in"], "sourceTopicRegex": [],
-    "stateChangelogTopics": [{"name": "app-store-changelog", "partitions": 3, "replicationFactor": -1,
-                              "topicConfigs": [{"key": "cleanup.policy", "value": "compact"}]}],
-    "repartitionSinkTopics": ["rep"], "repartitionSourceTopics": [],
-    "copartitionGroups": [{"sourceTopics": [0], "sourceTopicRegex": [], "repartitionSourceTopics": []}]}]}
+V22 = (
+    i16(0)
+    + i32(3)
+    + i32(2)
+    + i8(1)
+    + carr([cs("0") + carr([i32(0), i32(1)]) + NOTAGS])
+    + carr([cs("1") + carr([i32(4)]) + tags((0, carr([i32(3)])))])
+    + carr([])
+    + carr([])
+    + carr([])
+    + carr([])
+    + NOTAGS
+)
+V22_DICT = {
+    "memberEpoch": 3,
+    "previousMemberEpoch": 2,
+    "state": 1,
+    "activeTasks": [{"subtopologyId": "0", "partitions": [0, 1]}],
+    "standbyTasks": [{"subtopologyId": "1", "partitions": [4], "assignmentEpochs": [3]}],
+    "warmupTasks": [],
+    "activeTasksPendingRevocation": [],
+    "standbyTasksPendingRevocation": [],
+    "warmupTasksPendingRevocation": [],
+}
+V23_TOPIC_INFO = (
+    cs("app-store-changelog") + i32(3) + i16(-1) + carr([cs("cleanup.policy") + cs("compact") + NOTAGS]) + NOTAGS
+)
+V23 = (
+    i16(0)
+    + i32(1)
+    + carr(
+        [
+            cs("0")
+            + carr([cs("in")])
+            + carr([])
+            + carr([V23_TOPIC_INFO])
+            + carr([cs("rep")])
+            + carr([])
+            + carr([carr([i16(0)]) + carr([]) + carr([]) + NOTAGS])
+            + NOTAGS
+        ]
+    )
+    + NOTAGS
+)
+V23_DICT = {
+    "epoch": 1,
+    "subtopologies": [
+        {
+            "subtopologyId": "0",
+            "sourceTopics": ["in"],
+            "sourceTopicRegex": [],
+            "stateChangelogTopics": [
+                {
+                    "name": "app-store-changelog",
+                    "partitions": 3,
+                    "replicationFactor": -1,
+                    "topicConfigs": [{"key": "cleanup.policy", "value": "compact"}],
+                }
+            ],
+            "repartitionSinkTopics": ["rep"],
+            "repartitionSourceTopics": [],
+            "copartitionGroups": [{"sourceTopics": [0], "sourceTopicRegex": [], "repartitionSourceTopics": []}],
+        }
+    ],
+}
 
 MODERN_VECTORS = [
     ("3-plain", 3, V3_PLAIN, {"epoch": 7}),
@@ -577,18 +912,28 @@ def test_modern_values(rtype, raw, data):
     assert co.encode_value(rtype, 0, data) == raw
 
 
-@pytest.mark.parametrize("rtype,raw,data", [
-    (3, V3_HASH_ZERO, {"epoch": 7}),                            # tagged field equal to its default
-    (17, V17_DEFAULT_TAG, {"epoch": 2, "metadataHash": 5}),     # ValidatedTopologyEpoch -1 = default
-], ids=["3-hash-0", "17-validated--1"])
+@pytest.mark.parametrize(
+    "rtype,raw,data",
+    [
+        (3, V3_HASH_ZERO, {"epoch": 7}),  # tagged field equal to its default
+        (17, V17_DEFAULT_TAG, {"epoch": 2, "metadataHash": 5}),  # ValidatedTopologyEpoch -1 = default
+    ],
+    ids=["3-hash-0", "17-validated--1"],
+)
 def test_tagged_field_equal_to_default_is_omitted(rtype, raw, data):
     assert co.decode_value(rtype, raw) == (0, data)
 
 
 def test_unknown_tags_skipped_in_nested_structs():
-    raw = (i16(0) + i32(10) + i32(9) + i8(2)
-           + carr([U1 + carr([i32(0), i32(2)]) + tags((0, carr([i32(10), i32(9)])), (5, b"zzzz"))])
-           + carr([U2 + carr([i32(5)]) + tags((1, b""))]) + tags((2, b"\x00\x01"), (40, b"abc")))
+    raw = (
+        i16(0)
+        + i32(10)
+        + i32(9)
+        + i8(2)
+        + carr([U1 + carr([i32(0), i32(2)]) + tags((0, carr([i32(10), i32(9)])), (5, b"zzzz"))])
+        + carr([U2 + carr([i32(5)]) + tags((1, b""))])
+        + tags((2, b"\x00\x01"), (40, b"abc"))
+    )
     assert co.decode_value(8, raw) == (0, V8_DICT)
 
 
@@ -624,6 +969,7 @@ def test_modern_keys():
 # Errors
 # =============================================================================================
 
+
 def test_unknown_record_types():
     for rtype in (18, 24, 99, 0x7FFF, -1):
         with pytest.raises(UnknownRecordTypeError) as ei:
@@ -640,15 +986,19 @@ def test_type_9_is_unknown_in_current_kafka():
         co.decode_key(i16(9) + s16("sg"))
 
 
-@pytest.mark.parametrize("rtype,raw", [
-    (1, i16(5) + OC_V3[2:]),
-    (1, i16(-1) + OC_V3[2:]),
-    (2, i16(5) + GM_V3[2:]),
-    (2, i16(-1) + GM_V3[2:]),
-    (3, i16(1) + V3_PLAIN[2:]),
-    (17, i16(1) + V17_PLAIN[2:]),
-    (0, i16(5) + LEGACY_V0[2:]),
-], ids=["oc-v5", "oc-v-1", "gm-v5", "gm-v-1", "cg3-v1", "streams17-v1", "legacy0-v5"])
+@pytest.mark.parametrize(
+    "rtype,raw",
+    [
+        (1, i16(5) + OC_V3[2:]),
+        (1, i16(-1) + OC_V3[2:]),
+        (2, i16(5) + GM_V3[2:]),
+        (2, i16(-1) + GM_V3[2:]),
+        (3, i16(1) + V3_PLAIN[2:]),
+        (17, i16(1) + V17_PLAIN[2:]),
+        (0, i16(5) + LEGACY_V0[2:]),
+    ],
+    ids=["oc-v5", "oc-v-1", "gm-v5", "gm-v-1", "cg3-v1", "streams17-v1", "legacy0-v5"],
+)
 def test_value_version_out_of_range(rtype, raw):
     with pytest.raises(UnknownRecordVersionError) as ei:
         co.decode_value(rtype, raw)
@@ -693,8 +1043,13 @@ def test_trailing_bytes_after_key_and_fast_path_ignored():
 
 # --- truncation at every byte position raises DecodeError ---------------------------------------
 
-KEYS = {"oc": OC_KEY, "gm": GM_KEY, "member5": i16(5) + s16("cg") + s16("m1"),
-        "regex16": i16(16) + s16("cg") + s16("foo.*"), "streams19": i16(19) + s16("st") + s16("m")}
+KEYS = {
+    "oc": OC_KEY,
+    "gm": GM_KEY,
+    "member5": i16(5) + s16("cg") + s16("m1"),
+    "regex16": i16(16) + s16("cg") + s16("foo.*"),
+    "streams19": i16(19) + s16("st") + s16("m"),
+}
 
 
 def _not_decode_error(fn, *args):
@@ -703,23 +1058,41 @@ def _not_decode_error(fn, *args):
         result = fn(*args)
     except DecodeError:
         return None
-    except Exception as e:  # noqa: BLE001 - the point is to report anything else
+    except Exception as e:
         return f"{type(e).__name__}: {e}"
     return f"returned {result!r}"
 
 
 def test_key_truncated_everywhere():
-    failures = [(name, n, why) for name, raw in KEYS.items() for n in range(len(raw))
-                if (why := _not_decode_error(co.decode_key, raw[:n]))]
+    failures = [
+        (name, n, why)
+        for name, raw in KEYS.items()
+        for n in range(len(raw))
+        if (why := _not_decode_error(co.decode_key, raw[:n]))
+    ]
     assert failures == []
 
 
 VALUES = {
-    "oc-v0": (1, OC_V0), "oc-v1": (1, OC_V1), "oc-v3": (1, OC_V3), "oc-v4": (1, OC_V4),
-    "oc-v4-tid": (1, OC_V4_TID), "legacy0": (0, LEGACY_V0), "gm-v0": (2, GM_V0), "gm-v3": (2, GM_V3),
-    "gm-v4": (2, GM_V4), "cg3": (3, V3_HASH), "cg5-classic": (5, V5_CLASSIC), "cg7": (7, V7), "cg8": (8, V8),
-    "cg16": (16, V16), "share14": (14, V14), "streams17": (17, V17_TAGGED), "streams19": (19, V19),
-    "streams22": (22, V22), "streams23": (23, V23),
+    "oc-v0": (1, OC_V0),
+    "oc-v1": (1, OC_V1),
+    "oc-v3": (1, OC_V3),
+    "oc-v4": (1, OC_V4),
+    "oc-v4-tid": (1, OC_V4_TID),
+    "legacy0": (0, LEGACY_V0),
+    "gm-v0": (2, GM_V0),
+    "gm-v3": (2, GM_V3),
+    "gm-v4": (2, GM_V4),
+    "cg3": (3, V3_HASH),
+    "cg5-classic": (5, V5_CLASSIC),
+    "cg7": (7, V7),
+    "cg8": (8, V8),
+    "cg16": (16, V16),
+    "share14": (14, V14),
+    "streams17": (17, V17_TAGGED),
+    "streams19": (19, V19),
+    "streams22": (22, V22),
+    "streams23": (23, V23),
 }
 
 
@@ -736,8 +1109,12 @@ def test_value_truncated_everywhere():
 
 
 def test_consumer_protocol_truncated_everywhere():
-    failures = [(fn.__name__, n, why) for fn, raw in ((co.decode_subscription, SUB_V3), (co.decode_assignment, ASG_V3))
-                for n in range(len(raw)) if (why := _not_decode_error(fn, raw[:n]))]
+    failures = [
+        (fn.__name__, n, why)
+        for fn, raw in ((co.decode_subscription, SUB_V3), (co.decode_assignment, ASG_V3))
+        for n in range(len(raw))
+        if (why := _not_decode_error(fn, raw[:n]))
+    ]
     assert failures == []
 
 
@@ -751,22 +1128,45 @@ MALFORMED = [
     ("v3 metadata null (fast path)", co.decode_offset_commit_value, (1, i16(3) + i64(1) + i32(0) + i16(-1) + i64(T))),
     ("v3 metadata not UTF-8", co.decode_offset_commit_value, (1, i16(3) + i64(1) + i32(0) + i16(1) + b"\x80" + i64(T))),
     ("v4 metadata compact null", co.decode_value, (1, i16(4) + i64(1) + i32(0) + b"\x00" + i64(T) + NOTAGS)),
-    ("v4 metadata compact null (fast path)", co.decode_offset_commit_value,
-     (1, i16(4) + i64(1) + i32(0) + b"\x00" + i64(T) + NOTAGS)),
-    ("v4 topicId of 15 bytes", co.decode_offset_commit_value,
-     (1, i16(4) + i64(1) + i32(0) + cs("") + i64(T) + tags((0, bytes(15))))),
-    ("v4 overlong varint", co.decode_value, (1, i16(4) + i64(1) + i32(0) + h("80 80 80 80 80 80 01") + i64(T) + NOTAGS)),
+    (
+        "v4 metadata compact null (fast path)",
+        co.decode_offset_commit_value,
+        (1, i16(4) + i64(1) + i32(0) + b"\x00" + i64(T) + NOTAGS),
+    ),
+    (
+        "v4 topicId of 15 bytes",
+        co.decode_offset_commit_value,
+        (1, i16(4) + i64(1) + i32(0) + cs("") + i64(T) + tags((0, bytes(15)))),
+    ),
+    (
+        "v4 overlong varint",
+        co.decode_value,
+        (1, i16(4) + i64(1) + i32(0) + h("80 80 80 80 80 80 01") + i64(T) + NOTAGS),
+    ),
     # spec 1.6/2.2: a varint is at most 5 bytes; this 6-byte one would otherwise read as 1 (= "")
     ("v4 6-byte varint", co.decode_value, (1, i16(4) + i64(1) + i32(0) + h("81 80 80 80 80 00") + i64(T) + NOTAGS)),
-    ("v4 6-byte varint (fast path)", co.decode_offset_commit_value,
-     (1, i16(4) + i64(1) + i32(0) + h("81 80 80 80 80 00") + i64(T) + NOTAGS)),
-    ("gm protocolType null", co.decode_value, (2, i16(3) + s16(None) + i32(0) + s16(None) + s16(None) + i64(-1) + i32(0))),
-    ("gm members count huge", co.decode_value, (2, i16(3) + s16("") + i32(0) + s16(None) + s16(None) + i64(-1)
-                                               + i32(0x7FFFFFFF) + bytes(8))),
+    (
+        "v4 6-byte varint (fast path)",
+        co.decode_offset_commit_value,
+        (1, i16(4) + i64(1) + i32(0) + h("81 80 80 80 80 00") + i64(T) + NOTAGS),
+    ),
+    (
+        "gm protocolType null",
+        co.decode_value,
+        (2, i16(3) + s16(None) + i32(0) + s16(None) + s16(None) + i64(-1) + i32(0)),
+    ),
+    (
+        "gm members count huge",
+        co.decode_value,
+        (2, i16(3) + s16("") + i32(0) + s16(None) + s16(None) + i64(-1) + i32(0x7FFFFFFF) + bytes(8)),
+    ),
     ("gm members null", co.decode_value, (2, i16(3) + s16("") + i32(0) + s16(None) + s16(None) + i64(-1) + i32(-1))),
-    ("cg5 clientId null", co.decode_value, (5, i16(0) + cs(None) + cs(None) + cs(None) + cs("/h") + carr([])
-                                           + cs(None) + i32(-1) + cs(None) + NOTAGS)),
-    ("cg7 compact count huge", co.decode_value, (7, i16(0) + uv(2 ** 31) + NOTAGS)),
+    (
+        "cg5 clientId null",
+        co.decode_value,
+        (5, i16(0) + cs(None) + cs(None) + cs(None) + cs("/h") + carr([]) + cs(None) + i32(-1) + cs(None) + NOTAGS),
+    ),
+    ("cg7 compact count huge", co.decode_value, (7, i16(0) + uv(2**31) + NOTAGS)),
     ("tag size past end", co.decode_value, (3, i16(0) + i32(1) + h("01 00 7f") + i64(1))),
     ("subscription topics null", co.decode_subscription, (i16(0) + i32(-1) + b32(None),)),
     ("subscription topics huge", co.decode_subscription, (i16(0) + i32(0x7FFFFFFF) + s16("a"),)),
@@ -786,17 +1186,36 @@ SUB_BODY_V0 = arr32([s16("a"), s16("b")]) + b32(b"\xfb\xff")
 SUB_OWNED = arr32([s16("a") + arr32([i32(0), i32(1)])])
 
 
-@pytest.mark.parametrize("raw,data", [
-    (i16(0) + SUB_BODY_V0, {"topics": ["a", "b"], "userData": "+/8="}),
-    (i16(1) + SUB_BODY_V0 + SUB_OWNED,
-     {"topics": ["a", "b"], "userData": "+/8=", "ownedPartitions": [{"topic": "a", "partitions": [0, 1]}]}),
-    (i16(2) + SUB_BODY_V0 + SUB_OWNED + i32(7),
-     {"topics": ["a", "b"], "userData": "+/8=", "ownedPartitions": [{"topic": "a", "partitions": [0, 1]}],
-      "generationId": 7}),
-    (i16(3) + SUB_BODY_V0 + SUB_OWNED + i32(7) + s16("rack-a"),
-     {"topics": ["a", "b"], "userData": "+/8=", "ownedPartitions": [{"topic": "a", "partitions": [0, 1]}],
-      "generationId": 7, "rackId": "rack-a"}),
-], ids=["v0", "v1", "v2", "v3"])
+@pytest.mark.parametrize(
+    "raw,data",
+    [
+        (i16(0) + SUB_BODY_V0, {"topics": ["a", "b"], "userData": "+/8="}),
+        (
+            i16(1) + SUB_BODY_V0 + SUB_OWNED,
+            {"topics": ["a", "b"], "userData": "+/8=", "ownedPartitions": [{"topic": "a", "partitions": [0, 1]}]},
+        ),
+        (
+            i16(2) + SUB_BODY_V0 + SUB_OWNED + i32(7),
+            {
+                "topics": ["a", "b"],
+                "userData": "+/8=",
+                "ownedPartitions": [{"topic": "a", "partitions": [0, 1]}],
+                "generationId": 7,
+            },
+        ),
+        (
+            i16(3) + SUB_BODY_V0 + SUB_OWNED + i32(7) + s16("rack-a"),
+            {
+                "topics": ["a", "b"],
+                "userData": "+/8=",
+                "ownedPartitions": [{"topic": "a", "partitions": [0, 1]}],
+                "generationId": 7,
+                "rackId": "rack-a",
+            },
+        ),
+    ],
+    ids=["v0", "v1", "v2", "v3"],
+)
 def test_subscription_versions(raw, data):
     assert co.decode_subscription(raw) == data
     assert co.encode_subscription(struct.unpack(">h", raw[:2])[0], data) == raw
@@ -814,8 +1233,7 @@ def test_assignment_higher_version_read_with_v3_layout():
 
 def test_assignment_v0_with_user_data():
     raw = i16(0) + arr32([s16("t") + arr32([i32(4)])]) + b32(b"\x00\x01")
-    assert co.decode_assignment(raw) == {"assignedPartitions": [{"topic": "t", "partitions": [4]}],
-                                         "userData": "AAE="}
+    assert co.decode_assignment(raw) == {"assignedPartitions": [{"topic": "t", "partitions": [4]}], "userData": "AAE="}
 
 
 def test_consumer_protocol_negative_version():

@@ -6,6 +6,7 @@ SIGKILLed at each crash point (during the read, before the commits, between tabl
 and at random moments. After each kill every table must equal its before or its after state,
 with the checkpoint its newest commit names agreeing with its rows; the next run must roll
 back what the dead run committed and end exactly in the after state."""
+
 from __future__ import annotations
 
 import json
@@ -21,21 +22,45 @@ import pytest
 
 from lib.spark.delta import commit_history, completed_runs, tagged_checkpoint, tagged_run
 from tests.conftest import REPO, rows
-from tests.test_incremental import KEYS, NOW, STATE_TABLES, phases, snapshot
+from tests.test_incremental import NOW, STATE_TABLES, phases, snapshot
 
 pytestmark = pytest.mark.spark
 
-KILL_POINTS = ["after_decode", "before_commit", "after_commit:offsets_log", "after_commit:group_offsets",
-               "after_commit:consumer_groups", "after_commit:group_fold_state"]
+KILL_POINTS = [
+    "after_decode",
+    "before_commit",
+    "after_commit:offsets_log",
+    "after_commit:group_offsets",
+    "after_commit:consumer_groups",
+    "after_commit:group_fold_state",
+]
 
 
 def job(log_dir, warehouse, env_extra=None, **popen):
-    env = dict(os.environ, PYTHONPATH=REPO, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
-               **(env_extra or {}))
-    cmd = [sys.executable, "-m", "jobs.replay_offsets", "--input", str(log_dir), "--warehouse", str(warehouse),
-           "--now", str(NOW), "--quiet", "--conf", "spark.sql.shuffle.partitions=2", "--conf", "spark.master=local[2]"]
-    return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            **popen)
+    env = dict(
+        os.environ,
+        PYTHONPATH=REPO,
+        PYSPARK_PYTHON=sys.executable,
+        PYSPARK_DRIVER_PYTHON=sys.executable,
+        **(env_extra or {}),
+    )
+    cmd = [
+        sys.executable,
+        "-m",
+        "jobs.replay_offsets",
+        "--input",
+        str(log_dir),
+        "--warehouse",
+        str(warehouse),
+        "--now",
+        str(NOW),
+        "--quiet",
+        "--conf",
+        "spark.sql.shuffle.partitions=2",
+        "--conf",
+        "spark.master=local[2]",
+    ]
+    return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
 
 
 def checkpoints(spark, warehouse) -> dict[int, int]:
@@ -56,9 +81,15 @@ def states(spark, replay_logdir, tmp_path_factory):
     replay_logdir(tmp / "log1", tmp / "before", NOW)
     shutil.copytree(tmp / "before", tmp / "after")
     replay_logdir(tmp / "log2", tmp / "after", NOW)
-    return {"tmp": tmp, "log2": tmp / "log2", "before_wh": tmp / "before",
-            "before": snapshot(spark, tmp / "before"), "after": snapshot(spark, tmp / "after"),
-            "before_cp": checkpoints(spark, tmp / "before"), "after_cp": checkpoints(spark, tmp / "after")}
+    return {
+        "tmp": tmp,
+        "log2": tmp / "log2",
+        "before_wh": tmp / "before",
+        "before": snapshot(spark, tmp / "before"),
+        "after": snapshot(spark, tmp / "after"),
+        "before_cp": checkpoints(spark, tmp / "before"),
+        "after_cp": checkpoints(spark, tmp / "after"),
+    }
 
 
 def assert_each_table_before_or_after(spark, warehouse, states) -> dict[str, str]:
@@ -91,9 +122,16 @@ def test_kill_at_a_crash_point_then_recover(spark, replay_logdir, states, tmp_pa
     assert proc.returncode == -signal.SIGKILL
     where = assert_each_table_before_or_after(spark, wh, states)
     committed = point.split(":", 1)[1] if ":" in point else None
-    order = ["offsets_log", "group_offsets", "expired_offsets", "pending_transactional_offsets",
-             "consumer_groups", "expired_groups", "group_fold_state"]
-    done = set(order[:order.index(committed) + 1]) if committed else set()
+    order = [
+        "offsets_log",
+        "group_offsets",
+        "expired_offsets",
+        "pending_transactional_offsets",
+        "consumer_groups",
+        "expired_groups",
+        "group_fold_state",
+    ]
+    done = set(order[: order.index(committed) + 1]) if committed else set()
     for table in STATE_TABLES:
         if states["before"][table] != states["after"][table]:
             assert where[table] == ("after" if table in done else "before"), table
@@ -121,7 +159,7 @@ def test_kill_at_random_moments_then_recover(spark, replay_logdir, states, tmp_p
         try:
             proc.wait(timeout=delay)
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)         # the whole process group: driver JVM included
+            os.killpg(proc.pid, signal.SIGKILL)  # the whole process group: driver JVM included
             proc.wait()
         if proc.returncode == 0 or checkpoints(spark, wh) == states["after_cp"]:
             # finished, or killed after its commit point (while printing its summary): the after state
@@ -143,8 +181,9 @@ def test_a_live_writer_makes_a_second_run_fail_clearly(spark, states, tmp_path):
         proc = job(states["log2"], wh)
         out, err = proc.communicate(timeout=300)
     assert proc.returncode == 75
-    assert (f"warehouse {wh} is being written by a test holding the warehouse (pid {os.getpid()} on "
-            f"{socket.gethostname()}") in err
+    assert (
+        f"warehouse {wh} is being written by a test holding the warehouse (pid {os.getpid()} on {socket.gethostname()}"
+    ) in err
     assert "no table was changed" in err
     assert snapshot(spark, wh) == states["before"]
 
@@ -199,8 +238,16 @@ def test_a_stale_lock_is_taken_over(spark, replay_logdir, states, tmp_path):
     shutil.copytree(states["before_wh"], wh)
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    (wh / "_writer.lock").write_text(json.dumps({"pid": dead.pid, "host": socket.gethostname(),
-                                                 "owner": "replay run dead-one", "since": "2026-11-22T00:00:00+00:00"}))
+    (wh / "_writer.lock").write_text(
+        json.dumps(
+            {
+                "pid": dead.pid,
+                "host": socket.gethostname(),
+                "owner": "replay run dead-one",
+                "since": "2026-11-22T00:00:00+00:00",
+            }
+        )
+    )
     result = replay_logdir(states["log2"], wh, NOW)
     assert result.took_over_lock["owner"] == "replay run dead-one"
     assert snapshot(spark, wh) == states["after"]

@@ -1,6 +1,7 @@
 """Our decoder against Kafka's own: tests/data/dumplog_golden.json holds hand-built records
 and the exact key/payload text Kafka's generated JsonConverters and DumpLogSegments'
 offsets decoder printed for them (see the file's "source")."""
+
 from __future__ import annotations
 
 import json

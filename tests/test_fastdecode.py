@@ -5,6 +5,7 @@ elsewhere) is the reference: on every log here both paths must yield equal Arrow
 (schema, values, order, chunk boundaries), the same counters, and the same error (class,
 message, file, partition, offset, byte position) or quarantine rows. One test also checks
 the fast path's rows against values worked out by hand."""
+
 from __future__ import annotations
 
 import glob
@@ -18,20 +19,26 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lib.codec.serde import CoordinatorKey, encode_key
 from lib.codec.primitives import encode_uvarint
+from lib.codec.serde import CoordinatorKey, encode_key
 from lib.codec.writer import encode_batch, encode_control_batch, encode_legacy_message, encode_legacy_wrapper
 from lib.decode import SegmentDecoder
 from lib.testdata.generate import generate_log
-from lib.testdata.logbuilder import (PartitionLogBuilder, consumer_member, group_key, group_metadata_value, offset_commit_key,
-                            offset_commit_value)
+from lib.testdata.logbuilder import (
+    PartitionLogBuilder,
+    consumer_member,
+    group_key,
+    group_metadata_value,
+    offset_commit_key,
+    offset_commit_value,
+)
 
 fastdecode = pytest.importorskip("lib.decode.fast")
 kernels = pytest.importorskip("lib.testdata.kernels")
 
 PART = 7
 T = 1_700_000_000_000
-TOPIC_ID = "ASNFZ4mrze8BI0VniavN7w"   # 0123456789abcdef0123456789abcdef
+TOPIC_ID = "ASNFZ4mrze8BI0VniavN7w"  # 0123456789abcdef0123456789abcdef
 HAS_QUARANTINE = "quarantine" in inspect.signature(SegmentDecoder.__init__).parameters
 
 
@@ -42,7 +49,7 @@ def _run(fast: bool, path: str, quarantine: bool = False, **kw):
     try:
         for b in dec:
             batches.append(b)
-    except Exception as e:      # compared below, class included
+    except Exception as e:  # compared below, class included
         err = e
     return dec, batches, err
 
@@ -64,8 +71,11 @@ def assert_same(path: str, quarantine: bool = False, **kw) -> list[pa.RecordBatc
             assert getattr(ferr, attr, None) == getattr(perr, attr, None), attr
     else:
         assert ferr is None, ferr
-        assert (fdec.records, fdec.next_offset, fdec.trailing_bytes) == \
-               (pdec.records, pdec.next_offset, pdec.trailing_bytes)
+        assert (fdec.records, fdec.next_offset, fdec.trailing_bytes) == (
+            pdec.records,
+            pdec.next_offset,
+            pdec.trailing_bytes,
+        )
     if quarantine:
         assert fdec.quarantine == pdec.quarantine
     return pb
@@ -84,17 +94,18 @@ def rows_of(batches) -> list[dict]:
 
 # --- a hand-built log with every kind of record -------------------------------------------------
 
+
 def rich_log(b: PartitionLogBuilder) -> PartitionLogBuilder:
     g = "group-a"
     b.commit(g, "t", 0, 10, T, version=0)
     b.commit(g, "t", 1, 11, T + 1, version=1, expire_ts=T + 86_400_000)
-    b.commit(g, "t", 2, 12, T + 2, version=1)                       # expire -1 -> null
+    b.commit(g, "t", 2, 12, T + 2, version=1)  # expire -1 -> null
     b.commit(g, "t", 3, 13, T + 3, version=2, metadata="meta")
     b.commit(g, "t", 4, 14, T + 4, version=3, leader_epoch=-1)
     b.commit(g, "t", 5, 15, T + 5, version=3, leader_epoch=9, metadata="x" * 5000)
     b.commit(g, "t", 6, 16, T + 6, version=4, topic_id=TOPIC_ID, metadata="ü€😀")
     b.commit(g, "t", 7, 17, T + 7, version=4)
-    b.commit(g, "t", 8, 18, -5, version=3)                          # negative timestamps -> null
+    b.commit(g, "t", 8, 18, -5, version=3)  # negative timestamps -> null
     b.commit("grüppe-😀", "tøpic", 0, 5, T, record_type=0, version="legacy")
     b.offset_tombstone(g, "t", 0, T + 8)
     b.offset_tombstone(g, "t", 1, T + 9, record_type=0)
@@ -106,17 +117,37 @@ def rich_log(b: PartitionLogBuilder) -> PartitionLogBuilder:
     b.group_tombstone("gone", T + 15)
     b.record(3, {"group_id": "g848"}, {"epoch": 5}, T + 16)
     key = struct.pack(">h", 99) + struct.pack(">h", 1) + b"u"
-    b.batch([(key, b"\x00\x00whatever", T + 17)])                 # unknown record type
-    b.batch([(offset_commit_key(g, "t", p), offset_commit_value(100 + p, T, version=3, leader_epoch=2), T + p)
-             for p in range(4)], gaps=[0, 2, 5, 6])               # compacted batch
-    b.batch([], gaps=[2])                                          # empty batch
+    b.batch([(key, b"\x00\x00whatever", T + 17)])  # unknown record type
+    b.batch(
+        [
+            (offset_commit_key(g, "t", p), offset_commit_value(100 + p, T, version=3, leader_epoch=2), T + p)
+            for p in range(4)
+        ],
+        gaps=[0, 2, 5, 6],
+    )  # compacted batch
+    b.batch([], gaps=[2])  # empty batch
     for codec in (1, 2, 3, 4):
-        b.batch([(offset_commit_key(f"c{codec}", "t", p), offset_commit_value(p, T, version=v), T + p)
-                 for p, v in enumerate((0, 1, 3, 4, 3))], compression=codec)
-    b.batch([(offset_commit_key(g, "t", 1), None, T), (group_key(g), None, T),
-             (offset_commit_key(g, "t", 2), offset_commit_value(1, T), T)])  # mixed batch -> Python
-    b.batch([(offset_commit_key(g, "t", p), offset_commit_value(p, T, version=4, topic_id=TOPIC_ID), T)
-             for p in range(3)], producer_id=44, producer_epoch=2, transactional=True, compression=4)
+        b.batch(
+            [
+                (offset_commit_key(f"c{codec}", "t", p), offset_commit_value(p, T, version=v), T + p)
+                for p, v in enumerate((0, 1, 3, 4, 3))
+            ],
+            compression=codec,
+        )
+    b.batch(
+        [
+            (offset_commit_key(g, "t", 1), None, T),
+            (group_key(g), None, T),
+            (offset_commit_key(g, "t", 2), offset_commit_value(1, T), T),
+        ]
+    )  # mixed batch -> Python
+    b.batch(
+        [(offset_commit_key(g, "t", p), offset_commit_value(p, T, version=4, topic_id=TOPIC_ID), T) for p in range(3)],
+        producer_id=44,
+        producer_epoch=2,
+        transactional=True,
+        compression=4,
+    )
     b.marker(44, True, T, producer_epoch=2)
     return b
 
@@ -127,9 +158,18 @@ def rich(tmp_path_factory):
     b = rich_log(PartitionLogBuilder(PART, start_offset=1000))
     # a log-append-time batch, and records with headers (the Python path)
     base = b.next_offset
-    b.raw(encode_batch(base, [(base, T, offset_commit_key("lat", "t", 0), offset_commit_value(1, T)),
-                              (base + 1, T + 5, offset_commit_key("lat", "t", 1), offset_commit_value(2, T))],
-                       log_append_time=True, max_timestamp=T + 99), 2)
+    b.raw(
+        encode_batch(
+            base,
+            [
+                (base, T, offset_commit_key("lat", "t", 0), offset_commit_value(1, T)),
+                (base + 1, T + 5, offset_commit_key("lat", "t", 1), offset_commit_value(2, T)),
+            ],
+            log_append_time=True,
+            max_timestamp=T + 99,
+        ),
+        2,
+    )
     folder = b.write(str(d))
     return glob.glob(os.path.join(folder, "*.log"))[0]
 
@@ -159,12 +199,47 @@ def test_rich_log_rows_hand_checked(rich):
     by_offset = {r["log_offset"]: r for r in rows}
     assert min(by_offset) == 1000 and max(by_offset) == 1058 and len(rows) == 53
     r = by_offset[1000]
-    assert (r["offsets_partition"], r["batch_base_offset"], r["magic"], r["compression"], r["record_type"],
-            r["record_type_name"], r["key_version"], r["value_version"], r["group_id"], r["topic"], r["partition"],
-            r["committed_offset"], r["leader_epoch"], r["metadata"], r["expire_timestamp"], r["topic_id"],
-            r["decode_status"], r["is_tombstone"], r["segment_file"]) == \
-        (PART, 1000, 2, "none", 1, "OffsetCommit", 0, 0, "group-a", "t", 0, 10, None, "", None, None, "ok", False,
-         "00000000000000001000.log")
+    assert (
+        r["offsets_partition"],
+        r["batch_base_offset"],
+        r["magic"],
+        r["compression"],
+        r["record_type"],
+        r["record_type_name"],
+        r["key_version"],
+        r["value_version"],
+        r["group_id"],
+        r["topic"],
+        r["partition"],
+        r["committed_offset"],
+        r["leader_epoch"],
+        r["metadata"],
+        r["expire_timestamp"],
+        r["topic_id"],
+        r["decode_status"],
+        r["is_tombstone"],
+        r["segment_file"],
+    ) == (
+        PART,
+        1000,
+        2,
+        "none",
+        1,
+        "OffsetCommit",
+        0,
+        0,
+        "group-a",
+        "t",
+        0,
+        10,
+        None,
+        "",
+        None,
+        None,
+        "ok",
+        False,
+        "00000000000000001000.log",
+    )
     assert r["log_timestamp"].timestamp() * 1000 == T == r["commit_timestamp"].timestamp() * 1000
     assert by_offset[1001]["expire_timestamp"].timestamp() * 1000 == T + 86_400_000
     assert by_offset[1002]["expire_timestamp"] is None
@@ -174,31 +249,48 @@ def test_rich_log_rows_hand_checked(rich):
     assert by_offset[1007]["topic_id"] is None
     assert by_offset[1008]["log_timestamp"] is None and by_offset[1008]["commit_timestamp"] is None
     r = by_offset[1009]
-    assert (r["record_type"], r["record_type_name"], r["group_id"], r["topic"]) == \
-        (0, "LegacyOffsetCommit", "grüppe-😀", "tøpic")
+    assert (r["record_type"], r["record_type_name"], r["group_id"], r["topic"]) == (
+        0,
+        "LegacyOffsetCommit",
+        "grüppe-😀",
+        "tøpic",
+    )
     r = by_offset[1010]
     assert (r["is_tombstone"], r["value_version"], r["committed_offset"], r["raw_value"]) == (True, None, None, None)
     assert r["raw_key"] == offset_commit_key("group-a", "t", 0)
     r = by_offset[1014]
-    assert (r["is_control"], r["is_transactional"], r["control_type"], r["coordinator_epoch"], r["producer_id"],
-            r["record_type"], r["key_version"], r["value_version"], r["group_id"]) == \
-        (True, True, "COMMIT", 3, 42, None, 0, 0, None)
+    assert (
+        r["is_control"],
+        r["is_transactional"],
+        r["control_type"],
+        r["coordinator_epoch"],
+        r["producer_id"],
+        r["record_type"],
+        r["key_version"],
+        r["value_version"],
+        r["group_id"],
+    ) == (True, True, "COMMIT", 3, 42, None, 0, 0, None)
     assert by_offset[1016]["control_type"] == "ABORT"
     assert by_offset[1019]["decode_status"] == "unknown_type"
     assert [o for o in by_offset if 1020 <= o < 1030] == [1020, 1022, 1025, 1026]
     gz = [r for r in rows if r["group_id"] == "c1"]
-    assert [(r["compression"], r["value_version"], r["committed_offset"]) for r in gz] == \
-        [("gzip", 0, 0), ("gzip", 1, 1), ("gzip", 3, 2), ("gzip", 4, 3), ("gzip", 3, 4)]
+    assert [(r["compression"], r["value_version"], r["committed_offset"]) for r in gz] == [
+        ("gzip", 0, 0),
+        ("gzip", 1, 1),
+        ("gzip", 3, 2),
+        ("gzip", 4, 3),
+        ("gzip", 3, 4),
+    ]
     lat = [r for r in rows if r["group_id"] == "lat"]
     assert [r["log_timestamp"].timestamp() * 1000 for r in lat] == [T + 99, T + 99]
 
 
 # --- generated logs (the benchmark's generator) ---------------------------------------------------
 
+
 @pytest.mark.parametrize("seed,share", [(1, 0.1), (2, 0.6)])
 def test_generated_logs(tmp_path, seed, share):
-    generate_log(str(tmp_path), 2500, partitions=3, groups=40, seed=seed, compressed_share=share,
-                 segment_bytes=30_000)
+    generate_log(str(tmp_path), 2500, partitions=3, groups=40, seed=seed, compressed_share=share, segment_bytes=30_000)
     paths = sorted(glob.glob(os.path.join(str(tmp_path), "*", "*.log")))
     assert len(paths) > 3
     for p in paths:
@@ -207,6 +299,7 @@ def test_generated_logs(tmp_path, seed, share):
 
 
 # --- legacy formats ----------------------------------------------------------------------------------
+
 
 def test_legacy_magic_0_and_1_between_batches(tmp_path):
     k = offset_commit_key("old", "t", 0)
@@ -226,14 +319,17 @@ def test_legacy_magic_0_and_1_between_batches(tmp_path):
 
 # --- bad input: the same error (or quarantine rows) as the Python path ------------------------------
 
+
 def _good(offset: int, n: int = 3, **kw) -> bytes:
-    return encode_batch(offset, [(offset + i, T, offset_commit_key("g", "t", i), offset_commit_value(i, T))
-                                 for i in range(n)], **kw)
+    return encode_batch(
+        offset, [(offset + i, T, offset_commit_key("g", "t", i), offset_commit_value(i, T)) for i in range(n)], **kw
+    )
 
 
 def _with_key_and_value(offset: int, key, value) -> bytes:
-    return encode_batch(offset, [(offset, T, offset_commit_key("g", "t", 0), offset_commit_value(1, T)),
-                                 (offset + 1, T, key, value)])
+    return encode_batch(
+        offset, [(offset, T, offset_commit_key("g", "t", 0), offset_commit_value(1, T)), (offset + 1, T, key, value)]
+    )
 
 
 def _bad_inputs() -> dict[str, bytes]:
@@ -251,17 +347,17 @@ def _bad_inputs() -> dict[str, bytes]:
         "null key": ok + _with_key_and_value(3, None, b"\x00\x01"),
         "short key": ok + _with_key_and_value(3, b"\x00", None),
         "invalid utf-8 group": ok + _with_key_and_value(3, b"\x00\x01\x00\x02\xc3\x28\x00\x01t\x00\x00\x00\x00", None),
-        "surrogate in topic": ok + _with_key_and_value(3, b"\x00\x01\x00\x01g\x00\x03\xed\xa0\x80\x00\x00\x00\x00",
-                                                       None),
+        "surrogate in topic": ok
+        + _with_key_and_value(3, b"\x00\x01\x00\x01g\x00\x03\xed\xa0\x80\x00\x00\x00\x00", None),
         "truncated partition": ok + _with_key_and_value(3, b"\x00\x01\x00\x01g\x00\x01t\x00\x00", None),
         "value version 5": ok + _with_key_and_value(3, k, struct.pack(">hq", 5, 1) + b"\x00" * 20),
-        "legacy key with v1 value": ok + _with_key_and_value(3, offset_commit_key("g", "t", 0, 0),
-                                                             offset_commit_value(1, T, version=1)),
+        "legacy key with v1 value": ok
+        + _with_key_and_value(3, offset_commit_key("g", "t", 0, 0), offset_commit_value(1, T, version=1)),
         "value without version": ok + _with_key_and_value(3, k, b"\x00"),
         "truncated value": ok + _with_key_and_value(3, k, offset_commit_value(1, T)[:-3]),
         "null metadata": ok + _with_key_and_value(3, k, struct.pack(">hqhq", 1, 1, -1, T)),
-        "bad topic id size": ok + _with_key_and_value(3, k, struct.pack(">hqi", 4, 1, 0) + b"\x01" +
-                                                      struct.pack(">q", T) + b"\x01\x00\x03abc"),
+        "bad topic id size": ok
+        + _with_key_and_value(3, k, struct.pack(">hqi", 4, 1, 0) + b"\x01" + struct.pack(">q", T) + b"\x01\x00\x03abc"),
         "unknown value version of a group": ok + _with_key_and_value(3, group_key("g"), b"\x00\x09"),
         "bad compressed data": ok + (lambda b: b[:61] + b"\x00" * (len(b) - 61))(_good(3, compression=4)),
         "record count too high": ok + (lambda b: b[:57] + struct.pack(">i", 50) + b[61:])(_good(3)),
@@ -275,6 +371,7 @@ def _bad_inputs() -> dict[str, bytes]:
 def _fix_crcs(data: bytes) -> bytes:
     """Recompute every complete magic-2 batch CRC (so the intended defect is what is found)."""
     import crc32c
+
     out = bytearray(data)
     pos = 0
     while len(out) - pos >= 17:
@@ -282,9 +379,9 @@ def _fix_crcs(data: bytes) -> bytes:
         if size < 14 or pos + 12 + size > len(out):
             break
         if out[pos + 16] == 2 and size >= 9:
-            out[pos + 17:pos + 21] = struct.pack(">I", crc32c.crc32c(bytes(out[pos + 21:pos + 12 + size])))
+            out[pos + 17 : pos + 21] = struct.pack(">I", crc32c.crc32c(bytes(out[pos + 21 : pos + 12 + size])))
         elif out[pos + 16] in (0, 1):
-            out[pos + 12:pos + 16] = struct.pack(">I", zlib.crc32(bytes(out[pos + 16:pos + 12 + size])))
+            out[pos + 12 : pos + 16] = struct.pack(">I", zlib.crc32(bytes(out[pos + 16 : pos + 12 + size])))
         pos += 12 + size
     return bytes(out)
 
@@ -320,11 +417,11 @@ _text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
 @st.composite
 def commit_records(draw):
     rtype = draw(st.sampled_from((0, 1)))
-    key = encode_key(CoordinatorKey(rtype, draw(_text), draw(_text), draw(st.integers(-2**31, 2**31 - 1))))
+    key = encode_key(CoordinatorKey(rtype, draw(_text), draw(_text), draw(st.integers(-(2**31), 2**31 - 1))))
     if draw(st.integers(0, 9)) == 0:
         return key, None
     version = 0 if rtype == 0 else draw(st.integers(0, 4))
-    offset = draw(st.integers(-2**63, 2**63 - 1))
+    offset = draw(st.integers(-(2**63), 2**63 - 1))
     epoch = draw(st.sampled_from((-1, 0, 7, 2**31 - 1)))
     meta = draw(_text).encode("utf-8")
     ts = draw(st.sampled_from((-1, 0, T, 2**62, 9_223_372_036_854_775)))
@@ -344,9 +441,9 @@ def commit_records(draw):
         for tag, raw in tags:
             value += bytes([tag, len(raw)]) + raw
     if draw(st.integers(0, 19)) == 0:
-        value += b"\x00\x01"          # trailing bytes after the value (accepted, as by Kafka)
+        value += b"\x00\x01"  # trailing bytes after the value (accepted, as by Kafka)
     if draw(st.integers(0, 29)) == 0:
-        value = value[:draw(st.integers(0, len(value)))]   # truncated: an error
+        value = value[: draw(st.integers(0, len(value)))]  # truncated: an error
     return key, value
 
 
@@ -369,19 +466,27 @@ def logs(draw):
             data += encode_batch(offset, [], last_offset_delta=draw(st.integers(0, 3)))
             offset += 1
             continue
-        data += encode_batch(offset, [(offset + i, ts + i, k, v) for i, (k, v) in enumerate(recs)],
-                             compression=draw(st.sampled_from((0, 0, 0, 1, 2, 3, 4))),
-                             transactional=kind == 3, producer_id=9 if kind == 3 else -1,
-                             log_append_time=kind == 4)
+        data += encode_batch(
+            offset,
+            [(offset + i, ts + i, k, v) for i, (k, v) in enumerate(recs)],
+            compression=draw(st.sampled_from((0, 0, 0, 1, 2, 3, 4))),
+            transactional=kind == 3,
+            producer_id=9 if kind == 3 else -1,
+            log_append_time=kind == 4,
+        )
         offset += len(recs)
-    if draw(st.integers(0, 4)) == 0 and len(data) > 20:   # flip one byte
+    if draw(st.integers(0, 4)) == 0 and len(data) > 20:  # flip one byte
         pos = draw(st.integers(0, len(data) - 1))
         data[pos] ^= draw(st.integers(1, 255))
     return bytes(data), first, offset
 
 
-@settings(max_examples=300, derandomize=True, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=300,
+    derandomize=True,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(log=logs(), chunk=st.integers(1, 9), start_delta=st.integers(-2, 12))
 def test_random_commits_same_as_python(log, chunk, start_delta):
     data, first, end = log
@@ -393,6 +498,7 @@ def test_random_commits_same_as_python(log, chunk, start_delta):
 
 # --- the measuring function ----------------------------------------------------------------------
 
+
 def test_measure_decode_reports_both_rates(tmp_path):
     generate_log(str(tmp_path), 600, partitions=1, groups=10)
     paths = sorted(glob.glob(os.path.join(str(tmp_path), "*", "*.log")))
@@ -403,6 +509,7 @@ def test_measure_decode_reports_both_rates(tmp_path):
 
 def test_kernel_crc32c_matches_the_crc32c_package():
     import crc32c
+
     for data in (b"", b"a", b"123456789", bytes(range(256)) * 5, os.urandom(1001)):
         assert fastdecode.crc32c(data) == crc32c.crc32c(data)
-    assert fastdecode.crc32c(b"123456789") == 0xE3069283     # the CRC-32C check value
+    assert fastdecode.crc32c(b"123456789") == 0xE3069283  # the CRC-32C check value

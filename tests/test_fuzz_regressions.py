@@ -2,6 +2,7 @@
 
 Each failed with an exception outside the DecodeError family (so a replay died with a Python
 traceback instead of a message naming the file, partition and offset), or lost rows silently."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -15,7 +16,7 @@ from lib.decode import SegmentDecoder
 from lib.testdata.logbuilder import T0, offset_commit_key, offset_commit_value
 
 PATH = "/logs/__consumer_offsets-3/00000000000000000000.log"
-MAX = 2 ** 63 - 1
+MAX = 2**63 - 1
 
 
 def decode(data: bytes, **kw):
@@ -29,10 +30,10 @@ def commit(offset: int, commit_ts: int, **kw) -> tuple[bytes, bytes]:
 
 # --- timestamps beyond what a TIMESTAMP column holds (found: ArrowInvalid out of bounds) ---------
 
-LATEST = dt.datetime(9999, 12, 31, 23, 59, 59, 999000, tzinfo=dt.timezone.utc)   # Spark's last TIMESTAMP
+LATEST = dt.datetime(9999, 12, 31, 23, 59, 59, 999000, tzinfo=dt.UTC)  # Spark's last TIMESTAMP
 
 
-@pytest.mark.parametrize("commit_ts", [253_402_300_800_000, 2 ** 56, 2 ** 62, MAX])
+@pytest.mark.parametrize("commit_ts", [253_402_300_800_000, 2**56, 2**62, MAX])
 def test_commit_and_expire_timestamps_after_year_9999_are_stored_as_the_latest_instant(commit_ts):
     # Kafka keeps any int64 here (v1 values carry client-chosen timestamps); the row keeps the
     # exact bytes and the columns hold the latest instant Spark's TIMESTAMP supports.
@@ -60,7 +61,8 @@ def test_log_timestamp_overflowing_int64_from_base_plus_delta():
 
 def test_group_state_timestamp_beyond_the_column():
     from lib.testdata.logbuilder import group_key, group_metadata_value
-    data = encode_batch(0, [(0, T0, group_key("g"), group_metadata_value(state_ts=2 ** 62, members=[]))])
+
+    data = encode_batch(0, [(0, T0, group_key("g"), group_metadata_value(state_ts=2**62, members=[]))])
     (row,), _ = decode(data)
     assert row["group_metadata"]["current_state_timestamp"] == LATEST
 
@@ -68,14 +70,15 @@ def test_group_state_timestamp_beyond_the_column():
 # --- offsets outside 0..2^63-2 (found: OverflowError in the Arrow conversion; negative
 # offsets were dropped silently by the start-offset filter) --------------------------------
 
+
 def three_records(base: int) -> bytes:
     k, v = commit(1, T0)
     data = bytearray(encode_batch(0, [(0, T0, k, v), (1, T0, k, v), (2, T0, k, v)]))
-    data[0:8] = struct.pack(">q", base)        # the base offset is not covered by the CRC
+    data[0:8] = struct.pack(">q", base)  # the base offset is not covered by the CRC
     return bytes(data)
 
 
-@pytest.mark.parametrize("base", [MAX, MAX - 1, MAX - 2, -1, -5, -2 ** 63])
+@pytest.mark.parametrize("base", [MAX, MAX - 1, MAX - 2, -1, -5, -(2**63)])
 def test_batch_offsets_outside_the_int64_log_range_are_corrupt(base):
     with pytest.raises(CorruptBatchError) as e:
         decode(three_records(base))
@@ -119,7 +122,7 @@ def test_legacy_wrapper_inner_offsets_overflowing_are_corrupt():
     # magic 1: absolute = wrapper offset - last inner + inner; a wrapper at MAX - 1 whose inner
     # relative offsets are 0 and -2^40 puts the first record beyond 2^63-1
     k, v = commit(1, T0)
-    data = encode_legacy_wrapper([(0, T0, k, v), (-2 ** 40, T0, k, v)], 1, 1)
+    data = encode_legacy_wrapper([(0, T0, k, v), (-(2**40), T0, k, v)], 1, 1)
     data = struct.pack(">q", MAX - 1) + data[8:]
     with pytest.raises(CorruptBatchError, match="outside"):
         decode(data)
@@ -156,17 +159,25 @@ def test_snappy_block_claiming_4_gib_is_corrupt_even_under_a_memory_limit(framin
     import sys
 
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    out = subprocess.run([sys.executable, "-c", BOMB_SCRIPT, framing], cwd=repo, capture_output=True, text=True,
-                         env={**os.environ, "PYTHONPATH": repo}, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", BOMB_SCRIPT, framing],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": repo},
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == (
         "snappy block of 6 bytes claims 4294967295 bytes uncompressed "
-        "(file /logs/__consumer_offsets-3/00000000000000000000.log, partition 3, log offset 9, byte position 0)")
+        "(file /logs/__consumer_offsets-3/00000000000000000000.log, partition 3, log offset 9, byte position 0)"
+    )
 
 
 def test_snappy_at_its_largest_expansion_still_decodes():
     from lib.codec.compression import compress, decompress
-    data = b"a" * 1_000_000          # compresses about 21 times (64-byte copies)
+
+    data = b"a" * 1_000_000  # compresses about 21 times (64-byte copies)
     packed = compress(2, data)
     assert len(data) > 20 * (len(packed) - 20)
     assert decompress(2, packed, 2) == data

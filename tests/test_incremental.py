@@ -4,6 +4,7 @@ The log grows in phases, each followed by an incremental run: transactions whose
 ABORT marker arrives in a later run, tombstones of offsets committed runs ago, groups that
 change, empty and get deleted, KIP-848 groups, a new segment. A fresh full replay of the
 final log must leave exactly the same tables."""
+
 from __future__ import annotations
 
 import pytest
@@ -16,12 +17,24 @@ pytestmark = pytest.mark.spark
 DAY = 86_400_000
 NOW = 1_700_000_000_000 + 30 * DAY
 T = NOW - 2 * DAY
-STATE_TABLES = ("offsets_log", "group_offsets", "expired_offsets", "pending_transactional_offsets",
-                "consumer_groups", "expired_groups", "group_fold_state")
-KEYS = {"offsets_log": ("offsets_partition", "log_offset"),
-        "group_offsets": ("group_id", "topic", "partition"), "expired_offsets": ("group_id", "topic", "partition"),
-        "pending_transactional_offsets": ("producer_id", "group_id", "topic", "partition"),
-        "consumer_groups": ("group_id",), "expired_groups": ("group_id",), "group_fold_state": ("group_id",)}
+STATE_TABLES = (
+    "offsets_log",
+    "group_offsets",
+    "expired_offsets",
+    "pending_transactional_offsets",
+    "consumer_groups",
+    "expired_groups",
+    "group_fold_state",
+)
+KEYS = {
+    "offsets_log": ("offsets_partition", "log_offset"),
+    "group_offsets": ("group_id", "topic", "partition"),
+    "expired_offsets": ("group_id", "topic", "partition"),
+    "pending_transactional_offsets": ("producer_id", "group_id", "topic", "partition"),
+    "consumer_groups": ("group_id",),
+    "expired_groups": ("group_id",),
+    "group_fold_state": ("group_id",),
+}
 
 
 def phases():
@@ -30,44 +43,61 @@ def phases():
     def phase1():
         b0.group("g", T, generation=1, members=[consumer_member("m1", ["t"], {"t": [0, 1]})])
         b0.commit("g", "t", 0, 10, T).commit("g", "t", 1, 11, T)
-        b0.commit("g", "t", 0, 50, T, producer_id=7)                     # marker comes in phase 2
-        b0.commit("g", "t", 2, 55, T, producer_id=7)                     # ... and is all that sets t-2
-        b0.commit("g", "t", 1, 60, T, producer_id=8)                     # aborted in phase 3
+        b0.commit("g", "t", 0, 50, T, producer_id=7)  # marker comes in phase 2
+        b0.commit("g", "t", 2, 55, T, producer_id=7)  # ... and is all that sets t-2
+        b0.commit("g", "t", 1, 60, T, producer_id=8)  # aborted in phase 3
         b1.commit("s", "x", 0, 1, T).commit("s", "x", 1, 2, T)
         b1.record(3, {"group_id": "k"}, {"epoch": 2}, T)
-        b1.record(5, {"group_id": "k", "member_id": "a"}, {"clientId": "c", "clientHost": "/h",
-                                                            "subscribedTopicNames": ["x"],
-                                                            "classicMemberMetadata": None}, T)
+        b1.record(
+            5,
+            {"group_id": "k", "member_id": "a"},
+            {"clientId": "c", "clientHost": "/h", "subscribedTopicNames": ["x"], "classicMemberMetadata": None},
+            T,
+        )
         b1.record(6, {"group_id": "k"}, {"assignmentEpoch": 2}, T)
-        b1.record(8, {"group_id": "k", "member_id": "a"}, {"memberEpoch": 2, "previousMemberEpoch": 1, "state": 0,
-                                                            "assignedPartitions": [],
-                                                            "partitionsPendingRevocation": []}, T)
+        b1.record(
+            8,
+            {"group_id": "k", "member_id": "a"},
+            {
+                "memberEpoch": 2,
+                "previousMemberEpoch": 1,
+                "state": 0,
+                "assignedPartitions": [],
+                "partitionsPendingRevocation": [],
+            },
+            T,
+        )
 
     def phase2():
         b0.marker(7, True, T + 1)
-        b0.commit("g", "t", 0, 20, T + 2)                                # newer than the txn record: wins
+        b0.commit("g", "t", 0, 20, T + 2)  # newer than the txn record: wins
         b1.offset_tombstone("s", "x", 0, T + 3)
         b1.roll()
-        b1.commit("old", "y", 0, 3, NOW - 9 * DAY)                       # expires
-        b0.group("g", T + 4, generation=2, members=[consumer_member("m1", ["t"], {"t": [0]}),
-                                                    consumer_member("m2", ["t"], {"t": [1]})])
+        b1.commit("old", "y", 0, 3, NOW - 9 * DAY)  # expires
+        b0.group(
+            "g",
+            T + 4,
+            generation=2,
+            members=[consumer_member("m1", ["t"], {"t": [0]}), consumer_member("m2", ["t"], {"t": [1]})],
+        )
 
     def phase3():
         b0.marker(8, False, T + 5)
-        b0.commit("g", "t", 1, 70, T + 6, producer_id=9)                 # still open at the end
-        b1.offset_tombstone("s", "x", 1, T + 7)                          # s loses its last offset
-        b1.record(8, {"group_id": "k", "member_id": "a"}, None, T + 8)   # k is deleted, Kafka's order
+        b0.commit("g", "t", 1, 70, T + 6, producer_id=9)  # still open at the end
+        b1.offset_tombstone("s", "x", 1, T + 7)  # s loses its last offset
+        b1.record(8, {"group_id": "k", "member_id": "a"}, None, T + 8)  # k is deleted, Kafka's order
         b1.record(5, {"group_id": "k", "member_id": "a"}, None, T + 8)
         b1.record(6, {"group_id": "k"}, None, T + 8)
         b1.record(3, {"group_id": "k"}, None, T + 8)
-        b0.group("g", T + 9, generation=3, state_ts=T + 9, members=[])   # g becomes Empty
+        b0.group("g", T + 9, generation=3, state_ts=T + 9, members=[])  # g becomes Empty
 
     return (b0, b1), (phase1, phase2, phase3)
 
 
 def snapshot(spark, warehouse) -> dict:
-    return {t: sorted(rows(spark, str(warehouse), t), key=lambda r: tuple(str(r[k]) for k in KEYS[t]))
-            for t in STATE_TABLES}
+    return {
+        t: sorted(rows(spark, str(warehouse), t), key=lambda r: tuple(str(r[k]) for k in KEYS[t])) for t in STATE_TABLES
+    }
 
 
 def test_incremental_runs_equal_one_full_run(spark, replay_logdir, tmp_path):
@@ -111,27 +141,47 @@ def test_a_run_with_nothing_new_changes_no_row(spark, replay_logdir, tmp_path):
     a run with nothing new makes no commit at all."""
     from lib.spark.delta import commit_history
 
-    b = PartitionLogBuilder(0).commit("g", "t", 0, 1, T).group("h", T, members=[consumer_member("m", ["t"], {"t": [0]})])
+    b = (
+        PartitionLogBuilder(0)
+        .commit("g", "t", 0, 1, T)
+        .group("h", T, members=[consumer_member("m", ["t"], {"t": [0]})])
+    )
     b.write(str(tmp_path / "log"))
     replay_logdir(tmp_path / "log", tmp_path / "wh", NOW)
     b.commit("g", "t", 1, 2, T)
     b.write(str(tmp_path / "log"))
-    tables = ("offsets_log", "group_offsets", "consumer_groups", "group_fold_state", "replay_checkpoints",
-              "expired_offsets", "pending_transactional_offsets", "expired_groups")
+    tables = (
+        "offsets_log",
+        "group_offsets",
+        "consumer_groups",
+        "group_fold_state",
+        "replay_checkpoints",
+        "expired_offsets",
+        "pending_transactional_offsets",
+        "expired_groups",
+    )
 
     def versions():
-        return {t: commit_history(None, str(tmp_path / "wh" / t), 1)[0][0]
-                for t in tables if (tmp_path / "wh" / t).exists()}
+        return {
+            t: commit_history(None, str(tmp_path / "wh" / t), 1)[0][0] for t in tables if (tmp_path / "wh" / t).exists()
+        }
 
     before = versions()
-    result = replay_logdir(tmp_path / "log", tmp_path / "wh", NOW)           # one new offset
+    result = replay_logdir(tmp_path / "log", tmp_path / "wh", NOW)  # one new offset
     after = versions()
     assert result.records == 1
-    assert {t for t in after if after[t] != before.get(t)} == {"offsets_log", "group_offsets", "consumer_groups",
-                                                               "group_fold_state", "replay_checkpoints"}
-    assert {(r["partition"], r["committed_offset"]) for r in rows(spark, str(tmp_path / "wh"), "group_offsets")} == \
-        {(0, 1), (1, 2)}
-    result = replay_logdir(tmp_path / "log", tmp_path / "wh", NOW)           # nothing new
+    assert {t for t in after if after[t] != before.get(t)} == {
+        "offsets_log",
+        "group_offsets",
+        "consumer_groups",
+        "group_fold_state",
+        "replay_checkpoints",
+    }
+    assert {(r["partition"], r["committed_offset"]) for r in rows(spark, str(tmp_path / "wh"), "group_offsets")} == {
+        (0, 1),
+        (1, 2),
+    }
+    result = replay_logdir(tmp_path / "log", tmp_path / "wh", NOW)  # nothing new
     assert (result.records, result.skipped_partitions) == (0, 1)
     assert versions() == after
 
@@ -142,21 +192,23 @@ def test_a_segment_rewritten_by_the_cleaner_is_read_from_its_start(spark, replay
     read from its start (stepping over what the checkpoint already covers)."""
     b = PartitionLogBuilder(0)
     for v in range(1, 7):
-        b.commit("g", "t", 0, v, T)                      # offsets 0..5, one batch each
+        b.commit("g", "t", 0, v, T)  # offsets 0..5, one batch each
     b.write(str(tmp_path / "log"))
     replay_logdir(tmp_path / "log", tmp_path / "wh", NOW)
     old_size = (tmp_path / "log" / "__consumer_offsets-0" / "00000000000000000000.log").stat().st_size
     cleaned = PartitionLogBuilder(0)
-    cleaned.next_offset = 5                              # the cleaner kept offset 5 only, same file
+    cleaned.next_offset = 5  # the cleaner kept offset 5 only, same file
     cleaned.commit("g", "t", 0, 6, T)
     for v in range(7, 17):
-        cleaned.commit("g", "t", 1, v, T)                # offsets 6..15, appended since
+        cleaned.commit("g", "t", 1, v, T)  # offsets 6..15, appended since
     cleaned.write(str(tmp_path / "log"))
     assert (tmp_path / "log" / "__consumer_offsets-0" / "00000000000000000000.log").stat().st_size > old_size
     result = replay_logdir(tmp_path / "log", tmp_path / "wh", NOW)
     assert result.records == 10
-    assert {(r["partition"], r["committed_offset"], r["log_offset"])
-            for r in rows(spark, str(tmp_path / "wh"), "group_offsets")} == {(0, 6, 5), (1, 16, 15)}
+    assert {
+        (r["partition"], r["committed_offset"], r["log_offset"])
+        for r in rows(spark, str(tmp_path / "wh"), "group_offsets")
+    } == {(0, 6, 5), (1, 16, 15)}
 
 
 def test_an_incremental_run_starts_where_the_last_one_stopped(spark, replay_logdir, tmp_path):
@@ -169,7 +221,7 @@ def test_an_incremental_run_starts_where_the_last_one_stopped(spark, replay_logd
     b.commit("g", "t", 0, 3, T)
     segment = b.write(str(tmp_path / "log")) + "/00000000000000000000.log"
     data = bytearray(open(segment, "rb").read())
-    data[8:12] = struct.pack(">i", 5)                    # the first batch's length, now impossible
+    data[8:12] = struct.pack(">i", 5)  # the first batch's length, now impossible
     open(segment, "wb").write(bytes(data))
     result = replay_logdir(tmp_path / "log", tmp_path / "wh", NOW)
     assert result.records == 1

@@ -1,6 +1,7 @@
 """The layers of lib/ (lib/__init__.py) import only the layers below them, and the JVM-free
 ones never load pyspark: checked statically over every import statement (function-level ones
 too) and at run time in a fresh interpreter."""
+
 from __future__ import annotations
 
 import ast
@@ -23,9 +24,19 @@ ALLOWED = {
     "testdata": {"codec", "decode", "replay", "source"},
     "cli": set(),
 }
-PYSPARK_FREE = ["lib.codec", "lib.decode", "lib.replay", "lib.replay.engine", "lib.replay.groups",
-                "lib.replay.offsets", "lib.replay.expiry", "lib.source.logdir", "lib.source.live",
-                "lib.lake.partition_task", "lib.coordinator"]
+PYSPARK_FREE = [
+    "lib.codec",
+    "lib.decode",
+    "lib.replay",
+    "lib.replay.engine",
+    "lib.replay.groups",
+    "lib.replay.offsets",
+    "lib.replay.expiry",
+    "lib.source.logdir",
+    "lib.source.live",
+    "lib.lake.partition_task",
+    "lib.coordinator",
+]
 
 
 def _layer_of(module: str) -> str | None:
@@ -50,7 +61,7 @@ def test_each_layer_imports_only_the_layers_below_it():
         layer = rel.parts[1].removesuffix(".py") if len(rel.parts) > 1 else None
         if layer not in ALLOWED:
             continue
-        spark_twin = path.name.endswith("_spark.py")     # Spark-expression twins of a rule
+        spark_twin = path.name.endswith("_spark.py")  # Spark-expression twins of a rule
         for line, module in _imports(path):
             target = _layer_of(module)
             if module.split(".")[0] in ("jobs", "tests"):
@@ -63,15 +74,22 @@ def test_each_layer_imports_only_the_layers_below_it():
 
 
 def test_production_code_never_imports_the_test_data_builders():
-    wrong = [f"{p.relative_to(REPO)}:{line} imports {m}"
-             for top in ("lib", "jobs") for p in sorted((REPO / top).rglob("*.py"))
-             if "testdata" not in p.parts and p.name != "bench.py"
-             for line, m in _imports(p) if m.startswith("lib.testdata")]
+    wrong = [
+        f"{p.relative_to(REPO)}:{line} imports {m}"
+        for top in ("lib", "jobs")
+        for p in sorted((REPO / top).rglob("*.py"))
+        if "testdata" not in p.parts and p.name != "bench.py"
+        for line, m in _imports(p)
+        if m.startswith("lib.testdata")
+    ]
     assert wrong == []
 
 
 def test_the_jvm_free_layers_do_not_load_pyspark():
-    code = ("import sys\n" + "".join(f"import {m}\n" for m in PYSPARK_FREE)
-            + "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pyspark', 'py4j')))")
+    code = (
+        "import sys\n"
+        + "".join(f"import {m}\n" for m in PYSPARK_FREE)
+        + "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pyspark', 'py4j')))"
+    )
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

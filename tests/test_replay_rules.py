@@ -3,16 +3,20 @@
 Every scenario lives on its own group in the partition Kafka would give it (4 partitions),
 the whole log is replayed once, and each test checks its group's rows against values
 worked out by hand from the spec."""
+
 from __future__ import annotations
 
 import struct
 
 import pytest
 
-from lib.codec.serde import CoordinatorKey, encode_key
-from lib.testdata.logbuilder import (PartitionLogBuilder, consumer_member, group_metadata_value, group_key,
-                            offset_commit_key, offset_commit_value)
 from lib.replay.partitioning import partition_for
+from lib.testdata.logbuilder import (
+    PartitionLogBuilder,
+    consumer_member,
+    offset_commit_key,
+    offset_commit_value,
+)
 from tests.conftest import rows
 
 pytestmark = pytest.mark.spark
@@ -23,8 +27,8 @@ NOW = 1_700_000_000_000 + 30 * DAY
 RECENT = NOW - DAY
 OLD = NOW - 8 * DAY
 RETENTION_MIN = 10080
-TOPIC_ID = "ASNFZ4mrze8BI0VniavN7w"   # 0123456789abcdef0123456789abcdef
-PAYMENTS_ID = "AAECAwQFBgcICQoLDA0ODw"   # 000102030405060708090a0b0c0d0e0f
+TOPIC_ID = "ASNFZ4mrze8BI0VniavN7w"  # 0123456789abcdef0123456789abcdef
+PAYMENTS_ID = "AAECAwQFBgcICQoLDA0ODw"  # 000102030405060708090a0b0c0d0e0f
 
 
 def same_partition_pair(prefix: str) -> tuple[str, str]:
@@ -41,7 +45,7 @@ TXN_A, TXN_B = same_partition_pair("txn-multi")
 class Scenario:
     def __init__(self):
         self.builders = {p: PartitionLogBuilder(p) for p in range(N)}
-        self.offsets: dict[str, int] = {}   # name -> log offset of interesting records
+        self.offsets: dict[str, int] = {}  # name -> log offset of interesting records
 
     def on(self, group: str) -> PartitionLogBuilder:
         return self.builders[partition_for(group, N)]
@@ -86,13 +90,13 @@ def build(s: Scenario) -> None:
     s.on(g).commit(g, "t", 0, 100, RECENT, producer_id=1005).offset_tombstone(g, "t", 0, RECENT)
     s.on(g).marker(1005, True, RECENT)
 
-    g = "txn-tombstone-clears-open"   # no marker yet: the tombstone still removed the pending entry
+    g = "txn-tombstone-clears-open"  # no marker yet: the tombstone still removed the pending entry
     s.on(g).commit(g, "t", 0, 100, RECENT, producer_id=1008).offset_tombstone(g, "t", 0, RECENT)
 
     s.on(TXN_A).commit(TXN_A, "t", 0, 1, RECENT, producer_id=1006).commit(TXN_B, "t", 0, 2, RECENT, producer_id=1006)
     s.on(TXN_A).marker(1006, True, RECENT)
 
-    g = "pid-without-txn-bit"   # Kafka 4.x decides on producerId != -1, not the attribute bit
+    g = "pid-without-txn-bit"  # Kafka 4.x decides on producerId != -1, not the attribute bit
     s.on(g).batch([(offset_commit_key(g, "t", 0), offset_commit_value(3, RECENT), RECENT)], producer_id=2000)
 
     g = "group-tombstone-keeps-offsets"
@@ -109,10 +113,17 @@ def build(s: Scenario) -> None:
     s.on(g).commit(g, "t", 0, 1, RECENT).group_tombstone(g, RECENT).commit(g, "t", 1, 2, RECENT)
 
     g = "classic-stable"
-    s.on(g).group(g, RECENT, generation=5, protocol="range", state_ts=OLD, members=[
-        consumer_member("m1", ["in"], {"in": [0]}, client_id="c1", client_host="/10.0.0.1"),
-        consumer_member("m2", ["in"], {"in": [1]}, client_id="c2", client_host="/10.0.0.2", instance_id="static-2"),
-    ])
+    s.on(g).group(
+        g,
+        RECENT,
+        generation=5,
+        protocol="range",
+        state_ts=OLD,
+        members=[
+            consumer_member("m1", ["in"], {"in": [0]}, client_id="c1", client_host="/10.0.0.1"),
+            consumer_member("m2", ["in"], {"in": [1]}, client_id="c2", client_host="/10.0.0.2", instance_id="static-2"),
+        ],
+    )
     s.on(g).commit(g, "in", 0, 11, OLD).commit(g, "gone", 0, 12, OLD)
 
     g = "classic-empty-kip211"
@@ -150,45 +161,97 @@ def build(s: Scenario) -> None:
     g = "consumer-848"
     member = {"groupId": g, "memberId": "m1"}
     s.on(g).record(3, {"group_id": g}, {"epoch": 5}, RECENT)
-    s.on(g).record(4, {"group_id": g}, {"topics": [{"topicId": TOPIC_ID, "topicName": "orders",
-                                                     "numPartitions": 2, "partitionMetadata": []}]}, RECENT)
-    s.on(g).record(5, {"group_id": g, "member_id": "m1"}, {
-        "instanceId": None, "rackId": None, "clientId": "c848", "clientHost": "/10.0.0.9",
-        "subscribedTopicNames": ["orders"], "subscribedTopicRegex": None, "rebalanceTimeoutMs": 60000,
-        "serverAssignor": "uniform", "classicMemberMetadata": None}, RECENT)
+    s.on(g).record(
+        4,
+        {"group_id": g},
+        {"topics": [{"topicId": TOPIC_ID, "topicName": "orders", "numPartitions": 2, "partitionMetadata": []}]},
+        RECENT,
+    )
+    s.on(g).record(
+        5,
+        {"group_id": g, "member_id": "m1"},
+        {
+            "instanceId": None,
+            "rackId": None,
+            "clientId": "c848",
+            "clientHost": "/10.0.0.9",
+            "subscribedTopicNames": ["orders"],
+            "subscribedTopicRegex": None,
+            "rebalanceTimeoutMs": 60000,
+            "serverAssignor": "uniform",
+            "classicMemberMetadata": None,
+        },
+        RECENT,
+    )
     s.on(g).record(6, {"group_id": g}, {"assignmentEpoch": 5}, RECENT)
-    s.on(g).record(7, {"group_id": g, "member_id": "m1"},
-                   {"topicPartitions": [{"topicId": TOPIC_ID, "partitions": [0, 1]}]}, RECENT)
-    s.on(g).record(8, {"group_id": g, "member_id": "m1"}, {
-        "memberEpoch": 5, "previousMemberEpoch": 4, "state": 0,
-        "assignedPartitions": [{"topicId": TOPIC_ID, "partitions": [1, 0]}], "partitionsPendingRevocation": []},
-        RECENT)
+    s.on(g).record(
+        7,
+        {"group_id": g, "member_id": "m1"},
+        {"topicPartitions": [{"topicId": TOPIC_ID, "partitions": [0, 1]}]},
+        RECENT,
+    )
+    s.on(g).record(
+        8,
+        {"group_id": g, "member_id": "m1"},
+        {
+            "memberEpoch": 5,
+            "previousMemberEpoch": 4,
+            "state": 0,
+            "assignedPartitions": [{"topicId": TOPIC_ID, "partitions": [1, 0]}],
+            "partitionsPendingRevocation": [],
+        },
+        RECENT,
+    )
     s.on(g).commit(g, "orders", 0, 11, OLD).commit(g, "other", 0, 12, OLD)
     del member
 
     g = "consumer-848-deleted"
     s.on(g).record(3, {"group_id": g}, {"epoch": 2}, RECENT)
-    s.on(g).record(5, {"group_id": g, "member_id": "m1"}, {
-        "clientId": "c", "clientHost": "/h", "subscribedTopicNames": ["t"]}, RECENT)
+    s.on(g).record(
+        5,
+        {"group_id": g, "member_id": "m1"},
+        {"clientId": "c", "clientHost": "/h", "subscribedTopicNames": ["t"]},
+        RECENT,
+    )
     s.on(g).record(6, {"group_id": g}, {"assignmentEpoch": 2}, RECENT)
-    s.on(g).record(8, {"group_id": g, "member_id": "m1"}, {
-        "memberEpoch": 2, "previousMemberEpoch": 1, "state": 0, "assignedPartitions": [],
-        "partitionsPendingRevocation": []}, RECENT)
-    for rtype, key in ((8, {"member_id": "m1"}), (7, {"member_id": "m1"}), (6, {}), (5, {"member_id": "m1"}),
-                       (3, {})):
+    s.on(g).record(
+        8,
+        {"group_id": g, "member_id": "m1"},
+        {
+            "memberEpoch": 2,
+            "previousMemberEpoch": 1,
+            "state": 0,
+            "assignedPartitions": [],
+            "partitionsPendingRevocation": [],
+        },
+        RECENT,
+    )
+    for rtype, key in ((8, {"member_id": "m1"}), (7, {"member_id": "m1"}), (6, {}), (5, {"member_id": "m1"}), (3, {})):
         s.on(g).record(rtype, {"group_id": g, **key}, None, RECENT)
 
     # a KIP-848 group assigned a topic whose name only another offsets partition's commits give
     g, namer = "consumer-848-named-elsewhere", "names-payments-elsewhere"
     assert partition_for(g, N) != partition_for(namer, N)
     s.on(g).record(3, {"group_id": g}, {"epoch": 3}, RECENT)
-    s.on(g).record(5, {"group_id": g, "member_id": "m1"}, {
-        "clientId": "c", "clientHost": "/h", "subscribedTopicNames": ["payments"]}, RECENT)
+    s.on(g).record(
+        5,
+        {"group_id": g, "member_id": "m1"},
+        {"clientId": "c", "clientHost": "/h", "subscribedTopicNames": ["payments"]},
+        RECENT,
+    )
     s.on(g).record(6, {"group_id": g}, {"assignmentEpoch": 3}, RECENT)
-    s.on(g).record(8, {"group_id": g, "member_id": "m1"}, {
-        "memberEpoch": 3, "previousMemberEpoch": 2, "state": 0,
-        "assignedPartitions": [{"topicId": PAYMENTS_ID, "partitions": [0]}], "partitionsPendingRevocation": []},
-        RECENT)
+    s.on(g).record(
+        8,
+        {"group_id": g, "member_id": "m1"},
+        {
+            "memberEpoch": 3,
+            "previousMemberEpoch": 2,
+            "state": 0,
+            "assignedPartitions": [{"topicId": PAYMENTS_ID, "partitions": [0]}],
+            "partitionsPendingRevocation": [],
+        },
+        RECENT,
+    )
     s.on(namer).commit(namer, "payments", 0, 5, RECENT, version=4, topic_id=PAYMENTS_ID)
 
     g = "classic-replaces-consumer"
@@ -198,15 +261,22 @@ def build(s: Scenario) -> None:
     g = "gaps"
     b = s.on(g)
     s.mark("gaps", g)
-    b.batch([(offset_commit_key(g, "t", 0), offset_commit_value(1, RECENT), RECENT),
-             (offset_commit_key(g, "t", 1), offset_commit_value(2, RECENT), RECENT)], gaps=[0, 5])
-    b.batch([], gaps=[2])   # an empty batch left by the cleaner: 3 offsets, no records
+    b.batch(
+        [
+            (offset_commit_key(g, "t", 0), offset_commit_value(1, RECENT), RECENT),
+            (offset_commit_key(g, "t", 1), offset_commit_value(2, RECENT), RECENT),
+        ],
+        gaps=[0, 5],
+    )
+    b.batch([], gaps=[2])  # an empty batch left by the cleaner: 3 offsets, no records
     s.mark("gaps-after", g)
     b.commit(g, "t", 2, 3, RECENT)
 
     for codec, g in ((1, "gzip"), (2, "snappy"), (3, "lz4"), (4, "zstd")):
-        s.on(g).batch([(offset_commit_key(g, "t", p), offset_commit_value(100 + p, RECENT), RECENT)
-                       for p in range(3)], compression=codec)
+        s.on(g).batch(
+            [(offset_commit_key(g, "t", p), offset_commit_value(100 + p, RECENT), RECENT) for p in range(3)],
+            compression=codec,
+        )
 
     g = "v4-topic-id"
     s.on(g).commit(g, "t", 0, 77, RECENT, version=4, topic_id=TOPIC_ID, metadata="ü")
@@ -231,9 +301,18 @@ def tables(spark, replay_logdir, tmp_path_factory):
         b.write(str(log_dir))
     warehouse = tmp_path_factory.mktemp("rules-wh")
     replay_logdir(log_dir, warehouse, NOW, RETENTION_MIN)
-    out = {name: rows(spark, str(warehouse), name) for name in (
-        "offsets_log", "group_offsets", "expired_offsets", "pending_transactional_offsets", "consumer_groups",
-        "expired_groups", "replay_checkpoints")}
+    out = {
+        name: rows(spark, str(warehouse), name)
+        for name in (
+            "offsets_log",
+            "group_offsets",
+            "expired_offsets",
+            "pending_transactional_offsets",
+            "consumer_groups",
+            "expired_groups",
+            "replay_checkpoints",
+        )
+    }
     out["scenario"] = s
     return out
 
@@ -262,14 +341,19 @@ def test_offset_tombstone_removes_the_offset(tables):
 
 def test_group_existing_only_through_commits_is_simple_classic_empty(tables):
     g = group_row(tables, "tombstone")
-    assert (g["group_type"], g["protocol_type"], g["state"], g["generation"], g["members"]) == \
-        ("classic", None, "Empty", 0, [])
+    assert (g["group_type"], g["protocol_type"], g["state"], g["generation"], g["members"]) == (
+        "classic",
+        None,
+        "Empty",
+        0,
+        [],
+    )
 
 
 def test_transactional_commit_materializes_on_commit_marker(tables):
     assert offsets_of(tables, "txn-commit") == {("t", 0): 50}
     row = [r for r in tables["group_offsets"] if r["group_id"] == "txn-commit"][0]
-    assert row["log_offset"] == tables["scenario"].offsets["txn-commit"]   # the record, not the marker
+    assert row["log_offset"] == tables["scenario"].offsets["txn-commit"]  # the record, not the marker
 
 
 def test_aborted_transaction_is_discarded(tables):
@@ -287,8 +371,9 @@ def test_commit_marker_replaces_older_committed_entry(tables):
 def test_open_transaction_stays_pending_and_blocks_expiry(tables):
     assert offsets_of(tables, "txn-open") == {}
     pending = [r for r in tables["pending_transactional_offsets"] if r["group_id"] == "txn-open"]
-    assert [(r["producer_id"], r["topic"], r["partition"], r["committed_offset"], r["log_offset"])
-            for r in pending] == [(1004, "t", 0, 90, tables["scenario"].offsets["txn-open"])]
+    assert [
+        (r["producer_id"], r["topic"], r["partition"], r["committed_offset"], r["log_offset"]) for r in pending
+    ] == [(1004, "t", 0, 90, tables["scenario"].offsets["txn-open"])]
     # the group has an open transaction: not deleted, though it has no committed offsets
     assert group_row(tables, "txn-open")["state"] == "Empty"
     assert group_row(tables, "txn-open", "expired_groups") is None
@@ -311,8 +396,11 @@ def test_one_marker_completes_a_producer_across_groups(tables):
 
 def test_producer_id_alone_makes_a_commit_transactional(tables):
     assert offsets_of(tables, "pid-without-txn-bit") == {}
-    assert [(r["producer_id"], r["committed_offset"]) for r in tables["pending_transactional_offsets"]
-            if r["group_id"] == "pid-without-txn-bit"] == [(2000, 3)]
+    assert [
+        (r["producer_id"], r["committed_offset"])
+        for r in tables["pending_transactional_offsets"]
+        if r["group_id"] == "pid-without-txn-bit"
+    ] == [(2000, 3)]
 
 
 def test_group_tombstone_orphans_offsets_which_never_expire(tables):
@@ -332,11 +420,28 @@ def test_commit_after_group_tombstone_recreates_a_simple_group(tables):
 
 def test_classic_stable_group_members_and_assignment(tables):
     g = group_row(tables, "classic-stable")
-    assert (g["group_type"], g["protocol_type"], g["generation"], g["protocol"], g["leader"], g["state"]) == \
-        ("classic", "consumer", 5, "range", "m1", "Stable")
+    assert (g["group_type"], g["protocol_type"], g["generation"], g["protocol"], g["leader"], g["state"]) == (
+        "classic",
+        "consumer",
+        5,
+        "range",
+        "m1",
+        "Stable",
+    )
     assert g["subscribed_topics"] == ["in"]
-    assert [(m["member_id"], m["group_instance_id"], m["client_id"], m["client_host"], m["session_timeout_ms"],
-             m["rebalance_timeout_ms"], m["subscribed_topics"], m["assignment"]) for m in g["members"]] == [
+    assert [
+        (
+            m["member_id"],
+            m["group_instance_id"],
+            m["client_id"],
+            m["client_host"],
+            m["session_timeout_ms"],
+            m["rebalance_timeout_ms"],
+            m["subscribed_topics"],
+            m["assignment"],
+        )
+        for m in g["members"]
+    ] == [
         ("m1", None, "c1", "/10.0.0.1", 45000, 300000, ["in"], [{"topic": "in", "partitions": [0]}]),
         ("m2", "static-2", "c2", "/10.0.0.2", 45000, 300000, ["in"], [{"topic": "in", "partitions": [1]}]),
     ]
@@ -382,20 +487,38 @@ def test_type0_and_type1_keys_resolve_by_log_order(tables):
 
 
 def test_unknown_record_type_is_kept_undecoded_and_skipped(tables):
-    log = [r for r in tables["offsets_log"] if r["log_offset"] == tables["scenario"].offsets["unknown-type"]
-           and r["offsets_partition"] == partition_for("unknown-type", N)]
-    assert [(r["record_type"], r["decode_status"], r["group_id"], r["value_version"]) for r in log] == \
-        [(99, "unknown_type", None, 0)]
+    log = [
+        r
+        for r in tables["offsets_log"]
+        if r["log_offset"] == tables["scenario"].offsets["unknown-type"]
+        and r["offsets_partition"] == partition_for("unknown-type", N)
+    ]
+    assert [(r["record_type"], r["decode_status"], r["group_id"], r["value_version"]) for r in log] == [
+        (99, "unknown_type", None, 0)
+    ]
     assert group_row(tables, "unknown-type") is None
 
 
 def test_kip848_consumer_group(tables):
     g = group_row(tables, "consumer-848")
-    assert (g["group_type"], g["generation"], g["state"], g["protocol"], g["subscribed_topics"]) == \
-        ("consumer", 5, "Stable", "uniform", ["orders"])
-    assert [(m["member_id"], m["client_id"], m["client_host"], m["rebalance_timeout_ms"], m["subscribed_topics"],
-             m["assignment"]) for m in g["members"]] == [
-        ("m1", "c848", "/10.0.0.9", 60000, ["orders"], [{"topic": "orders", "partitions": [0, 1]}])]
+    assert (g["group_type"], g["generation"], g["state"], g["protocol"], g["subscribed_topics"]) == (
+        "consumer",
+        5,
+        "Stable",
+        "uniform",
+        ["orders"],
+    )
+    assert [
+        (
+            m["member_id"],
+            m["client_id"],
+            m["client_host"],
+            m["rebalance_timeout_ms"],
+            m["subscribed_topics"],
+            m["assignment"],
+        )
+        for m in g["members"]
+    ] == [("m1", "c848", "/10.0.0.9", 60000, ["orders"], [{"topic": "orders", "partitions": [0, 1]}])]
 
 
 def test_kip848_group_expires_unsubscribed_topics_by_commit_time(tables):
@@ -452,10 +575,18 @@ def test_offsets_log_keeps_every_record_once(tables):
     assert len(keys) == len(set(keys))
     markers = [r for r in tables["offsets_log"] if r["is_control"]]
     assert {(r["producer_id"], r["control_type"]) for r in markers} == {
-        (1001, "COMMIT"), (1002, "ABORT"), (1003, "COMMIT"), (1007, "COMMIT"), (1005, "COMMIT"), (1006, "COMMIT")}
+        (1001, "COMMIT"),
+        (1002, "ABORT"),
+        (1003, "COMMIT"),
+        (1007, "COMMIT"),
+        (1005, "COMMIT"),
+        (1006, "COMMIT"),
+    }
 
 
 def test_assignment_topic_named_by_another_partitions_commit(tables):
     row = group_row(tables, "consumer-848-named-elsewhere")
-    assert (row["state"], [m["assignment"] for m in row["members"]]) == \
-        ("Stable", [[{"topic": "payments", "partitions": [0]}]])
+    assert (row["state"], [m["assignment"] for m in row["members"]]) == (
+        "Stable",
+        [[{"topic": "payments", "partitions": [0]}]],
+    )

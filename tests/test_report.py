@@ -17,6 +17,7 @@ retention 7 days, report horizon 3 days:
 - orphaned: x-0 at NOW-10d, then a group tombstone: the offset stays live with no group and
   never expires (Kafka 4.x), though it is older than the retention.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -29,20 +30,21 @@ from html.parser import HTMLParser
 
 import pytest
 
-from lib.testdata.logbuilder import PartitionLogBuilder, consumer_member
 from lib.replay.partitioning import partition_for
+from lib.testdata.logbuilder import PartitionLogBuilder, consumer_member
 
 N = 4
 MINUTE = 60_000
 HOUR = 3_600_000
 DAY = 86_400_000
-NOW = 1_699_999_200_000 + 30 * DAY          # an hour boundary
+NOW = 1_699_999_200_000 + 30 * DAY  # an hour boundary
 DAYS = 3
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def iso(ms: int) -> str:
     from lib.reporting.html import iso as fmt
+
     return fmt(ms)
 
 
@@ -53,8 +55,16 @@ def build_log(log_dir: str) -> None:
         return b[partition_for(group, N)]
 
     g = "orders-app"
-    on(g).group(g, NOW - 2 * DAY, generation=3, state_ts=NOW - 2 * DAY, members=[
-        consumer_member("m1", ["orders"], {"orders": [0]}), consumer_member("m2", ["orders"], {"orders": [1]})])
+    on(g).group(
+        g,
+        NOW - 2 * DAY,
+        generation=3,
+        state_ts=NOW - 2 * DAY,
+        members=[
+            consumer_member("m1", ["orders"], {"orders": [0]}),
+            consumer_member("m2", ["orders"], {"orders": [1]}),
+        ],
+    )
     for k in range(25):
         ts = NOW - 2 * DAY + k * HOUR + 10 * MINUTE
         on(g).commit(g, "orders", 0, 100 + 10 * k, ts).commit(g, "orders", 1, 200 + 5 * k, ts)
@@ -90,16 +100,47 @@ QUALITY = {
     "checked_at": "2023-12-14T22:00:00+00:00",
     "success": False,
     "tables": [
-        {"table": "offsets_log", "success": True, "rows": 81, "expectations": [
-            {"name": "log_offset_not_null", "expectation_type": "expect_column_values_to_not_be_null",
-             "column": "log_offset", "severity": "critical", "success": True, "unexpected_count": 0,
-             "details": None}]},
-        {"table": "group_offsets", "success": False, "rows": 10, "expectations": [
-            {"name": "offset_non_negative", "expectation_type": "expect_column_values_to_be_between",
-             "column": "committed_offset", "severity": "critical", "success": False, "unexpected_count": 2,
-             "details": "min_value=0"},
-            {"name": "key_unique", "expectation_type": "expect_compound_columns_to_be_unique",
-             "column": None, "severity": "warning", "success": True, "unexpected_count": 0, "details": None}]},
+        {
+            "table": "offsets_log",
+            "success": True,
+            "rows": 81,
+            "expectations": [
+                {
+                    "name": "log_offset_not_null",
+                    "expectation_type": "expect_column_values_to_not_be_null",
+                    "column": "log_offset",
+                    "severity": "critical",
+                    "success": True,
+                    "unexpected_count": 0,
+                    "details": None,
+                }
+            ],
+        },
+        {
+            "table": "group_offsets",
+            "success": False,
+            "rows": 10,
+            "expectations": [
+                {
+                    "name": "offset_non_negative",
+                    "expectation_type": "expect_column_values_to_be_between",
+                    "column": "committed_offset",
+                    "severity": "critical",
+                    "success": False,
+                    "unexpected_count": 2,
+                    "details": "min_value=0",
+                },
+                {
+                    "name": "key_unique",
+                    "expectation_type": "expect_compound_columns_to_be_unique",
+                    "column": None,
+                    "severity": "warning",
+                    "success": True,
+                    "unexpected_count": 0,
+                    "details": None,
+                },
+            ],
+        },
     ],
 }
 
@@ -169,19 +210,21 @@ def body_rows(t: Tables, table_id: str) -> list[list[str]]:
 
 # ---------------------------------------------------------------- pure parts (no Spark)
 
+
 def test_bucket_width_ladder():
     from lib.reporting.report import bucket_width
 
     assert bucket_width(0) == HOUR
-    assert bucket_width(71 * HOUR) == HOUR                   # 72 buckets
-    assert bucket_width(72 * HOUR) == 3 * HOUR               # 73 one-hour buckets would be too many
+    assert bucket_width(71 * HOUR) == HOUR  # 72 buckets
+    assert bucket_width(72 * HOUR) == 3 * HOUR  # 73 one-hour buckets would be too many
     assert bucket_width(24 * HOUR) == HOUR
-    assert bucket_width(10 * DAY) == 6 * HOUR                 # 241 / 81 buckets at 1 h / 3 h; 41 at 6 h
-    assert bucket_width(3 * 365 * DAY) == 30 * DAY            # 37 buckets
-    assert bucket_width(10 * 365 * DAY) == 60 * DAY           # past the ladder: multiples of 30 days
+    assert bucket_width(10 * DAY) == 6 * HOUR  # 241 / 81 buckets at 1 h / 3 h; 41 at 6 h
+    assert bucket_width(3 * 365 * DAY) == 30 * DAY  # 37 buckets
+    assert bucket_width(10 * 365 * DAY) == 60 * DAY  # past the ladder: multiples of 30 days
 
 
 # ---------------------------------------------------------------- on a replayed log
+
 
 @pytest.fixture(scope="module")
 def report(spark, replay_logdir, tmp_path_factory):
@@ -204,7 +247,7 @@ def report(spark, replay_logdir, tmp_path_factory):
 
 
 RANK_HEADER = ["#", "group", "type", "state", "live offsets", "members", "commits"]
-ROW = {   # group -> type, state, live offsets, members, commits (worked out from the log above)
+ROW = {  # group -> type, state, live offsets, members, commits (worked out from the log above)
     "orders-app": ["classic", "Stable", "2", "2", "50"],
     "reporting": ["classic", "Stable", "2", "1", "2"],
     "billing": ["classic", "Empty", "3", "0", "3"],
@@ -227,8 +270,9 @@ def test_page_is_in_the_warehouse_and_self_contained(report):
     assert "<script" not in html and "<link" not in html and " src=" not in html
     assert "url(http" not in html and "@import" not in html
     t = parse(html)
-    assert sorted(set(t.hrefs)) == sorted({"#summary", "#quality", "#largest", "#expiring", "#groups",
-                                           "../_quality/data_docs/index.html"})
+    assert sorted(set(t.hrefs)) == sorted(
+        {"#summary", "#quality", "#largest", "#expiring", "#groups", "../_quality/data_docs/index.html"}
+    )
 
 
 @pytest.mark.spark
@@ -237,17 +281,19 @@ def test_largest_groups(report):
     t = parse(open(path, encoding="utf-8").read())
     assert t.tables["largest-live-offsets"][0] == RANK_HEADER
     assert body_rows(t, "largest-live-offsets") == ranked(
-        ["billing", "orders-app", "reporting", "standalone", "deadline", "orphaned", "txn-group"])
+        ["billing", "orders-app", "reporting", "standalone", "deadline", "orphaned", "txn-group"]
+    )
     assert body_rows(t, "largest-members") == ranked(["orders-app", "reporting"])
     assert body_rows(t, "largest-commits") == ranked(
-        ["orders-app", "billing", "reporting", "standalone", "txn-group", "deadline", "orphaned"])
+        ["orders-app", "billing", "reporting", "standalone", "txn-group", "deadline", "orphaned"]
+    )
 
 
 @pytest.mark.spark
 def test_summary_counts(report):
     data, path, _ = report
     t = parse(open(path, encoding="utf-8").read())
-    summary = dict((r[0], r[1]) for r in body_rows(t, "summary-table"))
+    summary = {r[0]: r[1] for r in body_rows(t, "summary-table")}
     # records: orders-app 1 + 50, reporting 1 + 2, billing 3 + 1, standalone 2, deadline 1,
     # txn-group 4 commits + 2 markers, orphaned 1 + 1
     assert summary["records in offsets_log"] == str(51 + 3 + 4 + 2 + 1 + 6 + 2)
@@ -264,15 +310,24 @@ def test_expiring_soon(report):
     data, path, _ = report
     t = parse(open(path, encoding="utf-8").read())
     half, one, two = NOW + 12 * HOUR, NOW + DAY, NOW + 2 * DAY
-    assert t.tables["expiring-offsets"][0] == ["due", "", "group", "topic", "partition", "committed offset",
-                                               "committed at", "due by"]
+    assert t.tables["expiring-offsets"][0] == [
+        "due",
+        "",
+        "group",
+        "topic",
+        "partition",
+        "committed offset",
+        "committed at",
+        "due by",
+    ]
     assert body_rows(t, "expiring-offsets") == [
-        [iso(half), "in 12.0 h", "reporting", "legacy", "0", "7", iso(NOW - 6 * DAY - 12 * HOUR),
-         "commit + retention"],
+        [iso(half), "in 12.0 h", "reporting", "legacy", "0", "7", iso(NOW - 6 * DAY - 12 * HOUR), "commit + retention"],
         [iso(half), "in 12.0 h", "standalone", "s", "0", "1", iso(NOW - 6 * DAY - 12 * HOUR), "commit + retention"],
         [iso(one), "in 1.0 d", "deadline", "d", "0", "5", iso(NOW - 20 * DAY), "expire_timestamp"],
-        *[[iso(two), "in 2.0 d", "billing", "invoices", str(p), str(o), iso(NOW - 6 * DAY), "empty since + retention"]
-          for p, o in ((0, 7), (1, 8), (2, 9))],
+        *[
+            [iso(two), "in 2.0 d", "billing", "invoices", str(p), str(o), iso(NOW - 6 * DAY), "empty since + retention"]
+            for p, o in ((0, 7), (1, 8), (2, 9))
+        ],
     ]
     assert body_rows(t, "expiring-groups") == [
         [iso(one), "in 1.0 d", "deadline", "classic", "Empty", "1"],
@@ -284,8 +339,15 @@ def test_expiring_soon(report):
 @pytest.mark.spark
 def test_plot_data(report):
     data, _, _ = report
-    assert [p.group_id for p in data.plots] == ["orders-app", "billing", "reporting", "standalone", "txn-group",
-                                                "deadline", "orphaned"]
+    assert [p.group_id for p in data.plots] == [
+        "orders-app",
+        "billing",
+        "reporting",
+        "standalone",
+        "txn-group",
+        "deadline",
+        "orphaned",
+    ]
     orders = data.plots[0]
     assert orders.bucket_ms == HOUR and orders.commits == 50
     assert orders.rate == [(NOW - 2 * DAY + k * HOUR, 2.0) for k in range(25)]
@@ -293,7 +355,7 @@ def test_plot_data(report):
     times = [NOW - 2 * DAY + k * HOUR + 10 * MINUTE for k in range(25)]
     assert orders.series[0].points == [(ts, 100 + 10 * k) for k, ts in enumerate(times)]
     assert orders.series[1].points == [(ts, 200 + 5 * k) for k, ts in enumerate(times)]
-    txn = data.plots[4]        # the plain commit and the committed transactional one, same bucket
+    txn = data.plots[4]  # the plain commit and the committed transactional one, same bucket
     assert txn.rate == [((NOW - HOUR), 2.0)]
     assert [(s.topic, s.partition, s.points) for s in txn.series] == [("t", 0, [(NOW - HOUR, 2)])]
     # reporting: 155 hours apart, 3-hour buckets (156 one-hour buckets would be too many). NOW is
@@ -313,19 +375,31 @@ def test_quality_section(report):
     t = parse(open(path, encoding="utf-8").read())
     status = "".join(t.texts)
     assert "Checked at 2023-12-14T22:00:00+00:00: FAILED" in status
-    assert body_rows(t, "quality-tables") == [["offsets_log", "passed", "81", "1", "0"],
-                                              ["group_offsets", "FAILED", "10", "2", "1"]]
-    assert body_rows(t, "quality-failures") == [["group_offsets", "offset_non_negative",
-                                                 "expect_column_values_to_be_between", "committed_offset",
-                                                 "critical", "2", "min_value=0"]]
+    assert body_rows(t, "quality-tables") == [
+        ["offsets_log", "passed", "81", "1", "0"],
+        ["group_offsets", "FAILED", "10", "2", "1"],
+    ]
+    assert body_rows(t, "quality-failures") == [
+        [
+            "group_offsets",
+            "offset_non_negative",
+            "expect_column_values_to_be_between",
+            "committed_offset",
+            "critical",
+            "2",
+            "min_value=0",
+        ]
+    ]
     # without a quality run
     from lib.reporting.html import render_html
+
     bare = parse(render_html(dataclasses.replace(data, quality=None, quality_docs_href=None, plots=[])))
     assert "no quality run yet" in "".join(bare.texts)
     assert "quality-tables" not in bare.tables and "../_quality/data_docs/index.html" not in bare.hrefs
 
 
 # ---------------------------------------------------------------- in a browser
+
 
 @pytest.fixture(scope="module")
 def chromium():
@@ -341,9 +415,21 @@ def chromium():
 
 
 def run_chromium(exe: str, profile: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([exe, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                           "--hide-scrollbars", f"--user-data-dir={profile}", *args],
-                          capture_output=True, text=True, timeout=180)
+    return subprocess.run(
+        [
+            exe,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--hide-scrollbars",
+            f"--user-data-dir={profile}",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
 
 
 @pytest.mark.spark
@@ -368,9 +454,10 @@ def test_rendered_in_chromium(report, chromium, tmp_path):
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     assert struct.unpack(">II", png[16:24]) == (1280, 2400)
     from PIL import Image
+
     with Image.open(shot) as im:
         colors = im.convert("RGB").getcolors(maxcolors=1 << 20)
-    assert colors is not None and len(colors) > 50          # text, tables and plots, not a blank page
+    assert colors is not None and len(colors) > 50  # text, tables and plots, not a blank page
     keep = os.environ.get("REPORT_SCREENSHOT")
     if keep:
         shutil.copyfile(shot, keep)

@@ -5,6 +5,7 @@ Every batch and message here is built by hand with `struct`, an independent CRC-
 `zlib.crc32`, and the compression libraries directly (gzip, cramjam raw snappy with hand-made
 xerial framing, cramjam lz4 frames, cramjam zstd). The project's writer is not used.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -24,9 +25,16 @@ def h(text: str) -> bytes:
     return bytes.fromhex("".join(text.split()))
 
 
-def i16(v): return struct.pack(">h", v)
-def i32(v): return struct.pack(">i", v)
-def i64(v): return struct.pack(">q", v)
+def i16(v):
+    return struct.pack(">h", v)
+
+
+def i32(v):
+    return struct.pack(">i", v)
+
+
+def i64(v):
+    return struct.pack(">q", v)
 
 
 def s16(s: str) -> bytes:
@@ -47,8 +55,12 @@ def uv(n: int) -> bytes:
     return bytes(out)
 
 
-def zz32(n): return uv(((n << 1) ^ (n >> 31)) & 0xFFFFFFFF)
-def zz64(n): return uv(((n << 1) ^ (n >> 63)) & 0xFFFFFFFFFFFFFFFF)
+def zz32(n):
+    return uv(((n << 1) ^ (n >> 31)) & 0xFFFFFFFF)
+
+
+def zz64(n):
+    return uv(((n << 1) ^ (n >> 63)) & 0xFFFFFFFFFFFFFFFF)
 
 
 _TABLE = []
@@ -78,8 +90,7 @@ def rec(offset_delta, ts_delta, key, value, headers=(), length_adjust=0, extra=b
     return zz32(len(body) + length_adjust) + body
 
 
-def batch(base, payload, count, *, ple=0, attrs=0, last_delta=0, base_ts=-1, max_ts=-1, pid=-1, pepoch=-1,
-          bseq=-1):
+def batch(base, payload, count, *, ple=0, attrs=0, last_delta=0, base_ts=-1, max_ts=-1, pid=-1, pepoch=-1, bseq=-1):
     body = struct.pack(">hiqqqhii", attrs, last_delta, base_ts, max_ts, pid, pepoch, bseq, count) + payload
     return struct.pack(">qiib", base, 9 + len(body), ple, 2) + struct.pack(">I", crc32c(body)) + body
 
@@ -113,8 +124,9 @@ COMPRESS = {
 
 def kafka_lz4(data: bytes) -> bytes:
     """An LZ4 frame as Kafka's producers write it (python-lz4): independent 64 KiB blocks, no checksums."""
-    return lz4.frame.compress(data, block_size=lz4.frame.BLOCKSIZE_MAX64KB, block_linked=False,
-                              content_checksum=False, store_size=False)
+    return lz4.frame.compress(
+        data, block_size=lz4.frame.BLOCKSIZE_MAX64KB, block_linked=False, content_checksum=False, store_size=False
+    )
 
 
 def lz4_with_old_kafka_header_checksum(data: bytes) -> bytes:
@@ -145,27 +157,37 @@ GM_V3 = h("""
 00 00 00 03 00 00 00 00 00 00 00 01 00 00 00 02 ff ff ff ff""")
 TXN_V3 = i16(3) + i64(5000) + i32(-1) + s16("") + i64(T + 2000)
 
-B71 = h("""
+B71 = (
+    h("""
 00 00 00 00 00 00 00 64 00 00 00 68 00 00 00 07 02 45 5d 15 34 00 00 00 00 00 00
 00 00 01 8b cf e5 68 00 00 00 01 8b cf e5 68 00 ff ff ff ff ff ff ff ff ff ff 00 00 00 00
-00 00 00 01 6c 00 00 00 30""") + OC_KEY + h("30") + OC_V3 + h("00")
-B72 = batch(101, h("ba 02 00 00 00 18") + GM_KEY + h("94 02") + GM_V3 + h("00"), 1, ple=7,
-            base_ts=T, max_ts=T, bseq=0)
+00 00 00 01 6c 00 00 00 30""")
+    + OC_KEY
+    + h("30")
+    + OC_V3
+    + h("00")
+)
+B72 = batch(101, h("ba 02 00 00 00 18") + GM_KEY + h("94 02") + GM_V3 + h("00"), 1, ple=7, base_ts=T, max_ts=T, bseq=0)
 B73 = h("""
 00 00 00 00 00 00 00 66 00 00 00 63 00 00 00 07 02 77 16 b0 97 00 00 00 00 00 01
 00 00 01 8b cf e5 6b e8 00 00 01 8b cf e5 6b e8 ff ff ff ff ff ff ff ff ff ff 00 00 00 00 00 00 00 02
 3c 00 00 00 30 00 01 00 08 6d 79 2d 67 72 6f 75 70 00 06 6f 72 64 65 72 73 00 00 00 03 01 00
 24 00 00 02 18 00 02 00 08 6d 79 2d 67 72 6f 75 70 01 00""")
-B74_TXN = batch(104, rec(0, 0, OC_KEY, TXN_V3), 1, ple=7, attrs=0x10, base_ts=T + 2000, max_ts=T + 2000,
-                pid=4000, pepoch=2, bseq=0)
+B74_TXN = batch(
+    104, rec(0, 0, OC_KEY, TXN_V3), 1, ple=7, attrs=0x10, base_ts=T + 2000, max_ts=T + 2000, pid=4000, pepoch=2, bseq=0
+)
 B74_MARKER = h("""
 00 00 00 00 00 00 00 69 00 00 00 42 00 00 00 07 02 98 38 8e 18 00 30 00 00 00 00
 00 00 01 8b cf e5 73 b8 00 00 01 8b cf e5 73 b8 00 00 00 00 00 00 0f a0 00 02 ff ff ff ff
 00 00 00 01 20 00 00 00 08 00 00 00 01 0c 00 00 00 00 00 0b 00""")
-LEGACY_7_5 = h("""
+LEGACY_7_5 = (
+    h("""
 00 00 00 00 00 00 00 2a 00 00 00 4a 68 c8 03 6e 01 00 00 00 01 8b cf e5 68 00
-00 00 00 18""") + OC_KEY + h("""00 00 00 1c
+00 00 00 18""")
+    + OC_KEY
+    + h("""00 00 00 1c
 00 01 00 00 00 00 00 00 04 d2 00 00 00 00 01 8b cf e5 68 00 00 00 01 8b f3 f1 ec 00""")
+)
 
 SPEC_SEGMENT = B71 + B72 + B73 + B74_TXN + B74_MARKER
 FILE = "/data/__consumer_offsets-12/00000000000000000100.log"
@@ -186,9 +208,23 @@ def test_fixture_crcs_match_spec():
 def test_spec_segment_concatenated():
     batches, r = read_all(SPEC_SEGMENT, file=FILE, partition=12)
     assert r.trailing_bytes == 0
-    summary = [(b.position, b.size, b.magic, b.base_offset, b.last_offset, b.partition_leader_epoch, b.crc,
-                b.is_transactional, b.is_control, b.producer_id, b.producer_epoch, b.base_sequence)
-               for b in batches]
+    summary = [
+        (
+            b.position,
+            b.size,
+            b.magic,
+            b.base_offset,
+            b.last_offset,
+            b.partition_leader_epoch,
+            b.crc,
+            b.is_transactional,
+            b.is_control,
+            b.producer_id,
+            b.producer_epoch,
+            b.base_sequence,
+        )
+        for b in batches
+    ]
     assert summary == [
         (0, 116, 2, 100, 100, 7, 1163728180, False, False, -1, -1, 0),
         (116, 220, 2, 101, 101, 7, 3019027406, False, False, -1, -1, 0),
@@ -209,12 +245,12 @@ def test_spec_segment_concatenated():
 
 def test_legacy_and_v2_mixed_in_one_segment():
     batches, r = read_all(LEGACY_7_5 + B71)
-    assert [(b.magic, b.position, b.base_offset, b.last_offset) for b in batches] == \
-        [(1, 0, 42, 42), (2, 86, 100, 100)]
+    assert [(b.magic, b.position, b.base_offset, b.last_offset) for b in batches] == [(1, 0, 42, 42), (2, 86, 100, 100)]
     assert r.trailing_bytes == 0
 
 
 # --- magic 2 semantics ----------------------------------------------------------------------------
+
 
 def test_compacted_batch_offsets_have_gaps():
     payload = rec(0, 0, b"k0", b"v0") + rec(5, 7, b"k5", b"v5")
@@ -255,8 +291,13 @@ def test_delete_horizon_bit():
 
 def test_attribute_bits_decoded():
     (b,), _ = read_all(batch(1, rec(0, 0, b"k", b"v"), 1, attrs=0x10 | 0x40, base_ts=T, max_ts=T, pid=5, pepoch=0))
-    assert (b.compression, b.timestamp_type, b.is_transactional, b.is_control, b.has_delete_horizon) == \
-        (0, 0, True, False, True)
+    assert (b.compression, b.timestamp_type, b.is_transactional, b.is_control, b.has_delete_horizon) == (
+        0,
+        0,
+        True,
+        False,
+        True,
+    )
 
 
 def test_headers_are_skipped():
@@ -287,11 +328,19 @@ def test_v2_unknown_codec_raises():
 
 # --- legacy magic 0/1 -----------------------------------------------------------------------------
 
+
 def test_legacy_magic0_uncompressed():
     m = legacy(7, 0, b"key", b"value")
     (b,), _ = read_all(m)
-    assert (b.magic, b.size, b.base_offset, b.last_offset, b.timestamp_type, b.compression, b.crc) == \
-        (0, len(m), 7, 7, -1, 0, zlib.crc32(m[16:]))
+    assert (b.magic, b.size, b.base_offset, b.last_offset, b.timestamp_type, b.compression, b.crc) == (
+        0,
+        len(m),
+        7,
+        7,
+        -1,
+        0,
+        zlib.crc32(m[16:]),
+    )
     assert b.records == [(7, -1, b"key", b"value")]
 
 
@@ -358,10 +407,18 @@ def test_legacy_zstd_wrapper_rejected():
 
 # --- partial trailing entries ------------------------------------------------------------------------
 
-@pytest.mark.parametrize("first,second", [
-    (B71, B72), (B73, B74_MARKER), (LEGACY_7_5, B71), (B71, LEGACY_7_5),
-    (B71, batch(9, gzip.compress(rec(0, 0, b"k", b"v" * 40)), 1, attrs=1, base_ts=T, max_ts=T)),
-], ids=["v2-v2", "tombstones-marker", "legacy-v2", "v2-legacy", "v2-gzip"])
+
+@pytest.mark.parametrize(
+    "first,second",
+    [
+        (B71, B72),
+        (B73, B74_MARKER),
+        (LEGACY_7_5, B71),
+        (B71, LEGACY_7_5),
+        (B71, batch(9, gzip.compress(rec(0, 0, b"k", b"v" * 40)), 1, attrs=1, base_ts=T, max_ts=T)),
+    ],
+    ids=["v2-v2", "tombstones-marker", "legacy-v2", "v2-legacy", "v2-gzip"],
+)
 def test_partial_trailing_entry_every_position(first, second):
     (expected,), _ = read_all(first)
     seg = first + second
@@ -378,6 +435,7 @@ def test_partial_first_entry_and_tiny_buffers():
 
 
 # --- corruption ---------------------------------------------------------------------------------------
+
 
 def test_crc_mismatch_names_file_partition_offset():
     # positions inside the second batch (base offset 101): the stored CRC itself and the covered region
@@ -404,7 +462,7 @@ def test_partition_leader_epoch_not_covered_by_crc():
 
 def test_base_offset_not_covered_by_crc():
     seg = bytearray(B71)
-    seg[7] = 0x70                       # baseOffset 100 -> 112
+    seg[7] = 0x70  # baseOffset 100 -> 112
     (b,), _ = read_all(bytes(seg))
     assert (b.base_offset, b.records[0][0]) == (112, 112)
 
@@ -412,7 +470,7 @@ def test_base_offset_not_covered_by_crc():
 def test_entry_size_below_14_raises():
     # spec 1.2: the size check comes before the partial-entry check, so a size-13 entry that would
     # also run past the end of the buffer is still corruption, not a partial write
-    for size, tail in ((0, 20), (13, 20), (13, 40), (-1, 20), (-(2 ** 31), 20)):
+    for size, tail in ((0, 20), (13, 20), (13, 40), (-1, 20), (-(2**31), 20)):
         bad = i64(300) + i32(size) + b"\x00\x00\x00\x00\x02" + bytes(tail - 17)
         with pytest.raises(CorruptBatchError) as ei:
             read_all(B71 + bad, file=FILE, partition=3)
@@ -446,18 +504,22 @@ def test_legacy_crc_mismatch():
 
 
 def test_legacy_magic1_message_below_minimum_size_raises():
-    body = struct.pack(">bb", 1, 0) + bytes(12)          # 18-byte message, magic 1 needs 22
+    body = struct.pack(">bb", 1, 0) + bytes(12)  # 18-byte message, magic 1 needs 22
     bad = struct.pack(">qiI", 5, 4 + len(body), zlib.crc32(body)) + body
     with pytest.raises(CorruptBatchError):
         read_all(bad)
 
 
-@pytest.mark.parametrize("payload,count", [
-    (rec(0, 0, b"k", b"v"), 2),                                  # fewer records than the count
-    (rec(0, 0, b"k", b"v") + rec(1, 0, b"k", b"v"), 1),          # bytes left after the last record
-    (rec(0, 0, b"k", b"v", extra=b"\x00"), 1),                    # record length not fully consumed
-    (rec(0, 0, b"k", b"v", length_adjust=5), 1),                 # record length past the batch end
-], ids=["short-count", "leftover", "record-length-mismatch", "record-past-end"])
+@pytest.mark.parametrize(
+    "payload,count",
+    [
+        (rec(0, 0, b"k", b"v"), 2),  # fewer records than the count
+        (rec(0, 0, b"k", b"v") + rec(1, 0, b"k", b"v"), 1),  # bytes left after the last record
+        (rec(0, 0, b"k", b"v", extra=b"\x00"), 1),  # record length not fully consumed
+        (rec(0, 0, b"k", b"v", length_adjust=5), 1),  # record length past the batch end
+    ],
+    ids=["short-count", "leftover", "record-length-mismatch", "record-past-end"],
+)
 def test_inconsistent_batch_contents_raise(payload, count):
     with pytest.raises(CorruptBatchError):
         read_all(batch(7, payload, count, base_ts=T, max_ts=T))
@@ -467,7 +529,7 @@ def test_lz4_linked_blocks_are_refused_as_kafka_does():
     """Kafka's Lz4BlockInputStream throws "Dependent block stream is unsupported" on a frame
     without the block-independence flag (checked on a 4.3.1 broker's DumpLogSegments)."""
     raw = b"".join(rec(*r) for r in RECS)
-    linked = bytes(cramjam.lz4.compress(raw))            # cramjam's frames link their blocks
+    linked = bytes(cramjam.lz4.compress(raw))  # cramjam's frames link their blocks
     assert not linked[4] & 0x20
     with pytest.raises(CorruptBatchError, match="cannot decompress lz4 data: dependent block stream is unsupported"):
         read_all(batch(500, linked, 3, attrs=3, last_delta=3, base_ts=T, max_ts=T + 2000))
@@ -479,10 +541,14 @@ _RAW = b"".join(rec(*r) for r in RECS)
 _HALF = len(_RAW) // 2
 
 
-@pytest.mark.parametrize("payload", [
-    gzip.compress(_RAW[:_HALF]) + gzip.compress(_RAW[_HALF:]),
-    bytes(cramjam.zstd.compress(_RAW[:_HALF])) + bytes(cramjam.zstd.compress(_RAW[_HALF:])),
-], ids=["gzip-two-members", "zstd-two-frames"])
+@pytest.mark.parametrize(
+    "payload",
+    [
+        gzip.compress(_RAW[:_HALF]) + gzip.compress(_RAW[_HALF:]),
+        bytes(cramjam.zstd.compress(_RAW[:_HALF])) + bytes(cramjam.zstd.compress(_RAW[_HALF:])),
+    ],
+    ids=["gzip-two-members", "zstd-two-frames"],
+)
 def test_concatenated_frames_read_as_one_stream(payload):
     codec = 1 if payload[:2] == b"\x1f\x8b" else 4
     (b,), _ = read_all(batch(500, payload, 3, attrs=codec, last_delta=3, base_ts=T, max_ts=T + 2000))

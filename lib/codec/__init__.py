@@ -11,6 +11,7 @@ CRC bindings); never pyarrow or pyspark.
     dumplog       the JSON that Kafka's DumpLogSegments --offsets-decoder prints
     errors        DecodeError and friends: always say which file, partition and offset
 """
+
 from lib.codec.errors import CorruptBatchError, DecodeError, UnknownRecordTypeError, UnknownRecordVersionError
 
 __all__ = ["CorruptBatchError", "DecodeError", "UnknownRecordTypeError", "UnknownRecordVersionError"]

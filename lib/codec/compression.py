@@ -5,6 +5,7 @@ complete gzip member, LZ4 frame or zstd frame) goes first through the quickest b
 for the small batches of an offsets log is 3-15x faster per call (cramjam's zstd builds a new
 context every call): those readers answer only when the input is exactly one complete frame,
 and anything else takes cramjam's path, as before."""
+
 from __future__ import annotations
 
 import gzip
@@ -24,14 +25,14 @@ XERIAL_MAGIC = b"\x82SNAPPY\x00"
 LZ4_FRAME_MAGIC = b"\x04\x22\x4d\x18"
 
 
-_local = threading.local()        # a zstd context per thread (they are not thread safe)
+_local = threading.local()  # a zstd context per thread (they are not thread safe)
 
 
 def _one_frame(reader, data) -> bytes | None:
     """What a streaming reader makes of `data` when that is exactly one complete frame, else None."""
     try:
         out = reader.decompress(data)
-    except Exception:       # noqa: BLE001 - the general path reads it again and names the error
+    except Exception:
         return None
     return out if reader.eof and not reader.unused_data else None
 
@@ -100,7 +101,7 @@ def _xerial_snappy(data: bytes) -> bytes:
         pos += 4
         if n < 0 or pos + n > len(data):
             raise DecodeError(f"xerial snappy block of {n} bytes runs past the end")
-        out += _snappy_block(data[pos:pos + n])
+        out += _snappy_block(data[pos : pos + n])
         pos += n
     return bytes(out)
 
@@ -115,7 +116,7 @@ def _fix_lz4_header_checksum(frame: bytes) -> bytes:
     if hc_pos >= len(frame):
         return frame
     hc = (xxhash.xxh32_intdigest(frame[4:hc_pos]) >> 8) & 0xFF
-    return frame[:hc_pos] + bytes([hc]) + frame[hc_pos + 1:]
+    return frame[:hc_pos] + bytes([hc]) + frame[hc_pos + 1 :]
 
 
 def compress(codec: int, data: bytes) -> bytes:
@@ -141,10 +142,10 @@ def lz4_frame(data: bytes) -> bytes:
     """An LZ4 frame as Kafka's Lz4BlockOutputStream writes it: independent 64 KiB blocks, no
     block or content checksums, an end mark. (A generic LZ4 frame links its blocks, which
     Kafka refuses to read.)"""
-    flg, bd = 0x60, 0x40                      # version 01, block independence; max block 64 KiB
+    flg, bd = 0x60, 0x40  # version 01, block independence; max block 64 KiB
     out = bytearray(LZ4_FRAME_MAGIC + bytes([flg, bd, (xxhash.xxh32_intdigest(bytes([flg, bd])) >> 8) & 0xFF]))
     for start in range(0, len(data), LZ4_BLOCK_SIZE):
-        chunk = data[start:start + LZ4_BLOCK_SIZE]
+        chunk = data[start : start + LZ4_BLOCK_SIZE]
         block = bytes(cramjam.lz4.compress_block(chunk, store_size=False))
         if len(block) >= len(chunk):
             out += struct.pack("<I", len(chunk) | 0x80000000) + chunk

@@ -1,5 +1,6 @@
 """The key and payload text that Kafka's DumpLogSegments --offsets-decoder prints (4.1+),
 so our decoder can be compared with Kafka's record by record."""
+
 from __future__ import annotations
 
 import base64
@@ -7,11 +8,10 @@ import json
 import re
 import struct
 
-from lib.codec.serde import (_decode_consumer_protocol, decode_key, key_data, record_type_of,
-                                   value_version)
 from lib.codec.errors import DecodeError, UnknownRecordTypeError, UnknownRecordVersionError
 from lib.codec.generic import read_message
 from lib.codec.primitives import Reader
+from lib.codec.serde import _decode_consumer_protocol, decode_key, key_data, record_type_of, value_version
 from schemas.records import CONSUMER_PROTOCOL_ASSIGNMENT, CONSUMER_PROTOCOL_SUBSCRIPTION, RECORD_TYPES
 
 _CONTROL_ESCAPE = re.compile(r"\\u00([0-9a-f]{2})")
@@ -30,7 +30,7 @@ def _consumer_bytes(b64: str | None, message):
     try:
         return _decode_consumer_protocol(raw, message, message.name)
     except DecodeError:
-        return b64   # Kafka keeps the original base64 when the bytes do not parse
+        return b64  # Kafka keeps the original base64 when the bytes do not parse
 
 
 def key_and_payload(key: bytes | None, value: bytes | None, offset: int) -> tuple[str, str | None]:
@@ -48,8 +48,10 @@ def key_and_payload(key: bytes | None, value: bytes | None, offset: int) -> tupl
     except UnknownRecordTypeError:
         return f"Unknown record type {record_type} at offset {offset}, skipping.", None
     except DecodeError:
-        return (f"Error at offset {offset}, skipping. Could not read record with version {record_type} "
-                f"from key's buffer due to: null."), None
+        return (
+            f"Error at offset {offset}, skipping. Could not read record with version {record_type} "
+            f"from key's buffer due to: null."
+        ), None
     key_text = to_json({"type": str(record_type), "data": key_data(ckey)})
     if value is None:
         return key_text, "<DELETE>"
@@ -63,8 +65,10 @@ def key_and_payload(key: bytes | None, value: bytes | None, offset: int) -> tupl
     try:
         data = read_message(Reader(value, 2), message, version)
     except DecodeError as e:
-        return (f"Error at offset {offset}, skipping. Could not read record with version {version} "
-                f"from value's buffer due to: {e.message}."), None
+        return (
+            f"Error at offset {offset}, skipping. Could not read record with version {version} "
+            f"from value's buffer due to: {e.message}."
+        ), None
     if record_type == 2 and data.get("protocolType") == "consumer":
         for m in data.get("members") or []:
             m["subscription"] = _consumer_bytes(m.get("subscription"), CONSUMER_PROTOCOL_SUBSCRIPTION)

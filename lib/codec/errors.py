@@ -1,12 +1,20 @@
 """The one exception family the codec raises: it always says where the bytes came from."""
+
 from __future__ import annotations
 
 
 class DecodeError(Exception):
     """Bytes that cannot be decoded. Carries the file, offsets partition and log offset when known."""
 
-    def __init__(self, message: str, *, file: str | None = None, partition: int | None = None,
-                 offset: int | None = None, position: int | None = None):
+    def __init__(
+        self,
+        message: str,
+        *,
+        file: str | None = None,
+        partition: int | None = None,
+        offset: int | None = None,
+        position: int | None = None,
+    ):
         super().__init__(message)
         self.message = message
         self.file = file
@@ -14,8 +22,14 @@ class DecodeError(Exception):
         self.offset = offset
         self.position = position
 
-    def locate(self, *, file: str | None = None, partition: int | None = None,
-               offset: int | None = None, position: int | None = None) -> "DecodeError":
+    def locate(
+        self,
+        *,
+        file: str | None = None,
+        partition: int | None = None,
+        offset: int | None = None,
+        position: int | None = None,
+    ) -> DecodeError:
         """Fill in location fields that are still unknown; returns self for `raise e.locate(...)`."""
         if self.file is None:
             self.file = file

@@ -4,6 +4,7 @@ Output follows Kafka's generated JsonConverter: keys are the schema names with t
 letter lower-cased, int64 as ints, bytes as standard base64, uuids in Kafka's text form,
 and tagged fields only when they differ from their default.
 """
+
 from __future__ import annotations
 
 import base64
@@ -35,7 +36,7 @@ def _plan(fields, version: int, flexible: bool) -> tuple[list, dict]:
             else:
                 plain.append((f.json_name, f))
         plan = _PLANS[key] = (plain, tagged)
-        _PLANS[key + ("fields",)] = fields        # keeps the tuple (and so its id) alive
+        _PLANS[key + ("fields",)] = fields  # keeps the tuple (and so its id) alive
     return plan
 
 
@@ -138,6 +139,7 @@ def _read_primitive(r: Reader, type_: str, version: int, flexible: bool, nullabl
 
 
 # --- writing (fixtures, generators, round trips) ---------------------------------------------
+
 
 def write_message(w: Writer, message: Message, version: int, data: dict) -> None:
     _write_struct(w, message.fields, version, message.flexible_in(version), data)

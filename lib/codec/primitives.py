@@ -1,4 +1,5 @@
 """Big-endian readers and writers for Kafka's protocol primitives (spec 1.6, 2.2)."""
+
 from __future__ import annotations
 
 import base64
@@ -54,7 +55,7 @@ class Reader:
 
     def raw(self, n: int, what: str = "bytes") -> bytes:
         p = self._need(n, what)
-        return bytes(self.buf[p:p + n])
+        return bytes(self.buf[p : p + n])
 
     def uvarint(self) -> int:
         """Unsigned varint (no zig-zag), at most 5 bytes."""

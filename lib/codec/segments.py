@@ -5,6 +5,7 @@ dispatched on the magic byte at position 16. A partial entry at the end of a fil
 that never finished: it ends the segment and is reported as trailing bytes, not an error.
 Every other inconsistency raises CorruptBatchError naming the file, partition and offset.
 """
+
 from __future__ import annotations
 
 import mmap
@@ -25,13 +26,13 @@ RECORD_OVERHEAD_V0 = 14
 RECORD_OVERHEAD_V1 = 22
 NO_TIMESTAMP = -1
 # Offsets are int64 and a log's next offset must be one too: records sit at 0 .. 2^63-2.
-MAX_RECORD_OFFSET = 2 ** 63 - 2
+MAX_RECORD_OFFSET = 2**63 - 2
 
 _ENTRY_HEAD = struct.Struct(">qi")
 # attributes, lastOffsetDelta, baseTimestamp, maxTimestamp, producerId, producerEpoch, baseSequence, count
 _BATCH_BODY = struct.Struct(">hiqqqhii")
-_BATCH_PREFIX = struct.Struct(">qiibI")   # baseOffset, length, leaderEpoch, magic, crc
-_LEGACY_HEAD = struct.Struct(">qiIbb")     # offset, size, crc, magic, attributes
+_BATCH_PREFIX = struct.Struct(">qiibI")  # baseOffset, length, leaderEpoch, magic, crc
+_LEGACY_HEAD = struct.Struct(">qiIbb")  # offset, size, crc, magic, attributes
 _I64 = struct.Struct(">q")
 _I32 = struct.Struct(">i")
 
@@ -39,6 +40,7 @@ _I32 = struct.Struct(">i")
 @dataclass(slots=True)
 class Batch:
     """One magic-2 record batch, or one legacy (magic 0/1) entry with its inner messages."""
+
     position: int
     size: int
     magic: int
@@ -48,7 +50,7 @@ class Batch:
     crc: int
     attributes: int
     compression: int
-    timestamp_type: int          # 0 CreateTime, 1 LogAppendTime, -1 none (magic 0)
+    timestamp_type: int  # 0 CreateTime, 1 LogAppendTime, -1 none (magic 0)
     is_transactional: bool
     is_control: bool
     has_delete_horizon: bool
@@ -69,8 +71,16 @@ class SegmentReader:
     """Iterates the batches of one segment's bytes. After iteration, `trailing_bytes` holds
     the size of a partial entry at the end (0 if the file ended cleanly)."""
 
-    def __init__(self, buf, *, file: str | None = None, partition: int | None = None,
-                 verify_crc: bool = True, skip_below: int = 0, on_corrupt=None):
+    def __init__(
+        self,
+        buf,
+        *,
+        file: str | None = None,
+        partition: int | None = None,
+        verify_crc: bool = True,
+        skip_below: int = 0,
+        on_corrupt=None,
+    ):
         """`skip_below`: magic-2 batches that end below this offset are stepped over on their
         header alone (no CRC check, no decompression, no records): an incremental read.
         `on_corrupt(error, raw_entry_bytes)`: instead of raising on a corrupt batch, hand it
@@ -88,8 +98,7 @@ class SegmentReader:
         self.unreadable_bytes = 0
 
     def _corrupt(self, message: str, offset: int | None, position: int) -> CorruptBatchError:
-        return CorruptBatchError(message, file=self.file, partition=self.partition, offset=offset,
-                                 position=position)
+        return CorruptBatchError(message, file=self.file, partition=self.partition, offset=offset, position=position)
 
     def __iter__(self):
         buf = self.buf
@@ -98,8 +107,7 @@ class SegmentReader:
         while end - pos >= HEADER_SIZE_UP_TO_MAGIC:
             offset, size = _ENTRY_HEAD.unpack_from(buf, pos)
             if size < RECORD_OVERHEAD_V0:
-                err = self._corrupt(f"entry size {size} is smaller than the minimum {RECORD_OVERHEAD_V0}",
-                                    offset, pos)
+                err = self._corrupt(f"entry size {size} is smaller than the minimum {RECORD_OVERHEAD_V0}", offset, pos)
                 if self.on_corrupt is None:
                     raise err
                 self.on_corrupt(err, bytes(buf[pos:end]))
@@ -123,11 +131,16 @@ class SegmentReader:
                     raise self._corrupt(f"unknown magic byte {magic}", offset, pos)
             except DecodeError as e:
                 if not isinstance(e, CorruptBatchError):
-                    e = CorruptBatchError(e.message, file=self.file, partition=self.partition,
-                                          offset=e.offset if e.offset is not None else offset, position=pos)
+                    e = CorruptBatchError(
+                        e.message,
+                        file=self.file,
+                        partition=self.partition,
+                        offset=e.offset if e.offset is not None else offset,
+                        position=pos,
+                    )
                 if self.on_corrupt is None:
                     raise e from None
-                self.on_corrupt(e, bytes(buf[pos:pos + LOG_OVERHEAD + size]))
+                self.on_corrupt(e, bytes(buf[pos : pos + LOG_OVERHEAD + size]))
                 pos += LOG_OVERHEAD + size
                 continue
             yield batch
@@ -140,37 +153,59 @@ class SegmentReader:
         total = LOG_OVERHEAD + size
         base_offset, _, leader_epoch, magic, crc = _BATCH_PREFIX.unpack_from(buf, pos)
         if total < RECORD_BATCH_OVERHEAD:
-            raise self._corrupt(f"record batch size {total} is smaller than the minimum {RECORD_BATCH_OVERHEAD}",
-                                base_offset, pos)
+            raise self._corrupt(
+                f"record batch size {total} is smaller than the minimum {RECORD_BATCH_OVERHEAD}", base_offset, pos
+            )
         if self.verify_crc:
-            actual = _crc32c.crc32c(buf[pos + 21:pos + total])
+            actual = _crc32c.crc32c(buf[pos + 21 : pos + total])
             if actual != crc:
                 raise self._corrupt(f"CRC-32C mismatch: stored {crc}, computed {actual}", base_offset, pos)
-        (attributes, last_delta, base_ts, max_ts, producer_id, producer_epoch, base_sequence,
-         count) = _BATCH_BODY.unpack_from(buf, pos + 21)
+        (attributes, last_delta, base_ts, max_ts, producer_id, producer_epoch, base_sequence, count) = (
+            _BATCH_BODY.unpack_from(buf, pos + 21)
+        )
         if count < 0:
             raise self._corrupt(f"negative record count {count}", base_offset, pos)
         if last_delta < 0:
             raise self._corrupt(f"negative lastOffsetDelta {last_delta}", base_offset, pos)
         if base_offset < 0 or base_offset + last_delta > MAX_RECORD_OFFSET:
-            raise self._corrupt(f"batch offsets {base_offset}..{base_offset + last_delta} are outside "
-                                f"0..{MAX_RECORD_OFFSET}", base_offset, pos)
+            raise self._corrupt(
+                f"batch offsets {base_offset}..{base_offset + last_delta} are outside 0..{MAX_RECORD_OFFSET}",
+                base_offset,
+                pos,
+            )
         codec = attributes & 0x07
         ts_type = (attributes >> 3) & 1
-        batch = Batch(pos, total, 2, base_offset, base_offset + last_delta, leader_epoch, crc, attributes,
-                      codec, ts_type, bool(attributes & 0x10), bool(attributes & 0x20),
-                      bool(attributes & 0x40), base_ts, max_ts, producer_id, producer_epoch,
-                      base_sequence)
+        batch = Batch(
+            pos,
+            total,
+            2,
+            base_offset,
+            base_offset + last_delta,
+            leader_epoch,
+            crc,
+            attributes,
+            codec,
+            ts_type,
+            bool(attributes & 0x10),
+            bool(attributes & 0x20),
+            bool(attributes & 0x40),
+            base_ts,
+            max_ts,
+            producer_id,
+            producer_epoch,
+            base_sequence,
+        )
         if count == 0:
             return batch
         if codec == 0:
             data, start, stop = buf, pos + RECORD_BATCH_OVERHEAD, pos + total
         else:
-            data = decompress(codec, buf[pos + RECORD_BATCH_OVERHEAD:pos + total], 2)
+            data = decompress(codec, buf[pos + RECORD_BATCH_OVERHEAD : pos + total], 2)
             start, stop = 0, len(data)
         log_append = ts_type == 1
-        batch.records = _parse_v2_records(data, start, stop, count, base_offset, last_delta, base_ts,
-                                          max_ts if log_append else None)
+        batch.records = _parse_v2_records(
+            data, start, stop, count, base_offset, last_delta, base_ts, max_ts if log_append else None
+        )
         return batch
 
     # --- magic 0/1 ---------------------------------------------------------------------------
@@ -180,17 +215,36 @@ class SegmentReader:
         offset, _, crc, magic, attributes = _LEGACY_HEAD.unpack_from(buf, pos)
         min_size = RECORD_OVERHEAD_V0 if magic == 0 else RECORD_OVERHEAD_V1
         if size < min_size:
-            raise self._corrupt(f"magic {magic} message size {size} is smaller than the minimum {min_size}",
-                                offset, pos)
+            raise self._corrupt(
+                f"magic {magic} message size {size} is smaller than the minimum {min_size}", offset, pos
+            )
         if self.verify_crc:
-            actual = zlib.crc32(buf[pos + 16:pos + total])
+            actual = zlib.crc32(buf[pos + 16 : pos + total])
             if actual != crc:
                 raise self._corrupt(f"CRC-32 mismatch: stored {crc}, computed {actual}", offset, pos)
         codec = attributes & 0x07
         ts_type = ((attributes >> 3) & 1) if magic == 1 else -1
         timestamp, key, value = _legacy_body(buf, pos + 18, pos + total, magic)
-        batch = Batch(pos, total, magic, offset, offset, -1, crc, attributes, codec, ts_type, False, False,
-                      False, timestamp, timestamp, -1, -1, -1)
+        batch = Batch(
+            pos,
+            total,
+            magic,
+            offset,
+            offset,
+            -1,
+            crc,
+            attributes,
+            codec,
+            ts_type,
+            False,
+            False,
+            False,
+            timestamp,
+            timestamp,
+            -1,
+            -1,
+            -1,
+        )
         if codec == 0:
             if not 0 <= offset <= MAX_RECORD_OFFSET:
                 raise self._corrupt(f"message offset {offset} is outside 0..{MAX_RECORD_OFFSET}", offset, pos)
@@ -207,10 +261,11 @@ class SegmentReader:
                 raise self._corrupt(f"inner message of size {inner_size} does not fit its wrapper", offset, pos)
             _, _, inner_crc, inner_magic, inner_attr = _LEGACY_HEAD.unpack_from(inner, ipos)
             if self.verify_crc:
-                actual = zlib.crc32(inner[ipos + 16:ipos + LOG_OVERHEAD + inner_size])
+                actual = zlib.crc32(inner[ipos + 16 : ipos + LOG_OVERHEAD + inner_size])
                 if actual != inner_crc:
-                    raise self._corrupt(f"CRC-32 mismatch in inner message: stored {inner_crc}, computed {actual}",
-                                        offset, pos)
+                    raise self._corrupt(
+                        f"CRC-32 mismatch in inner message: stored {inner_crc}, computed {actual}", offset, pos
+                    )
             if inner_attr & 0x07:
                 raise self._corrupt("compressed message nested inside a compressed wrapper", offset, pos)
             its, ikey, ivalue = _legacy_body(inner, ipos + 18, ipos + LOG_OVERHEAD + inner_size, inner_magic)
@@ -228,8 +283,11 @@ class SegmentReader:
             for rec in records:
                 rec[0] += base
         if not all(0 <= rec[0] <= MAX_RECORD_OFFSET for rec in records):
-            raise self._corrupt(f"inner message offsets {records[0][0]}..{records[-1][0]} are outside "
-                                f"0..{MAX_RECORD_OFFSET}", offset, pos)
+            raise self._corrupt(
+                f"inner message offsets {records[0][0]}..{records[-1][0]} are outside 0..{MAX_RECORD_OFFSET}",
+                offset,
+                pos,
+            )
         batch.records = [tuple(rec) for rec in records]
         batch.base_offset = batch.records[0][0]
         batch.last_offset = batch.records[-1][0]
@@ -257,11 +315,12 @@ def _legacy_bytes(buf, pos: int, end: int, what: str):
         return None, pos
     if pos + n > end:
         raise DecodeError(f"{what} of {n} bytes runs past the end of its message")
-    return bytes(buf[pos:pos + n]), pos + n
+    return bytes(buf[pos : pos + n]), pos + n
 
 
-def _parse_v2_records(buf, pos: int, end: int, count: int, base_offset: int, last_delta: int, base_ts: int,
-                      log_append_ts: int | None) -> list:
+def _parse_v2_records(
+    buf, pos: int, end: int, count: int, base_offset: int, last_delta: int, base_ts: int, log_append_ts: int | None
+) -> list:
     """DefaultRecord layout (spec 1.6). Inlined varint decoding: this is the hot loop."""
     records = []
     append = records.append
@@ -324,7 +383,7 @@ def _parse_v2_records(buf, pos: int, end: int, count: int, base_offset: int, las
                 else:
                     if pos + n > body_end:
                         raise DecodeError(f"record {what} {n} runs past the end of the record")
-                    vals.append(bytes(buf[pos:pos + n]))
+                    vals.append(bytes(buf[pos : pos + n]))
                     pos += n
             else:
                 vals.append(n)
@@ -338,8 +397,9 @@ def _parse_v2_records(buf, pos: int, end: int, count: int, base_offset: int, las
             pos = r
         if pos != body_end:
             raise DecodeError(f"record declared {length} bytes but used {pos - body_start}")
-        append((base_offset + offset_delta,
-                log_append_ts if log_append_ts is not None else base_ts + ts_delta, key, value))
+        append(
+            (base_offset + offset_delta, log_append_ts if log_append_ts is not None else base_ts + ts_delta, key, value)
+        )
     if pos != end:
         raise DecodeError(f"{end - pos} bytes left in the batch after its {count} records")
     return records
@@ -347,6 +407,7 @@ def _parse_v2_records(buf, pos: int, end: int, count: int, base_offset: int, las
 
 def _skip_headers(buf, pos: int, end: int, count: int) -> int:
     from lib.codec.primitives import Reader
+
     r = Reader(buf, pos, end)
     for _ in range(count):
         klen = r.varint()

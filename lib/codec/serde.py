@@ -2,6 +2,7 @@
 version + value struct (spec 2.1). One decoder per record family, dispatched on the type id,
 as Kafka's GroupCoordinatorRecordSerde does. Offset commits, the hot path, have a hand-written
 decoder; every other type goes through the schema-driven one."""
+
 from __future__ import annotations
 
 import struct
@@ -9,7 +10,7 @@ from dataclasses import dataclass
 
 from lib.codec.errors import DecodeError, UnknownRecordTypeError, UnknownRecordVersionError
 from lib.codec.generic import encode_message, read_message
-from lib.codec.primitives import Reader, Writer, uuid_text
+from lib.codec.primitives import Reader, uuid_text
 from schemas.records import CONSUMER_PROTOCOL_ASSIGNMENT, CONSUMER_PROTOCOL_SUBSCRIPTION, RECORD_TYPES
 
 _H = struct.Struct(">h")
@@ -48,8 +49,9 @@ def decode_key(key: bytes) -> CoordinatorKey:
     data = read_message(Reader(key, 2), spec[1], 0)
     if record_type == 2:
         return CoordinatorKey(2, data["group"])
-    return CoordinatorKey(record_type, data["groupId"], member_id=data.get("memberId"),
-                          regular_expression=data.get("regularExpression"))
+    return CoordinatorKey(
+        record_type, data["groupId"], member_id=data.get("memberId"), regular_expression=data.get("regularExpression")
+    )
 
 
 def key_data(key: CoordinatorKey) -> dict:
@@ -81,7 +83,7 @@ def _read_str16(buf, pos: int, what: str) -> tuple[str, int]:
     if pos + n > len(buf):
         raise DecodeError(f"truncated {what}: need {n} bytes at position {pos}, {len(buf) - pos} left")
     try:
-        return bytes(buf[pos:pos + n]).decode("utf-8"), pos + n
+        return bytes(buf[pos : pos + n]).decode("utf-8"), pos + n
     except UnicodeDecodeError as e:
         raise DecodeError(f"{what} is not valid UTF-8: {e}") from None
 
@@ -98,11 +100,11 @@ def _offset_commit_key(key) -> tuple[str, str, int]:
 class OffsetCommit:
     version: int
     offset: int
-    leader_epoch: int          # -1 when absent
+    leader_epoch: int  # -1 when absent
     metadata: str
     commit_timestamp: int
-    expire_timestamp: int      # -1 when absent
-    topic_id: str | None       # None when absent or zero
+    expire_timestamp: int  # -1 when absent
+    topic_id: str | None  # None when absent or zero
 
 
 def decode_offset_commit_value(record_type: int, value) -> OffsetCommit:
@@ -178,6 +180,7 @@ def encode_value(record_type: int, version: int, data: dict) -> bytes:
 
 # --- consumer protocol (spec 3) ----------------------------------------------------------------
 
+
 def decode_subscription(buf) -> dict:
     """ConsumerProtocolSubscription; a higher version than known is read with the newest layout."""
     return _decode_consumer_protocol(buf, CONSUMER_PROTOCOL_SUBSCRIPTION, "subscription")
@@ -209,6 +212,7 @@ def encode_assignment(version: int, data: dict) -> bytes:
 
 
 # --- control records (spec 1.8) -------------------------------------------------------------
+
 
 def decode_control_key(key) -> tuple[int, int]:
     """(version, type): 0 = ABORT, 1 = COMMIT. A higher version is read with the v0 layout."""

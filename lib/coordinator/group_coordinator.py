@@ -5,6 +5,7 @@ and pending transactional offsets from the Delta tables (read with delta-rs, no 
 replays only the records after the partition's checkpoint, fetched from the live topic, and
 marks the partition owned. Lookups for a partition that is loading answer "loading"; for a
 partition it does not own, "not coordinator" (as GroupCoordinator does)."""
+
 from __future__ import annotations
 
 import os
@@ -12,11 +13,13 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from lib.replay.partitioning import partition_for
 from lib.replay.groups import GroupFold
 from lib.replay.offsets import PartitionOffsets
+from lib.replay.partitioning import partition_for
 
 LOADING, OWNED = "loading", "owned"
+
+
 class NotCoordinatorError(Exception):
     """This coordinator does not own the group's partition."""
 
@@ -31,7 +34,7 @@ class PartitionState:
     groups: dict[str, GroupFold] = field(default_factory=dict)
     topic_names: dict[str, str] = field(default_factory=dict)
     next_offset: int = 0
-    next_position: tuple = (None, None)    # (byte position, segment base) where the tables' run stopped
+    next_position: tuple = (None, None)  # (byte position, segment base) where the tables' run stopped
     loaded_from_tables: int = 0
     tail_records: int = 0
     load_seconds: float = 0.0
@@ -62,8 +65,13 @@ def _read(warehouse: str, table: str, partition: int) -> list[dict]:
 
 
 class GroupCoordinator:
-    def __init__(self, warehouse: str | None, bootstrap_servers: str | None = None,
-                 partition_count: int | None = None, log_dir: str | None = None):
+    def __init__(
+        self,
+        warehouse: str | None,
+        bootstrap_servers: str | None = None,
+        partition_count: int | None = None,
+        log_dir: str | None = None,
+    ):
         """The tail comes from the live topic (`bootstrap_servers`) or, for offline use and
         benchmarks, from a broker log dir's segment files (`log_dir`)."""
         if (bootstrap_servers is None) == (log_dir is None):
@@ -81,9 +89,11 @@ class GroupCoordinator:
     def partition_count(self) -> int:
         if self._partition_count is None and self.log_dir is not None:
             from lib.source.logdir import find_partitions
+
             self._partition_count = max(pl.partition for pl in find_partitions(self.log_dir)) + 1
         if self._partition_count is None:
             from lib.source.live import OffsetsTopicReader
+
             reader = OffsetsTopicReader(self.bootstrap)
             try:
                 self._partition_count = len(reader.partitions())
@@ -126,7 +136,7 @@ class GroupCoordinator:
         self._take_engine_state(engine, state)
         state.load_seconds = time.monotonic() - t0
         with self._lock:
-            if self._states.get(partition) == LOADING:   # not emigrated meanwhile
+            if self._states.get(partition) == LOADING:  # not emigrated meanwhile
                 self._partitions[partition] = state
                 self._states[partition] = OWNED
         return state
@@ -137,14 +147,19 @@ class GroupCoordinator:
 
         checkpoints = _read(self.warehouse, "replay_checkpoints", partition)
         if not checkpoints:
-            return   # never replayed: the whole partition comes from the topic
+            return  # never replayed: the whole partition comes from the topic
         state.next_offset = checkpoints[0]["next_log_offset"]
-        state.next_position = (checkpoints[0].get("next_byte_position"),
-                               (checkpoints[0].get("source_signature") or "").split(":", 1)[0])
+        state.next_position = (
+            checkpoints[0].get("next_byte_position"),
+            (checkpoints[0].get("source_signature") or "").split(":", 1)[0],
+        )
         # Kafka holds every offset still in the log: expiry is a prediction of tombstones
         # not yet written, so expired offsets are loaded too.
-        committed = [t for t in (_read_arrow(self.warehouse, name, partition)
-                                 for name in ("group_offsets", "expired_offsets")) if t is not None]
+        committed = [
+            t
+            for t in (_read_arrow(self.warehouse, name, partition) for name in ("group_offsets", "expired_offsets"))
+            if t is not None
+        ]
         committed = pa.concat_tables(committed) if committed else None
         pending = _read_arrow(self.warehouse, "pending_transactional_offsets", partition)
         folds = _read_arrow(self.warehouse, "group_fold_state", partition)
@@ -167,8 +182,13 @@ class GroupCoordinator:
             offset = state.next_offset
             while offset < end:
                 chunk = reader.fetch(partition, offset)
-                decoder = SegmentDecoder(f"{self.bootstrap} __consumer_offsets-{partition}@{offset}", partition,
-                                         start_offset=offset, data=chunk.data, source_name=f"fetch:{offset}")
+                decoder = SegmentDecoder(
+                    f"{self.bootstrap} __consumer_offsets-{partition}@{offset}",
+                    partition,
+                    start_offset=offset,
+                    data=chunk.data,
+                    source_name=f"fetch:{offset}",
+                )
                 for batch in decoder:
                     engine.feed(batch, decoder.batch_group_metadata)
                 if decoder.next_offset is None or decoder.next_offset <= offset:
@@ -180,14 +200,16 @@ class GroupCoordinator:
             reader.close()
 
     def _replay_tail_from_files(self, partition: int, state: PartitionState, engine) -> None:
-        from lib.source.logdir import find_partitions
         from lib.lake.partition_task import read_segments
-        from lib.source.logdir import segments_from
+        from lib.source.logdir import find_partitions, segments_from
 
         (log,) = find_partitions(self.log_dir, [partition])
         segs = segments_from(log, state.next_offset)
-        task = {"partition": partition, "start_offset": state.next_offset,
-                "segments": [(seg.path, seg.base_offset) for seg in segs]}
+        task = {
+            "partition": partition,
+            "start_offset": state.next_offset,
+            "segments": [(seg.path, seg.base_offset) for seg in segs],
+        }
         position, base = getattr(state, "next_position", (None, None))
         if position is not None and segs and base == str(segs[0].base_offset):
             task["start_position"] = position
@@ -196,6 +218,7 @@ class GroupCoordinator:
         def consume(batches):
             for batch in batches:
                 engine.feed(batch, batches.batch_group_metadata)
+
         read_segments(task, summary, None, consume)
         state.tail_records += summary["records"]
         if summary["next_offset"] is not None:
@@ -214,8 +237,9 @@ class GroupCoordinator:
         for row in out["pending_transactional_offsets"].to_pylist():
             offsets.load_pending(row["producer_id"], row)
         state.offsets = offsets
-        state.groups = {f.group_id: f for g, f in engine.folds.items() if engine.gstate[g] != NO_GROUP
-                        and f.group is not None}
+        state.groups = {
+            f.group_id: f for g, f in engine.folds.items() if engine.gstate[g] != NO_GROUP and f.group is not None
+        }
         state.topic_names.update(engine.topic_names)
 
     # --- lookups -------------------------------------------------------------------------------
@@ -250,6 +274,13 @@ class GroupCoordinator:
             state = self._partitions[p]
             for g, fold in sorted(state.groups.items()):
                 row = fold.result(state.topic_names)
-                out.append({"group_id": g, "group_type": row["group_type"], "state": row["state"],
-                            "protocol_type": row["protocol_type"], "offsets_partition": p})
+                out.append(
+                    {
+                        "group_id": g,
+                        "group_type": row["group_type"],
+                        "state": row["state"],
+                        "protocol_type": row["protocol_type"],
+                        "offsets_partition": p,
+                    }
+                )
         return out

@@ -8,6 +8,7 @@ group_metadata  GroupMetadata values straight from bytes to the group_metadata s
 values          value rules both paths share (timestamps, member fields)
 numba_bytes     byte-copy and load intrinsics for the kernels
 """
+
 from lib.decode.decoder import SegmentDecoder
 from lib.decode.rows import SCHEMA, decode_group_metadata
 

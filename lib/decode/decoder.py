@@ -1,9 +1,10 @@
 """SegmentDecoder: segment bytes -> offsets_log Arrow batches, by the compiled path
 (lib.decode.fast) when numba imports, else record by record (lib.decode.rows). Both give the
 same rows and the same errors (tests/test_fastdecode.py)."""
+
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import pyarrow as pa
 
@@ -13,6 +14,7 @@ from lib.decode.rows import PythonDecoder
 def _fast_available() -> bool:
     try:
         import lib.decode.fast  # noqa: F401 - numba may be missing
+
         return True
     except ImportError:
         return False
@@ -32,5 +34,6 @@ class SegmentDecoder(PythonDecoder):
     def __iter__(self) -> Iterator[pa.RecordBatch]:
         if self.fast:
             from lib.decode.fast import iter_fast
+
             return iter_fast(self)
         return PythonDecoder.__iter__(self)

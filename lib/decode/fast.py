@@ -19,6 +19,7 @@ boundaries, counters, errors, quarantine rows). How:
    that byte range, so everything the fast path does not handle (and every error, with the
    same class, message and location) comes from the one reference implementation.
 """
+
 from __future__ import annotations
 
 import functools
@@ -37,7 +38,7 @@ from lib.decode.values import MAX_TIMESTAMP_MS
 from schemas.records import CONTROL_TYPES, RECORD_TYPES
 
 FAST, COMP, SLOW, SKIP, TAIL = 0, 1, 2, 3, 4
-_MIN_RECORD_BYTES = 7      # length varint + attributes + 5 one-byte varints
+_MIN_RECORD_BYTES = 7  # length varint + attributes + 5 one-byte varints
 
 # --- CRC-32C (Castagnoli), slicing-by-8 ------------------------------------------------------
 
@@ -65,14 +66,28 @@ def _crc32c(buf, start, stop, tab):
     crc = np.uint32(0xFFFFFFFF)
     i = start
     while i + 8 <= stop:
-        one = crc ^ (np.uint32(buf[i]) | (np.uint32(buf[i + 1]) << np.uint32(8))
-                     | (np.uint32(buf[i + 2]) << np.uint32(16)) | (np.uint32(buf[i + 3]) << np.uint32(24)))
-        two = (np.uint32(buf[i + 4]) | (np.uint32(buf[i + 5]) << np.uint32(8))
-               | (np.uint32(buf[i + 6]) << np.uint32(16)) | (np.uint32(buf[i + 7]) << np.uint32(24)))
-        crc = (tab[7, one & np.uint32(0xFF)] ^ tab[6, (one >> np.uint32(8)) & np.uint32(0xFF)]
-               ^ tab[5, (one >> np.uint32(16)) & np.uint32(0xFF)] ^ tab[4, one >> np.uint32(24)]
-               ^ tab[3, two & np.uint32(0xFF)] ^ tab[2, (two >> np.uint32(8)) & np.uint32(0xFF)]
-               ^ tab[1, (two >> np.uint32(16)) & np.uint32(0xFF)] ^ tab[0, two >> np.uint32(24)])
+        one = crc ^ (
+            np.uint32(buf[i])
+            | (np.uint32(buf[i + 1]) << np.uint32(8))
+            | (np.uint32(buf[i + 2]) << np.uint32(16))
+            | (np.uint32(buf[i + 3]) << np.uint32(24))
+        )
+        two = (
+            np.uint32(buf[i + 4])
+            | (np.uint32(buf[i + 5]) << np.uint32(8))
+            | (np.uint32(buf[i + 6]) << np.uint32(16))
+            | (np.uint32(buf[i + 7]) << np.uint32(24))
+        )
+        crc = (
+            tab[7, one & np.uint32(0xFF)]
+            ^ tab[6, (one >> np.uint32(8)) & np.uint32(0xFF)]
+            ^ tab[5, (one >> np.uint32(16)) & np.uint32(0xFF)]
+            ^ tab[4, one >> np.uint32(24)]
+            ^ tab[3, two & np.uint32(0xFF)]
+            ^ tab[2, (two >> np.uint32(8)) & np.uint32(0xFF)]
+            ^ tab[1, (two >> np.uint32(16)) & np.uint32(0xFF)]
+            ^ tab[0, two >> np.uint32(24)]
+        )
         i += 8
     while i < stop:
         crc = tab[0, (crc ^ np.uint32(buf[i])) & np.uint32(0xFF)] ^ (crc >> np.uint32(8))
@@ -87,6 +102,7 @@ def crc32c(data) -> int:
 
 
 # --- big-endian and varint readers ------------------------------------------------------------
+
 
 @njit(cache=True, inline="always")
 def _u64(buf, p, n):
@@ -186,7 +202,7 @@ def _utf8_ok(buf, p, n):
 
 # --- pass 1: framing ------------------------------------------------------------------------------
 
-_MAX_OFFSET = 2 ** 63 - 2        # lib.codec.segments.MAX_RECORD_OFFSET: beyond it the Python reader raises
+_MAX_OFFSET = 2**63 - 2  # lib.codec.segments.MAX_RECORD_OFFSET: beyond it the Python reader raises
 
 
 @njit(cache=True, nogil=True)
@@ -277,11 +293,28 @@ def _frame(buf, skip_below, verify_crc, tab):
         kind[e] = k
         e += 1
         pos += total
-    return status, e, pos, has_skipped, last_skipped, kind, epos, etotal, base, last, attr, base_ts, max_ts, \
-        pid, pepoch, count
+    return (
+        status,
+        e,
+        pos,
+        has_skipped,
+        last_skipped,
+        kind,
+        epos,
+        etotal,
+        base,
+        last,
+        attr,
+        base_ts,
+        max_ts,
+        pid,
+        pepoch,
+        count,
+    )
 
 
 # --- pass 2: records ----------------------------------------------------------------------------
+
 
 @njit(cache=True, inline="always")
 def _str16(buf, p, end):
@@ -298,8 +331,9 @@ def _str16(buf, p, end):
 
 
 @njit(cache=True, nogil=True)
-def _records(seg, extra, kind, src, estart, estop, ecount, ebase, elast, ebase_ts, emax_ts, eattr, start_offset,
-             capacity):
+def _records(
+    seg, extra, kind, src, estart, estop, ecount, ebase, elast, ebase_ts, emax_ts, eattr, start_offset, capacity
+):
     """Parses every FAST/COMP entry's records; an entry with anything else turns SLOW (kind
     is updated in place). Returns the per-entry first row and the row columns."""
     seglen = len(seg)
@@ -312,10 +346,10 @@ def _records(seg, extra, kind, src, estart, estop, ecount, ebase, elast, ebase_t
     r_key_off = np.empty(capacity, np.int64)
     r_key_len = np.empty(capacity, np.int32)
     r_val_off = np.empty(capacity, np.int64)
-    r_val_len = np.empty(capacity, np.int32)     # -1: null value
-    r_rtype = np.empty(capacity, np.int32)       # record type, or the control type for markers
+    r_val_len = np.empty(capacity, np.int32)  # -1: null value
+    r_rtype = np.empty(capacity, np.int32)  # record type, or the control type for markers
     r_kver = np.empty(capacity, np.int32)
-    r_vver = np.empty(capacity, np.int32)        # -1: null
+    r_vver = np.empty(capacity, np.int32)  # -1: null
     r_cepoch = np.empty(capacity, np.int32)
     r_group_off = np.empty(capacity, np.int64)
     r_group_len = np.empty(capacity, np.int32)
@@ -328,7 +362,7 @@ def _records(seg, extra, kind, src, estart, estop, ecount, ebase, elast, ebase_t
     r_meta_len = np.empty(capacity, np.int32)
     r_cts = np.empty(capacity, np.int64)
     r_ets = np.empty(capacity, np.int64)
-    r_tid = np.empty(capacity, np.int64)         # -1: none
+    r_tid = np.empty(capacity, np.int64)  # -1: none
     r = 0
     for e in range(n):
         row0[e] = r
@@ -352,7 +386,7 @@ def _records(seg, extra, kind, src, estart, estop, ecount, ebase, elast, ebase_t
         attributes = eattr[e]
         log_append = (attributes >> 3) & 1
         control = (attributes & 0x20) != 0
-        below = elast[e] < start_offset      # framed and checked, but no rows (as the decoder)
+        below = elast[e] < start_offset  # framed and checked, but no rows (as the decoder)
         ok = True
         r_first = r
         for _ in range(count):
@@ -393,7 +427,7 @@ def _records(seg, extra, kind, src, estart, estop, ecount, ebase, elast, ebase_t
                 ok = False
                 break
             if not _add_ok(base_offset, odelta) or odelta < 0 or odelta > elast[e] - base_offset:
-                ok = False            # the Python reader names this error (offset delta outside the batch)
+                ok = False  # the Python reader names this error (offset delta outside the batch)
                 break
             offset = base_offset + odelta
             if log_append:
@@ -568,12 +602,36 @@ def _records(seg, extra, kind, src, estart, estop, ecount, ebase, elast, ebase_t
             kind[e] = SLOW
             r = r_first
     row0[n] = r
-    return (row0, r_entry, r_offset, r_ts, r_key_off, r_key_len, r_val_off, r_val_len, r_rtype, r_kver, r_vver,
-            r_cepoch, r_group_off, r_group_len, r_topic_off, r_topic_len, r_part, r_committed, r_lepoch,
-            r_meta_off, r_meta_len, r_cts, r_ets, r_tid)
+    return (
+        row0,
+        r_entry,
+        r_offset,
+        r_ts,
+        r_key_off,
+        r_key_len,
+        r_val_off,
+        r_val_len,
+        r_rtype,
+        r_kver,
+        r_vver,
+        r_cepoch,
+        r_group_off,
+        r_group_len,
+        r_topic_off,
+        r_topic_len,
+        r_part,
+        r_committed,
+        r_lepoch,
+        r_meta_off,
+        r_meta_len,
+        r_cts,
+        r_ets,
+        r_tid,
+    )
 
 
 # --- pass 3: Arrow buffers -------------------------------------------------------------------------
+
 
 @njit(cache=True, nogil=True)
 def _gather(seg, extra, offs, lens, keep):
@@ -666,6 +724,7 @@ def _uuid_gather(seg, extra, offs, alphabet):
 
 # --- Arrow assembly ------------------------------------------------------------------------------
 
+
 def _validity(valid: np.ndarray):
     if valid is None or valid.all():
         return None, 0
@@ -673,15 +732,19 @@ def _validity(valid: np.ndarray):
 
 
 def _strings(typ, n, out_off, data, bitmap, nulls):
-    if out_off[-1] > 2**31 - 1:      # what pa.array(list) would do with it
-        objs = [None if not bitmap[i >> 3] & (1 << (i & 7)) else bytes(data[out_off[i]:out_off[i + 1]])
-                for i in range(n)]
+    if out_off[-1] > 2**31 - 1:  # what pa.array(list) would do with it
+        objs = [
+            None if not bitmap[i >> 3] & (1 << (i & 7)) else bytes(data[out_off[i] : out_off[i + 1]]) for i in range(n)
+        ]
         if typ == pa.string():
             objs = [None if o is None else o.decode("utf-8") for o in objs]
         return pa.array(objs, typ)
-    return pa.Array.from_buffers(typ, n, [pa.py_buffer(bitmap) if nulls else None,
-                                          pa.py_buffer(out_off.astype(np.int32)), pa.py_buffer(data)],
-                                 null_count=nulls)
+    return pa.Array.from_buffers(
+        typ,
+        n,
+        [pa.py_buffer(bitmap) if nulls else None, pa.py_buffer(out_off.astype(np.int32)), pa.py_buffer(data)],
+        null_count=nulls,
+    )
 
 
 def _varwidth(typ, seg, extra, offs, lens, keep):
@@ -693,8 +756,9 @@ def _uuids(seg, extra, offs):
     out_off, data = _uuid_gather(seg, extra, offs, _B64)
     valid = offs >= 0
     bitmap, nulls = _validity(valid)
-    return pa.Array.from_buffers(pa.string(), len(offs), [bitmap, pa.py_buffer(out_off.astype(np.int32)),
-                                                          pa.py_buffer(data)], null_count=nulls)
+    return pa.Array.from_buffers(
+        pa.string(), len(offs), [bitmap, pa.py_buffer(out_off.astype(np.int32)), pa.py_buffer(data)], null_count=nulls
+    )
 
 
 _NUMPY_TYPES = {pa.int8(): np.int8, pa.int16(): np.int16, pa.int32(): np.int32, pa.int64(): np.int64}
@@ -715,8 +779,12 @@ def _ts(values: np.ndarray, keep: np.ndarray, field_type):
 
     micros = field_type == pa.timestamp("us", tz="UTC")
     out, bitmap, nulls = _timestamps(values, keep, MAX_TIMESTAMP_MS, 1000 if micros else 1)
-    arr = pa.Array.from_buffers(field_type if micros else pa.timestamp("ms", tz="UTC"), len(values),
-                                [pa.py_buffer(bitmap) if nulls else None, pa.py_buffer(out)], null_count=nulls)
+    arr = pa.Array.from_buffers(
+        field_type if micros else pa.timestamp("ms", tz="UTC"),
+        len(values),
+        [pa.py_buffer(bitmap) if nulls else None, pa.py_buffer(out)],
+        null_count=nulls,
+    )
     return arr if micros else arr.cast(field_type)
 
 
@@ -770,9 +838,14 @@ def _spread(values: pa.StructArray, rows: np.ndarray, n: int) -> pa.StructArray:
             spread = np.zeros(n + 1, np.int32)
             np.cumsum(lengths, out=spread[1:])
             spread += offsets[0]
-            children.append(pa.ListArray.from_arrays(pa.array(spread), child.values, type=field.type,
-                                                     mask=pa.array(~present) if child.null_count == 0 else
-                                                     pa.array(~present | _nulls_at(child, where))))
+            children.append(
+                pa.ListArray.from_arrays(
+                    pa.array(spread),
+                    child.values,
+                    type=field.type,
+                    mask=pa.array(~present) if child.null_count == 0 else pa.array(~present | _nulls_at(child, where)),
+                )
+            )
         else:
             children.append(child.take(index))
     return pa.StructArray.from_arrays(children, fields=list(values.type), mask=missing)
@@ -791,11 +864,33 @@ class _Rows:
         self.seg = seg
         self.extra = extra
         self.ent = ent
-        (self.row0, self.entry, self.offset, self.ts, self.key_off, self.key_len, self.val_off, self.val_len,
-         self.rtype, self.kver, self.vver, self.cepoch, self.group_off, self.group_len, self.topic_off,
-         self.topic_len, self.part, self.committed, self.lepoch, self.meta_off, self.meta_len, self.cts, self.ets,
-         self.tid) = rows
-        self.group_metadata: dict[int, dict] = {}     # row -> decoded GroupMetadata value
+        (
+            self.row0,
+            self.entry,
+            self.offset,
+            self.ts,
+            self.key_off,
+            self.key_len,
+            self.val_off,
+            self.val_len,
+            self.rtype,
+            self.kver,
+            self.vver,
+            self.cepoch,
+            self.group_off,
+            self.group_len,
+            self.topic_off,
+            self.topic_len,
+            self.part,
+            self.committed,
+            self.lepoch,
+            self.meta_off,
+            self.meta_len,
+            self.cts,
+            self.ets,
+            self.tid,
+        ) = rows
+        self.group_metadata: dict[int, dict] = {}  # row -> decoded GroupMetadata value
 
     def batch(self, r0: int, r1: int, schema: pa.Schema, name: str) -> pa.RecordBatch:
         n = r1 - r0
@@ -808,7 +903,7 @@ class _Rows:
         tomb = self.val_len[s] < 0
         vver = self.vver[s]
         rtype = self.rtype[s]
-        commit = data & (rtype <= 1)          # offset commits (the other data rows: GroupMetadata)
+        commit = data & (rtype <= 1)  # offset commits (the other data rows: GroupMetadata)
         oc = commit & ~tomb
         seg, extra = self.seg, self.extra
         cols = {}
@@ -829,8 +924,9 @@ class _Rows:
         if control.any():
             uniq = np.unique(rtype[control])
             inv = np.searchsorted(uniq, np.where(control, rtype, uniq[0]))
-            cols["control_type"] = _labels(inv, [CONTROL_TYPES.get(int(t), f"UNKNOWN({int(t)})") for t in uniq],
-                                           control)
+            cols["control_type"] = _labels(
+                inv, [CONTROL_TYPES.get(int(t), f"UNKNOWN({int(t)})") for t in uniq], control
+            )
             marker = control & ((rtype == 0) | (rtype == 1))
             cols["coordinator_epoch"] = _num(self.cepoch[s], pa.int32(), marker)
         else:
@@ -880,7 +976,7 @@ def _group_values(seg, extra, rows) -> tuple[dict, set]:
     seglen = len(seg)
     for r in np.flatnonzero((rtype == 2) & (val_len >= 0)).tolist():
         o, n = int(val_off[r]), int(val_len[r])
-        raw = seg[o:o + n] if o < seglen else extra[o - seglen:o - seglen + n]
+        raw = seg[o : o + n] if o < seglen else extra[o - seglen : o - seglen + n]
         value = group_metadata(raw.tobytes())
         if value is None:
             odd.add(int(entry[r]))
@@ -890,6 +986,7 @@ def _group_values(seg, extra, rows) -> tuple[dict, set]:
 
 
 # --- the decoder ---------------------------------------------------------------------------------
+
 
 def _shift(e: DecodeError, base: int) -> DecodeError:
     if e.position is not None:
@@ -944,11 +1041,17 @@ class _PythonRange:
 
     def __init__(self, dec, data, a: int, b: int, name: str, shared: _Shared | None):
         self.own_quarantine = dec.quarantine
-        self.sub = PythonDecoder(dec.path, dec.partition, start_offset=dec.start_offset, chunk_rows=dec.chunk_rows,
-                                 verify_crc=dec.verify_crc,
-                                 data=data if (a == 0 and b == len(data)) else memoryview(data)[a:b],
-                                 source_name=name, quarantine=[] if dec.quarantine is not None else None,
-                                 rows=shared.view() if shared is not None else _Columns)
+        self.sub = PythonDecoder(
+            dec.path,
+            dec.partition,
+            start_offset=dec.start_offset,
+            chunk_rows=dec.chunk_rows,
+            verify_crc=dec.verify_crc,
+            data=data if (a == 0 and b == len(data)) else memoryview(data)[a:b],
+            source_name=name,
+            quarantine=[] if dec.quarantine is not None else None,
+            rows=shared.view() if shared is not None else _Columns,
+        )
         self.base = a
 
     def run(self, first_chunk_rows: int, chunk_rows: int):
@@ -976,7 +1079,7 @@ class _PythonRange:
                 sub.quarantine = []
 
 
-PROFILE: dict | None = None     # set to a dict to collect seconds per stage (measure_decode)
+PROFILE: dict | None = None  # set to a dict to collect seconds per stage (measure_decode)
 
 
 class _Clock:
@@ -1012,8 +1115,24 @@ def iter_fast(dec):
     data = dec.data if dec.data is not None else read_segment_bytes(dec.path)
     chunk_rows = dec.chunk_rows
     seg = _readonly(np.frombuffer(data, dtype=np.uint8) if len(data) else np.zeros(0, np.uint8))
-    (status, n, end_pos, has_skipped, last_skipped, kind, epos, etotal, base, last, attr, base_ts, max_ts, pid,
-     pepoch, count) = _frame(seg, int(dec.start_offset), bool(dec.verify_crc), _CRC)
+    (
+        status,
+        n,
+        end_pos,
+        has_skipped,
+        last_skipped,
+        kind,
+        epos,
+        etotal,
+        base,
+        last,
+        attr,
+        base_ts,
+        max_ts,
+        pid,
+        pepoch,
+        count,
+    ) = _frame(seg, int(dec.start_offset), bool(dec.verify_crc), _CRC)
     clock.lap("frame")
     if status != 0 or chunk_rows < 1:
         # odd offsets (or chunk size): the reference decoder, whole file
@@ -1030,8 +1149,7 @@ def iter_fast(dec):
         parts = []
         at = 0
         mv = memoryview(data)
-        for e, codec, a, b in zip(comp.tolist(), (attr[comp] & 7).tolist(), start[comp].tolist(),
-                                  stop[comp].tolist()):
+        for e, codec, a, b in zip(comp.tolist(), (attr[comp] & 7).tolist(), start[comp].tolist(), stop[comp].tolist()):
             try:
                 raw = decompress(codec, mv[a:b], 2)
             except DecodeError:
@@ -1048,14 +1166,28 @@ def iter_fast(dec):
     live = (kind == FAST) | (kind == COMP)
     capacity = int(np.minimum(count[live], (stop[live] - start[live]) // _MIN_RECORD_BYTES + 1).sum())
     while True:
-        rows = _records(seg, extra, kind, src, start, stop, count, base, last, base_ts, max_ts, attr,
-                        int(dec.start_offset), capacity)
+        rows = _records(
+            seg,
+            extra,
+            kind,
+            src,
+            start,
+            stop,
+            count,
+            base,
+            last,
+            base_ts,
+            max_ts,
+            attr,
+            int(dec.start_offset),
+            capacity,
+        )
         clock.lap("records")
         group_metadata, odd = _group_values(seg, extra, rows)
         clock.lap("group_values")
         if not odd:
             break
-        kind[np.array(sorted(odd))] = SLOW      # the Python decoder reads those batches (and their errors)
+        kind[np.array(sorted(odd))] = SLOW  # the Python decoder reads those batches (and their errors)
     row0 = rows[0]
     fast_rows = _Rows(dec, seg, extra, {"base": base, "attr": attr, "pid": pid, "pepoch": pepoch}, rows)
     fast_rows.group_metadata = group_metadata
@@ -1064,11 +1196,11 @@ def iter_fast(dec):
     # pieces in log order: fast row ranges, and runs of SLOW/TAIL entries decoded in Python
     slow = (kind == SLOW) | (kind == TAIL)
     edges = np.flatnonzero(np.diff(np.concatenate(([0], slow.view(np.int8), [0]))))
-    runs = edges.reshape(-1, 2).tolist()          # [first, stop) entry index of each slow run
+    runs = edges.reshape(-1, 2).tolist()  # [first, stop) entry index of each slow run
     clock.lap("records")
 
     shared = _Shared() if runs else None
-    pending: list = []          # (r0, r1) fast rows | _SlowRows
+    pending: list = []  # (r0, r1) fast rows | _SlowRows
     pending_n = 0
 
     def flush():
@@ -1113,7 +1245,7 @@ def iter_fast(dec):
                 clock.pause()
 
     next_offset = None
-    next_offset_at = -1           # entry index that set next_offset
+    next_offset_at = -1  # entry index that set next_offset
     cur = 0
     for first, stop_e in runs:
         r = int(row0[first])

@@ -6,6 +6,7 @@ generic reader spent more time on them than on all the offset commits.
 Anything unusual (a null where none is allowed, a negative length, truncation, invalid UTF-8,
 flexible v4) makes these functions answer None, and the caller uses the schema-driven reader:
 errors and odd cases keep one implementation, and tests compare both on the same bytes."""
+
 from __future__ import annotations
 
 import struct
@@ -33,7 +34,7 @@ def _sized(buf, p: int, end: int, nullable: bool, length: struct.Struct) -> tupl
         return None, p
     if p + n > end:
         raise _Odd
-    return bytes(buf[p:p + n]), p + n
+    return bytes(buf[p : p + n]), p + n
 
 
 def _str(buf, p: int, end: int, nullable: bool) -> tuple[str | None, int]:
@@ -120,8 +121,14 @@ def _group_metadata(buf) -> dict | None:
         if consumer:
             consumer_member(member, sub_raw, asg_raw)
         members.append(member)
-    return {"protocol_type": protocol_type, "generation": generation, "protocol": protocol, "leader": leader,
-            "current_state_timestamp": micros(state_ts), "members": members}
+    return {
+        "protocol_type": protocol_type,
+        "generation": generation,
+        "protocol": protocol,
+        "leader": leader,
+        "current_state_timestamp": micros(state_ts),
+        "members": members,
+    }
 
 
 # Parsed consumer-protocol bytes by their value. A group's members keep their subscription (and

@@ -2,6 +2,7 @@
 30 ns per call in numba, most of a row's cost when the rows are short strings (keys, group ids,
 topics); the LLVM memcpy this emits costs a few. An intrinsic, so the kernels that use it stay
 in numba's on-disk cache (a ctypes memcpy would not)."""
+
 from __future__ import annotations
 
 from llvmlite import ir
@@ -16,7 +17,7 @@ def copy_bytes(typingctx, dst, dst_at, src, src_at, n):
     (the caller's are the only ones, as for every index in these kernels)."""
     for a in (dst, src):
         if not (isinstance(a, types.Array) and a.ndim == 1 and a.dtype == types.uint8 and a.layout == "C"):
-            return None         # a typing error: only contiguous byte arrays have one base pointer
+            return None  # a typing error: only contiguous byte arrays have one base pointer
     sig = types.void(dst, types.intp, src, types.intp, types.intp)
 
     def codegen(context, builder, signature, args):

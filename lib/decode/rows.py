@@ -1,21 +1,30 @@
 """Records -> offsets_log rows, record by record in Python (pyarrow, no numba): the reference
 decode path, and the one lib.decode.fast falls back to for what it does not compile."""
+
 from __future__ import annotations
 
 import base64
 import json
 import os
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pyarrow as pa
 
 from lib.codec.compression import CODEC_NAMES
-from lib.codec.serde import (decode_control_key, decode_end_txn_marker, decode_key, decode_offset_commit_value,
-                             decode_value, record_type_of, value_version)
 from lib.codec.errors import DecodeError, UnknownRecordTypeError
+from lib.codec.segments import Batch, SegmentReader, read_segment_bytes
+from lib.codec.serde import (
+    decode_control_key,
+    decode_end_txn_marker,
+    decode_key,
+    decode_offset_commit_value,
+    decode_value,
+    record_type_of,
+    value_version,
+)
 from lib.decode.group_metadata import group_metadata as fast_group_metadata
 from lib.decode.values import clamp_ms, decode_consumer_member, member_row, micros
-from lib.codec.segments import Batch, SegmentReader, read_segment_bytes
 from schemas.records import CONTROL_TYPES, RECORD_TYPES
 from schemas.tables import OFFSETS_LOG
 
@@ -51,14 +60,24 @@ def decode_group_metadata(data: dict) -> dict:
     for m in data.get("members") or []:
         sub_raw = base64.b64decode(m["subscription"]) if m.get("subscription") is not None else None
         asg_raw = base64.b64decode(m["assignment"]) if m.get("assignment") is not None else None
-        member = member_row(m["memberId"], m.get("groupInstanceId"), m["clientId"], m["clientHost"],
-                            m.get("rebalanceTimeout", -1), m["sessionTimeout"], sub_raw, asg_raw)
+        member = member_row(
+            m["memberId"],
+            m.get("groupInstanceId"),
+            m["clientId"],
+            m["clientHost"],
+            m.get("rebalanceTimeout", -1),
+            m["sessionTimeout"],
+            sub_raw,
+            asg_raw,
+        )
         if is_consumer:
             decode_consumer_member(member, sub_raw, asg_raw)
         members.append(member)
     return {
-        "protocol_type": data["protocolType"], "generation": data["generation"],
-        "protocol": data.get("protocol"), "leader": data.get("leader"),
+        "protocol_type": data["protocolType"],
+        "generation": data["generation"],
+        "protocol": data.get("protocol"),
+        "leader": data.get("leader"),
         # nested timestamps go straight into an Arrow timestamp[us] column
         "current_state_timestamp": micros(data.get("currentStateTimestamp", -1)),
         "members": members,
@@ -112,7 +131,11 @@ def _append_record(cols: dict, partition: int, batch: Batch, rec, segment_file: 
                     oc = decode_offset_commit_value(record_type, value)
                     version, committed, metadata = oc.version, oc.offset, oc.metadata
                     leader_epoch = None if oc.leader_epoch == -1 else oc.leader_epoch
-                    commit_ts, expire_ts, topic_id = clamp_ms(oc.commit_timestamp), clamp_ms(oc.expire_timestamp), oc.topic_id
+                    commit_ts, expire_ts, topic_id = (
+                        clamp_ms(oc.commit_timestamp),
+                        clamp_ms(oc.expire_timestamp),
+                        oc.topic_id,
+                    )
             elif value is not None:
                 fast = fast_group_metadata(value) if record_type == 2 else None
                 if fast is not None:
@@ -166,9 +189,19 @@ class PythonDecoder:
     `next_offset` (after the last batch) and `trailing_bytes`. lib.decode.SegmentDecoder is the
     interface; lib.decode.fast hands byte ranges it does not compile to this class."""
 
-    def __init__(self, path: str, partition: int, *, start_offset: int = 0, chunk_rows: int = DEFAULT_CHUNK_ROWS,
-                 verify_crc: bool = True, data=None, source_name: str | None = None,
-                 quarantine: list | None = None, rows: Callable[[], Any] = _Columns):
+    def __init__(
+        self,
+        path: str,
+        partition: int,
+        *,
+        start_offset: int = 0,
+        chunk_rows: int = DEFAULT_CHUNK_ROWS,
+        verify_crc: bool = True,
+        data=None,
+        source_name: str | None = None,
+        quarantine: list | None = None,
+        rows: Callable[[], Any] = _Columns,
+    ):
         """`data`: the bytes to decode instead of reading `path` (fetched batches);
         `source_name`: what the segment_file column says (default: the file name);
         `quarantine`: a list to which undecodable batches and records are appended (as
@@ -190,21 +223,39 @@ class PythonDecoder:
         self._rows = rows
 
     def _quarantine(self, e: DecodeError, level: str, name: str, raw_bytes=None, raw_key=None, raw_value=None):
-        self.quarantine.append({
-            "offsets_partition": self.partition, "segment_file": name, "byte_position": e.position or 0,
-            "log_offset": e.offset if e.offset is not None else -1, "level": level, "error_kind": type(e).__name__,
-            "error": e.message, "raw_bytes": raw_bytes, "raw_key": raw_key, "raw_value": raw_value,
-            "file_path": self.path})
+        self.quarantine.append(
+            {
+                "offsets_partition": self.partition,
+                "segment_file": name,
+                "byte_position": e.position or 0,
+                "log_offset": e.offset if e.offset is not None else -1,
+                "level": level,
+                "error_kind": type(e).__name__,
+                "error": e.message,
+                "raw_bytes": raw_bytes,
+                "raw_key": raw_key,
+                "raw_value": raw_value,
+                "file_path": self.path,
+            }
+        )
 
     def __iter__(self) -> Iterator[pa.RecordBatch]:
         name = self.source_name or os.path.basename(self.path)
         data = self.data if self.data is not None else read_segment_bytes(self.path)
         on_corrupt = None
         if self.quarantine is not None:
+
             def on_corrupt(e, raw):
                 self._quarantine(e, "batch", name, raw_bytes=raw)
-        reader = SegmentReader(data, file=self.path, partition=self.partition, verify_crc=self.verify_crc,
-                               skip_below=self.start_offset, on_corrupt=on_corrupt)
+
+        reader = SegmentReader(
+            data,
+            file=self.path,
+            partition=self.partition,
+            verify_crc=self.verify_crc,
+            skip_below=self.start_offset,
+            on_corrupt=on_corrupt,
+        )
         acc = self._rows()
         cols = acc.cols
         n = 0
@@ -222,7 +273,9 @@ class PythonDecoder:
                     if self.quarantine is None:
                         raise e from None
                     _drop_partial_row(cols)
-                    self._quarantine(e, "record", name, raw_key=_bytes_or_none(rec[2]), raw_value=_bytes_or_none(rec[3]))
+                    self._quarantine(
+                        e, "record", name, raw_key=_bytes_or_none(rec[2]), raw_value=_bytes_or_none(rec[3])
+                    )
                     continue
                 n += 1
                 if n >= self.chunk_rows:

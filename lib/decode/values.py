@@ -1,6 +1,7 @@
 """Value rules shared by both decode paths (lib.decode.rows in Python, lib.decode.fast with
 numba, and lib.decode.group_metadata): timestamps as Spark can hold them, and the members of
 the group_metadata struct."""
+
 from __future__ import annotations
 
 import base64
@@ -27,16 +28,28 @@ def micros(ms: int) -> int | None:
     return None if ms is None else ms * 1000
 
 
-def member_row(member_id, instance_id, client_id, client_host, rebalance_timeout, session_timeout, sub_raw,
-               asg_raw) -> dict:
+def member_row(
+    member_id, instance_id, client_id, client_host, rebalance_timeout, session_timeout, sub_raw, asg_raw
+) -> dict:
     """A classic member of the group_metadata struct, its consumer-protocol fields not yet read."""
     return {
-        "member_id": member_id, "group_instance_id": instance_id, "client_id": client_id,
-        "client_host": client_host, "rebalance_timeout_ms": rebalance_timeout, "session_timeout_ms": session_timeout,
-        "subscription_version": None, "subscribed_topics": None, "owned_partitions": None,
-        "subscription_user_data": None, "generation_id": None, "rack_id": None,
-        "assignment_version": None, "assignment": None, "assignment_user_data": None,
-        "subscription_bytes": sub_raw, "assignment_bytes": asg_raw,
+        "member_id": member_id,
+        "group_instance_id": instance_id,
+        "client_id": client_id,
+        "client_host": client_host,
+        "rebalance_timeout_ms": rebalance_timeout,
+        "session_timeout_ms": session_timeout,
+        "subscription_version": None,
+        "subscribed_topics": None,
+        "owned_partitions": None,
+        "subscription_user_data": None,
+        "generation_id": None,
+        "rack_id": None,
+        "assignment_version": None,
+        "assignment": None,
+        "assignment_user_data": None,
+        "subscription_bytes": sub_raw,
+        "assignment_bytes": asg_raw,
     }
 
 

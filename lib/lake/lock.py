@@ -6,6 +6,7 @@ would undo each other's work. A lock file created with O_EXCL serialises them. A
 by a process that died on this host is taken over; a live holder makes the newcomer fail
 with a message naming it (or wait, if asked to). The lock is a local-filesystem lock: on an
 object store, serialise runs in the scheduler instead (the Airflow DAGs do, with one pool)."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -53,11 +54,18 @@ class WarehouseLock:
         except FileExistsError:
             return False
         with os.fdopen(fd, "w") as f:
-            json.dump({"pid": os.getpid(), "host": socket.gethostname(), "owner": self.owner,
-                       "since": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}, f)
+            json.dump(
+                {
+                    "pid": os.getpid(),
+                    "host": socket.gethostname(),
+                    "owner": self.owner,
+                    "since": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+                },
+                f,
+            )
         return True
 
-    def acquire(self) -> "WarehouseLock":
+    def acquire(self) -> WarehouseLock:
         os.makedirs(os.path.dirname(self.path), exist_ok=True)
         deadline = time.monotonic() + self.wait_seconds
         while True:
@@ -65,7 +73,7 @@ class WarehouseLock:
                 return self
             held = self.holder()
             if held is None:
-                continue                      # released between our two looks
+                continue  # released between our two looks
             stale = held.get("host") == socket.gethostname() and held.get("pid") and not _alive(held["pid"])
             if stale:
                 self.took_over = held
@@ -78,7 +86,8 @@ class WarehouseLock:
                 raise WarehouseBusyError(
                     f"warehouse {os.path.dirname(self.path)} is being written by {held.get('owner')} "
                     f"(pid {held.get('pid')} on {held.get('host')}, since {held.get('since')}); "
-                    f"nothing was changed. Retry when it has finished (lock file {self.path})")
+                    f"nothing was changed. Retry when it has finished (lock file {self.path})"
+                )
             time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
 
     def release(self) -> None:

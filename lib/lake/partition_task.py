@@ -7,6 +7,7 @@ where the driver's commit adds them without rewriting; until that commit they ar
 to readers (and VACUUM removes them if the run dies). What goes back to the driver is one
 small summary per partition: counts, the checkpoint and the files to add, with their stats.
 No pyspark here: the same function runs without Spark (tests, the coordinator)."""
+
 from __future__ import annotations
 
 import json
@@ -16,25 +17,47 @@ import uuid
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute  # noqa: F401 - pa.compute
+import pyarrow.compute
 import pyarrow.parquet as pq
 
 from lib.codec.errors import DecodeError
 from lib.lake.worker_errors import worker_error
 from schemas import tables as T
 
-OFFSETS_LOG_FILE_ROWS = 4_000_000        # roll the offsets_log file past this many rows
-STATE_TABLES = (T.GROUP_OFFSETS, T.EXPIRED_OFFSETS, T.PENDING_TRANSACTIONAL_OFFSETS, T.CONSUMER_GROUPS,
-                T.EXPIRED_GROUPS, T.GROUP_FOLD_STATE)
+OFFSETS_LOG_FILE_ROWS = 4_000_000  # roll the offsets_log file past this many rows
+STATE_TABLES = (
+    T.GROUP_OFFSETS,
+    T.EXPIRED_OFFSETS,
+    T.PENDING_TRANSACTIONAL_OFFSETS,
+    T.CONSUMER_GROUPS,
+    T.EXPIRED_GROUPS,
+    T.GROUP_FOLD_STATE,
+)
 # columns whose min/max go into the add action's stats (data skipping on the log's position)
 STATS_COLUMNS = ("log_offset", "batch_base_offset")
 # Parquet settings measured on offsets_log (about 2x faster to write than pyarrow's defaults,
 # and smaller): dictionaries only where values repeat; statistics only on the columns that grow
 # with the log (a row group of a busy partition spans every group, topic and partition, so
 # their min/max would prune nothing).
-DICTIONARY_COLUMNS = ("compression", "segment_file", "decode_status", "record_type_name", "control_type",
-                      "group_id", "topic", "metadata", "topic_id", "raw_key", "group_type", "state", "protocol",
-                      "protocol_type", "run_id", "level", "error_kind")
+DICTIONARY_COLUMNS = (
+    "compression",
+    "segment_file",
+    "decode_status",
+    "record_type_name",
+    "control_type",
+    "group_id",
+    "topic",
+    "metadata",
+    "topic_id",
+    "raw_key",
+    "group_type",
+    "state",
+    "protocol",
+    "protocol_type",
+    "run_id",
+    "level",
+    "error_kind",
+)
 STATISTICS_COLUMNS = ("log_offset", "batch_base_offset", "log_timestamp", "commit_timestamp")
 
 
@@ -50,8 +73,9 @@ def _file_schema(table: T.Table, drop: tuple) -> pa.Schema:
     per process: building it cost 0.2 ms, eight times per partition."""
     key = (table.name, drop)
     if key not in _FILE_SCHEMAS:
-        _FILE_SCHEMAS[key] = pa.schema([f for f in table.arrow_schema
-                                        if f.name != "offsets_partition" and f.name not in drop])
+        _FILE_SCHEMAS[key] = pa.schema(
+            [f for f in table.arrow_schema if f.name != "offsets_partition" and f.name not in drop]
+        )
     return _FILE_SCHEMAS[key]
 
 
@@ -80,8 +104,10 @@ class _FileWriter:
             self._path = os.path.join(self.folder, name)
             names = set(self.schema.names)
             if self.table is T.OFFSETS_LOG:
-                options = {"use_dictionary": [c for c in DICTIONARY_COLUMNS if c in names],
-                           "write_statistics": [c for c in STATISTICS_COLUMNS if c in names]}
+                options = {
+                    "use_dictionary": [c for c in DICTIONARY_COLUMNS if c in names],
+                    "write_statistics": [c for c in STATISTICS_COLUMNS if c in names],
+                }
             else:
                 # state tables: a partition's few thousand rows, rewritten every run; plain pages
                 # and no statistics halve the cost of such a file (a file is read whole)
@@ -108,11 +134,21 @@ class _FileWriter:
         if self._writer is None:
             return
         self._writer.close()
-        stats = {"numRecords": self._rows, "minValues": dict(self._min), "maxValues": dict(self._max),
-                 "nullCount": {c: 0 for c in self._min}}
-        self.files.append({"path": os.path.relpath(self._path, os.path.dirname(self.folder)),
-                           "size": os.path.getsize(self._path), "rows": self._rows,
-                           "modification_time": int(time.time() * 1000), "stats": json.dumps(stats)})
+        stats = {
+            "numRecords": self._rows,
+            "minValues": dict(self._min),
+            "maxValues": dict(self._max),
+            "nullCount": dict.fromkeys(self._min, 0),
+        }
+        self.files.append(
+            {
+                "path": os.path.relpath(self._path, os.path.dirname(self.folder)),
+                "size": os.path.getsize(self._path),
+                "rows": self._rows,
+                "modification_time": int(time.time() * 1000),
+                "stats": json.dumps(stats),
+            }
+        )
         self._writer = None
         self._rows = 0
         self._min, self._max = {}, {}
@@ -180,8 +216,9 @@ def _read_state(paths: list[str], table: T.Table, partition: int) -> pa.Table | 
         part = pq.ParquetFile(path).read(columns=schema.names, use_threads=False)
         parts.append(part if part.schema.equals(schema) else part.cast(schema))
     t = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
-    t = t.append_column(pa.field("offsets_partition", pa.int32(), False),
-                        pa.array(np.full(t.num_rows, partition, np.int32)))
+    t = t.append_column(
+        pa.field("offsets_partition", pa.int32(), False), pa.array(np.full(t.num_rows, partition, np.int32))
+    )
     return t.select(table.column_names)
 
 
@@ -189,8 +226,8 @@ def replay_partition(task: dict) -> dict:
     """One partition: task keys partition, segments [(path, base_offset)] or bootstrap,
     start_offset, end_offset, warehouse, run_id, previous {table name: [file paths]},
     now_ms, retention_ms, quarantine (bool). Returns the partition's summary."""
-    from lib.replay.groups import GroupReplayError
     from lib.replay.engine import PartitionReplay
+    from lib.replay.groups import GroupReplayError
 
     started = time.time()
     p = task["partition"]
@@ -207,14 +244,28 @@ def replay_partition(task: dict) -> dict:
     engine = PartitionReplay(p)
     prev = task.get("previous") or {}
     if prev:
-        committed = [x for x in (_read_state(prev.get(T.GROUP_OFFSETS.name), T.GROUP_OFFSETS, p),
-                                 _read_state(prev.get(T.EXPIRED_OFFSETS.name), T.EXPIRED_OFFSETS, p)) if x is not None]
-        group_rows = [x for x in (_read_state(prev.get(T.CONSUMER_GROUPS.name), T.CONSUMER_GROUPS, p),
-                                  _read_state(prev.get(T.EXPIRED_GROUPS.name), T.EXPIRED_GROUPS, p)) if x is not None]
-        engine.load(pa.concat_tables(committed) if committed else None,
-                    _read_state(prev.get(T.PENDING_TRANSACTIONAL_OFFSETS.name), T.PENDING_TRANSACTIONAL_OFFSETS, p),
-                    _read_state(prev.get(T.GROUP_FOLD_STATE.name), T.GROUP_FOLD_STATE, p),
-                    pa.concat_tables(group_rows) if group_rows else None)
+        committed = [
+            x
+            for x in (
+                _read_state(prev.get(T.GROUP_OFFSETS.name), T.GROUP_OFFSETS, p),
+                _read_state(prev.get(T.EXPIRED_OFFSETS.name), T.EXPIRED_OFFSETS, p),
+            )
+            if x is not None
+        ]
+        group_rows = [
+            x
+            for x in (
+                _read_state(prev.get(T.CONSUMER_GROUPS.name), T.CONSUMER_GROUPS, p),
+                _read_state(prev.get(T.EXPIRED_GROUPS.name), T.EXPIRED_GROUPS, p),
+            )
+            if x is not None
+        ]
+        engine.load(
+            pa.concat_tables(committed) if committed else None,
+            _read_state(prev.get(T.PENDING_TRANSACTIONAL_OFFSETS.name), T.PENDING_TRANSACTIONAL_OFFSETS, p),
+            _read_state(prev.get(T.GROUP_FOLD_STATE.name), T.GROUP_FOLD_STATE, p),
+            pa.concat_tables(group_rows) if group_rows else None,
+        )
     lap("read_state")
     log_writer = _LogWriter(warehouse, p, run_id)
     quarantine = [] if task.get("quarantine") else None
@@ -237,11 +288,16 @@ def replay_partition(task: dict) -> dict:
         lap("write_log")
         state = engine.finish(task["now_ms"], task["retention_ms"], task.get("topic_names"))
     except DecodeError as e:
-        raise worker_error(type(e).__name__, e.message, file=e.file, partition=e.partition, offset=e.offset,
-                           position=e.position) from None
+        raise worker_error(
+            type(e).__name__, e.message, file=e.file, partition=e.partition, offset=e.offset, position=e.position
+        ) from None
     except GroupReplayError as e:
-        raise worker_error("GroupReplayError", "group replay failed as Kafka's loader would: " + str(e),
-                           partition=getattr(e, "partition", p), offset=getattr(e, "offset", None)) from None
+        raise worker_error(
+            "GroupReplayError",
+            "group replay failed as Kafka's loader would: " + str(e),
+            partition=getattr(e, "partition", p),
+            offset=getattr(e, "offset", None),
+        ) from None
     files = {T.OFFSETS_LOG.name: log_writer.files}
     for table in STATE_TABLES:
         w = _FileWriter(warehouse, table, p, run_id)
@@ -255,12 +311,20 @@ def replay_partition(task: dict) -> dict:
         w.close()
         files[T.QUARANTINED_RECORDS.name] = w.files
     lap("finish")
-    return {"partition": p, "records": summary["records"], "next_offset": summary["next_offset"],
-            "trailing_bytes": summary["trailing_bytes"], "end_position": summary["end_position"],
-            "quarantined": len(quarantine or ()),
-            "expiry_changes_at": state["expiry_changes_at"], "topic_names": engine.topic_names,
-            "unresolved_topic_ids": state["unresolved_topic_ids"],
-            "files": files, "seconds": clock, "span": (started, time.time(), os.getpid())}
+    return {
+        "partition": p,
+        "records": summary["records"],
+        "next_offset": summary["next_offset"],
+        "trailing_bytes": summary["trailing_bytes"],
+        "end_position": summary["end_position"],
+        "quarantined": len(quarantine or ()),
+        "expiry_changes_at": state["expiry_changes_at"],
+        "topic_names": engine.topic_names,
+        "unresolved_topic_ids": state["unresolved_topic_ids"],
+        "files": files,
+        "seconds": clock,
+        "span": (started, time.time(), os.getpid()),
+    }
 
 
 def _batch_starts_at(data, pos: int, start_offset: int) -> bool:
@@ -281,7 +345,7 @@ def _batch_starts_at(data, pos: int, start_offset: int) -> bool:
     if base != start_offset or size < 49 or pos + 12 + size > len(data) or data[pos + 16] != 2:
         return False
     (crc,) = struct.unpack_from(">I", data, pos + 17)
-    return crc32c.crc32c(data[pos + 21:pos + 12 + size]) == crc
+    return crc32c.crc32c(data[pos + 21 : pos + 12 + size]) == crc
 
 
 def read_segments(task: dict, summary: dict, quarantine, consume) -> None:
@@ -301,8 +365,14 @@ def read_segments(task: dict, summary: dict, quarantine, consume) -> None:
             whole = read_segment_bytes(path)
             if _batch_starts_at(whole, pos, start):
                 data, shift = memoryview(whole)[pos:], pos
-        decoder = SegmentDecoder(path, p, start_offset=start, quarantine=quarantine, data=data,
-                                 source_name=os.path.basename(path) if data is not None else None)
+        decoder = SegmentDecoder(
+            path,
+            p,
+            start_offset=start,
+            quarantine=quarantine,
+            data=data,
+            source_name=os.path.basename(path) if data is not None else None,
+        )
         first_quarantined = len(quarantine) if quarantine is not None else 0
         try:
             consume(decoder)
@@ -341,8 +411,9 @@ def _fetch(task: dict, summary: dict, quarantine, consume) -> None:
         while offset < end:
             chunk = reader.fetch(p, offset)
             where = f"{bootstrap} __consumer_offsets-{p} fetched at offset {offset}"
-            decoder = SegmentDecoder(where, p, start_offset=offset, data=chunk.data, source_name=f"fetch:{offset}",
-                                     quarantine=quarantine)
+            decoder = SegmentDecoder(
+                where, p, start_offset=offset, data=chunk.data, source_name=f"fetch:{offset}", quarantine=quarantine
+            )
 
             def below(batches):
                 for b in batches:
@@ -350,9 +421,10 @@ def _fetch(task: dict, summary: dict, quarantine, consume) -> None:
                     if b.num_rows:
                         summary["records"] += b.num_rows
                         yield b
+
             consume(below(decoder))
             if decoder.next_offset is None or decoder.next_offset <= offset:
-                break   # nothing more below the high watermark
+                break  # nothing more below the high watermark
             offset = min(decoder.next_offset, end)
     finally:
         reader.close()

@@ -2,6 +2,7 @@
 
 A worker's exception reaches the driver only as the text of a Spark exception; a marked JSON
 payload keeps the error's kind and its location (file, partition, offset, position)."""
+
 from __future__ import annotations
 
 import json

@@ -12,6 +12,7 @@ state, whatever the log's length.
 
 Reference semantics: `lib.replay.offsets.PartitionOffsets` and `lib.replay.groups.GroupFold`
 (record by record); the tests check this engine against them."""
+
 from __future__ import annotations
 
 import struct
@@ -24,23 +25,33 @@ from numba import njit
 from lib.decode.numba_bytes import copy_bytes, load_u64
 from lib.replay.expiry import offset_rule
 from lib.replay.groups import ClassicGroup, GroupFold, GroupReplayError, _topic_ids
-from schemas.tables import (CONSUMER_GROUPS, GROUP_FOLD_STATE, GROUP_OFFSETS, PENDING_TRANSACTIONAL_OFFSETS)
+from schemas.tables import CONSUMER_GROUPS, GROUP_FOLD_STATE, GROUP_OFFSETS, PENDING_TRANSACTIONAL_OFFSETS
 
 VALUE_COLUMNS = GROUP_OFFSETS.column_names
 # one schema for every retained table (the decoded batches' columns are all nullable)
 VALUE_SCHEMA = pa.schema([f.with_nullable(True) for f in GROUP_OFFSETS.arrow_schema])
-NONE = -1                       # c_ref: no committed value
+NONE = -1  # c_ref: no committed value
 NO_PRODUCER = -1
 # row kinds for the loop
 SKIP, PLAIN, TOMBSTONE, PYTHON = 0, 1, 2, 3
 # gstate: does the group exist, and is it a simple group created by an offset commit?
 NO_GROUP, SIMPLE, OTHER = 0, 1, 2
-FOLD_COLUMNS = ["offsets_partition", "group_id", "log_offset", "record_type", "is_tombstone", "member_id",
-                "group_metadata", "value_json", "raw_key"]
+FOLD_COLUMNS = [
+    "offsets_partition",
+    "group_id",
+    "log_offset",
+    "record_type",
+    "is_tombstone",
+    "member_id",
+    "group_metadata",
+    "value_json",
+    "raw_key",
+]
 FOLD_COLUMNS_FLAT = [c for c in FOLD_COLUMNS if c != "group_metadata"]
 
 
 # --- interning byte strings (open addressing, a word-at-a-time hash) -------------------------------------------
+
 
 @njit(cache=True, inline="always")
 def _hash(buf, a, n):
@@ -120,7 +131,7 @@ class _Interner:
             for name in ("hashes", "poff", "plen"):
                 old = getattr(self, name)
                 new = np.zeros(cap, old.dtype)
-                new[:self.count] = old[:self.count]
+                new[: self.count] = old[: self.count]
                 setattr(self, name, new)
         if need * 2 > len(self.slots):
             size = len(self.slots)
@@ -130,19 +141,20 @@ class _Interner:
             _rehash(self.slots, self.hashes, self.count)
         if self.pool_used + more_bytes > len(self.pool):
             new = np.zeros(max(self.pool_used + more_bytes, 2 * len(self.pool)), np.uint8)
-            new[:self.pool_used] = self.pool[:self.pool_used]
+            new[: self.pool_used] = self.pool[: self.pool_used]
             self.pool = new
 
     def intern(self, data: bytes) -> int:
         self.reserve(1, len(data))
         buf = np.frombuffer(data, np.uint8)
-        kid, self.count, self.pool_used = _intern_one(self.slots, self.hashes, self.pool, self.poff, self.plen,
-                                                      self.count, self.pool_used, buf, 0, len(data))
+        kid, self.count, self.pool_used = _intern_one(
+            self.slots, self.hashes, self.pool, self.poff, self.plen, self.count, self.pool_used, buf, 0, len(data)
+        )
         return kid
 
     def bytes_of(self, k: int) -> bytes:
         o = self.poff[k]
-        return self.pool[o:o + self.plen[k]].tobytes()
+        return self.pool[o : o + self.plen[k]].tobytes()
 
 
 @njit(cache=True, inline="always")
@@ -161,8 +173,28 @@ def _intern_one(slots, hashes, pool, poff, plen, count, used, buf, a, n):
 
 
 @njit(cache=True)
-def _intern_keys(start, kind, raw_off, raw, k_slots, k_hash, k_pool, k_poff, k_plen, k_count, k_used,
-                 g_slots, g_hash, g_pool, g_poff, g_plen, g_count, g_used, k_group, row_key):
+def _intern_keys(
+    start,
+    kind,
+    raw_off,
+    raw,
+    k_slots,
+    k_hash,
+    k_pool,
+    k_poff,
+    k_plen,
+    k_count,
+    k_used,
+    g_slots,
+    g_hash,
+    g_pool,
+    g_poff,
+    g_plen,
+    g_count,
+    g_used,
+    k_group,
+    row_key,
+):
     """The key id of every offset-commit row from `start` (kind != SKIP; -1 elsewhere): its key
     bytes after the version (OffsetCommitKey v0 and v1 are the same key), and for a new key the
     id of its group (the key's first string). Stops at the first row that might not fit the
@@ -175,24 +207,30 @@ def _intern_keys(start, kind, raw_off, raw, k_slots, k_hash, k_pool, k_poff, k_p
             continue
         a = raw_off[r] + 2
         n = raw_off[r + 1] - a
-        if (k_count >= len(k_hash) or 2 * (k_count + 1) > len(k_slots) or k_used + n > len(k_pool)
-                or k_count >= len(k_group) or g_count >= len(g_hash) or 2 * (g_count + 1) > len(g_slots)
-                or g_used + n > len(g_pool)):
+        if (
+            k_count >= len(k_hash)
+            or 2 * (k_count + 1) > len(k_slots)
+            or k_used + n > len(k_pool)
+            or k_count >= len(k_group)
+            or g_count >= len(g_hash)
+            or 2 * (g_count + 1) > len(g_slots)
+            or g_used + n > len(g_pool)
+        ):
             return r, k_count, k_used, g_count, g_used
         before = k_count
         k, k_count, k_used = _intern_one(k_slots, k_hash, k_pool, k_poff, k_plen, k_count, k_used, raw, a, n)
-        if k_count != before:          # a new key: intern its group too
+        if k_count != before:  # a new key: intern its group too
             glen = (np.int64(raw[a]) << 8) | np.int64(raw[a + 1])
-            g, g_count, g_used = _intern_one(g_slots, g_hash, g_pool, g_poff, g_plen, g_count, g_used,
-                                             raw, a + 2, glen)
+            g, g_count, g_used = _intern_one(g_slots, g_hash, g_pool, g_poff, g_plen, g_count, g_used, raw, a + 2, glen)
             k_group[k] = g
         row_key[r] = k
     return len(kind), k_count, k_used, g_count, g_used
 
 
 @njit(cache=True)
-def _apply(start, kind, row_key, log_offset, k_group, c_ref, c_off, kpend, gstate, gtouch, touched, n_touched,
-           tmark, epoch):
+def _apply(
+    start, kind, row_key, log_offset, k_group, c_ref, c_off, kpend, gstate, gtouch, touched, n_touched, tmark, epoch
+):
     """Applies rows from `start` until one needs Python; returns (that row or len, n_touched)."""
     for r in range(start, len(kind)):
         t = kind[r]
@@ -225,7 +263,7 @@ def _grow(a: np.ndarray, n: int, fill) -> np.ndarray:
     if n <= len(a):
         return a
     new = np.full(max(n, 2 * len(a)), fill, a.dtype)
-    new[:len(a)] = a
+    new[: len(a)] = a
     return new
 
 
@@ -234,7 +272,7 @@ def _string_buffers(col) -> tuple[np.ndarray, np.ndarray]:
     arr = pa.concat_arrays(col.chunks) if isinstance(col, pa.ChunkedArray) else col
     arr = arr.cast(pa.large_string())
     bufs = arr.buffers()
-    offsets = np.frombuffer(bufs[1], np.int64)[arr.offset:arr.offset + len(arr) + 1]
+    offsets = np.frombuffer(bufs[1], np.int64)[arr.offset : arr.offset + len(arr) + 1]
     data = np.frombuffer(bufs[2], np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
     return offsets, data
 
@@ -293,7 +331,7 @@ class PartitionReplay:
         self.gtouch = np.zeros(1024, np.int64)
         self.folds: dict[int, GroupFold] = {}
         self.group_names: dict[int, str] = {}
-        self.pending: dict[int, dict[int, tuple[int, int]]] = {}    # producer -> key -> (ref, log offset)
+        self.pending: dict[int, dict[int, tuple[int, int]]] = {}  # producer -> key -> (ref, log offset)
         self.retained: list[pa.Table] = []
         self.retained_rows = 0
         self.topic_names: dict[str, str] = {}
@@ -301,8 +339,13 @@ class PartitionReplay:
         self.records = 0
 
     # --- state across runs ---------------------------------------------------------------------
-    def load(self, committed: pa.Table | None, pending: pa.Table | None, folds: pa.Table | None,
-             group_rows: pa.Table | None = None) -> None:
+    def load(
+        self,
+        committed: pa.Table | None,
+        pending: pa.Table | None,
+        folds: pa.Table | None,
+        group_rows: pa.Table | None = None,
+    ) -> None:
         """The state a previous run left: committed offsets before expiry (group_offsets and
         expired_offsets rows), pending transactional offsets, group fold states, and
         optionally the groups' rows (consumer_groups and expired_groups), which let a classic
@@ -318,10 +361,14 @@ class PartitionReplay:
             self.c_off[kids] = committed.column("log_offset").to_numpy()
         if pending is not None and pending.num_rows:
             values = pending.select([c for c in VALUE_COLUMNS if c in pending.column_names])
-            values = values.append_column("expire_timestamp", pa.nulls(values.num_rows, GROUP_OFFSETS.arrow_schema
-                                                                       .field("expire_timestamp").type))
-            values = values.append_column("topic_id", pa.nulls(values.num_rows, pa.string())).select(VALUE_COLUMNS) \
+            values = values.append_column(
+                "expire_timestamp", pa.nulls(values.num_rows, GROUP_OFFSETS.arrow_schema.field("expire_timestamp").type)
+            )
+            values = (
+                values.append_column("topic_id", pa.nulls(values.num_rows, pa.string()))
+                .select(VALUE_COLUMNS)
                 .cast(VALUE_SCHEMA)
+            )
             kids = self._intern_values(values)
             self._ensure_keys()
             idx = len(self.retained)
@@ -336,12 +383,17 @@ class PartitionReplay:
         if folds is not None and folds.num_rows:
             rows = {r["group_id"]: r for r in group_rows.to_pylist()} if group_rows is not None else {}
             for row in folds.to_pylist():
-                fold = GroupFold.from_state(row["group_id"], row["fold_state"], row["offsets_partition"],
-                                            row["log_offset"], rows.get(row["group_id"]))
+                fold = GroupFold.from_state(
+                    row["group_id"],
+                    row["fold_state"],
+                    row["offsets_partition"],
+                    row["log_offset"],
+                    rows.get(row["group_id"]),
+                )
                 g = self._group_id(row["group_id"])
                 self.folds[g] = fold
                 if fold.untouched:
-                    self.gstate[g] = OTHER      # a classic group that is not simple
+                    self.gstate[g] = OTHER  # a classic group that is not simple
                 else:
                     self._sync_group(g, fold)
 
@@ -386,7 +438,7 @@ class PartitionReplay:
         n = len(kind)
         bufs = raw_key.buffers()
         wide = pa.types.is_large_binary(raw_key.type)
-        offsets = np.frombuffer(bufs[1], np.int64 if wide else np.int32)[raw_key.offset:raw_key.offset + n + 1]
+        offsets = np.frombuffer(bufs[1], np.int64 if wide else np.int32)[raw_key.offset : raw_key.offset + n + 1]
         data = np.frombuffer(bufs[2], np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
         longest = int(np.diff(offsets).max()) if n else 0
         row_key = np.empty(n, np.int64)
@@ -394,8 +446,27 @@ class PartitionReplay:
         r = 0
         while True:
             r, k.count, k.pool_used, g.count, g.pool_used = _intern_keys(
-                r, kind, offsets, data, k.slots, k.hashes, k.pool, k.poff, k.plen, k.count, k.pool_used,
-                g.slots, g.hashes, g.pool, g.poff, g.plen, g.count, g.pool_used, self.k_group, row_key)
+                r,
+                kind,
+                offsets,
+                data,
+                k.slots,
+                k.hashes,
+                k.pool,
+                k.poff,
+                k.plen,
+                k.count,
+                k.pool_used,
+                g.slots,
+                g.hashes,
+                g.pool,
+                g.poff,
+                g.plen,
+                g.count,
+                g.pool_used,
+                self.k_group,
+                row_key,
+            )
             if r >= n:
                 break
             # grown by doubling: amortised O(1) a key, and no larger than twice what is held
@@ -483,8 +554,22 @@ class PartitionReplay:
         is_commit = None
         r = 0
         while True:
-            r, n_touched = _apply(r, kind, row_key, log_offset, self.k_group, self.c_ref, self.c_off, self.kpend,
-                                  self.gstate, self.gtouch, touched, n_touched, self.tmark, self.epoch)
+            r, n_touched = _apply(
+                r,
+                kind,
+                row_key,
+                log_offset,
+                self.k_group,
+                self.c_ref,
+                self.c_off,
+                self.kpend,
+                self.gstate,
+                self.gtouch,
+                touched,
+                n_touched,
+                self.tmark,
+                self.epoch,
+            )
             if r >= n:
                 break
             if group_rec[r]:
@@ -498,7 +583,7 @@ class PartitionReplay:
                 self._clear_pending(k)
                 self.c_ref[k] = NONE
                 n_touched = self._touch(k, touched, n_touched)
-            else:      # a transactional commit: pending until its producer's marker
+            else:  # a transactional commit: pending until its producer's marker
                 k = int(row_key[r])
                 entries = self.pending.setdefault(int(pid[r]), {})
                 if k not in entries:
@@ -564,8 +649,16 @@ class PartitionReplay:
         """Copies out the rows of this batch that the state still references."""
         refs = self.c_ref[touched]
         cur = touched[refs <= -2]
-        pend = [(producer, k, ref) for producer, entries in self.pending.items()
-                for k, (ref, _) in entries.items() if ref <= -2] if self.pending else []
+        pend = (
+            [
+                (producer, k, ref)
+                for producer, entries in self.pending.items()
+                for k, (ref, _) in entries.items()
+                if ref <= -2
+            ]
+            if self.pending
+            else []
+        )
         rows = -(self.c_ref[cur] + 2)
         if pend:
             rows = np.concatenate([rows, np.array([-(ref + 2) for _, _, ref in pend], np.int64)])
@@ -573,14 +666,15 @@ class PartitionReplay:
             return
         uniq = np.unique(rows)
         idx = len(self.retained)
-        self.retained.append(pa.Table.from_batches([batch.select(VALUE_COLUMNS)]).take(pa.array(uniq))
-                             .cast(VALUE_SCHEMA))
+        self.retained.append(
+            pa.Table.from_batches([batch.select(VALUE_COLUMNS)]).take(pa.array(uniq)).cast(VALUE_SCHEMA)
+        )
         self.retained_rows += len(uniq)
         self.c_ref[cur] = (idx << 32) | np.searchsorted(uniq, -(self.c_ref[cur] + 2))
         for producer, k, ref in pend:
             _, off = self.pending[producer][k]
             self.pending[producer][k] = ((idx << 32) | int(np.searchsorted(uniq, -(ref + 2))), off)
-        live = int((self.c_ref[:self.keys.count] >= 0).sum())
+        live = int((self.c_ref[: self.keys.count] >= 0).sum())
         if self.retained_rows > 2 * live + 262_144:
             self._compact()
 
@@ -607,8 +701,9 @@ class PartitionReplay:
         return pa.concat_tables(self.retained).take(pa.array(flat)).combine_chunks()
 
     # --- the result -------------------------------------------------------------------------------
-    def finish(self, now_ms: int, retention_ms: int, other_topic_names: dict | None = None,
-               fold_states: bool = True) -> dict:
+    def finish(
+        self, now_ms: int, retention_ms: int, other_topic_names: dict | None = None, fold_states: bool = True
+    ) -> dict:
         """Arrow tables of the partition's state, judged at now_ms: group_offsets,
         expired_offsets, pending_transactional_offsets, consumer_groups, expired_groups,
         group_fold_state; and `expiry_changes_at` (the first later `now` at which the
@@ -618,7 +713,7 @@ class PartitionReplay:
         offsets = self._take(self.c_ref[live_keys]).cast(GROUP_OFFSETS.arrow_schema)
         pending = self._pending_table()
         # every group that exists, with its fold brought up to date
-        for g in np.flatnonzero(self.gstate[:self.groups.count] != NO_GROUP).tolist():
+        for g in np.flatnonzero(self.gstate[: self.groups.count] != NO_GROUP).tolist():
             self._fold(g)
         groups: dict[str, dict] = {}
         states: list[dict] = []
@@ -634,8 +729,14 @@ class PartitionReplay:
                 unresolved |= _topic_ids(fold.group) - set(fold.group.topic_names) - {None}
             groups[fold.group_id] = row
             if fold_states:
-                states.append({"offsets_partition": fold.offsets_partition, "group_id": fold.group_id,
-                               "log_offset": fold.log_offset, "fold_state": fold.to_state()})
+                states.append(
+                    {
+                        "offsets_partition": fold.offsets_partition,
+                        "group_id": fold.group_id,
+                        "log_offset": fold.log_offset,
+                        "fold_state": fold.to_state(),
+                    }
+                )
         expired, changes_at = self._judge_offsets(offsets, live_keys, groups, now_ms, retention_ms)
         exp_mask = pa.array(expired, pa.bool_())
         live_offsets = offsets.filter(pc.invert(exp_mask))
@@ -644,8 +745,12 @@ class PartitionReplay:
         open_txn = set(pending.column("group_id").to_pylist())
         live_groups, deleted_groups = [], []
         for gid, row in groups.items():
-            deleted = (gid not in with_live and gid not in open_txn and row["state"] == "Empty"
-                       and row["group_type"] != "share")
+            deleted = (
+                gid not in with_live
+                and gid not in open_txn
+                and row["state"] == "Empty"
+                and row["group_type"] != "share"
+            )
             (deleted_groups if deleted else live_groups).append(row)
         schema = CONSUMER_GROUPS.arrow_schema
         return {
@@ -660,8 +765,11 @@ class PartitionReplay:
         }
 
     def _pending_table(self) -> pa.Table:
-        items = [(producer, k, ref) for producer, entries in sorted(self.pending.items())
-                 for k, (ref, _) in sorted(entries.items())]
+        items = [
+            (producer, k, ref)
+            for producer, entries in sorted(self.pending.items())
+            for k, (ref, _) in sorted(entries.items())
+        ]
         schema = PENDING_TRANSACTIONAL_OFFSETS.arrow_schema
         if not items:
             return schema.empty_table()
@@ -723,9 +831,9 @@ class PartitionReplay:
     def _key_tuple(self, k: int) -> tuple:
         b = self.keys.bytes_of(k)
         gl = struct.unpack_from(">h", b, 0)[0]
-        g = b[2:2 + gl].decode()
+        g = b[2 : 2 + gl].decode()
         tl = struct.unpack_from(">h", b, 2 + gl)[0]
-        t = b[4 + gl:4 + gl + tl].decode()
+        t = b[4 + gl : 4 + gl + tl].decode()
         (p,) = struct.unpack_from(">i", b, 4 + gl + tl)
         return g, t, p
 
@@ -735,5 +843,6 @@ def _floor_ms(value) -> int:
     if isinstance(value, int):
         return value // 1000
     import datetime as dt
-    delta = value - dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+
+    delta = value - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
     return (delta.days * 86_400_000_000 + delta.seconds * 1_000_000 + delta.microseconds) // 1000

@@ -4,6 +4,7 @@ state of one offsets partition: the rule per group here; the instant an eligible
 (its explicit expiry, else its group's state timestamp for an empty classic group, else its
 commit timestamp, plus the retention) is computed for all offsets at once by
 PartitionReplay._judge_offsets."""
+
 from __future__ import annotations
 
 DEFAULT_RETENTION_MINUTES = 10080
@@ -21,7 +22,7 @@ def offset_rule(group: dict | None):
     subscribed = group.get("subscribed_topics")
     if gtype == "classic":
         if protocol_type is None:
-            return "always", None, False                     # simple group
+            return "always", None, False  # simple group
         if state == "Empty":
             return "always", None, True
         if protocol_type == "consumer" and state == "Stable" and subscribed is not None:

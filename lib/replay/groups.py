@@ -1,6 +1,7 @@
 """Replays the group records of ONE group id, in log order, into that group's final state
 (GroupMetadataManager.replay in Kafka 4.x; spec 4.3). Offset commits enter only as the
 "create a simple classic group if none exists" event they trigger."""
+
 from __future__ import annotations
 
 import base64
@@ -11,9 +12,28 @@ from dataclasses import dataclass, field
 from lib.codec.serde import decode_key
 
 CLASSIC, CONSUMER, SHARE, STREAMS = "classic", "consumer", "share", "streams"
-FAMILY_OF_TYPE = {2: CLASSIC, 3: CONSUMER, 4: CONSUMER, 5: CONSUMER, 6: CONSUMER, 7: CONSUMER, 8: CONSUMER,
-                  16: CONSUMER, 10: SHARE, 11: SHARE, 12: SHARE, 13: SHARE, 14: SHARE, 15: SHARE,
-                  17: STREAMS, 19: STREAMS, 20: STREAMS, 21: STREAMS, 22: STREAMS, 23: STREAMS}
+FAMILY_OF_TYPE = {
+    2: CLASSIC,
+    3: CONSUMER,
+    4: CONSUMER,
+    5: CONSUMER,
+    6: CONSUMER,
+    7: CONSUMER,
+    8: CONSUMER,
+    16: CONSUMER,
+    10: SHARE,
+    11: SHARE,
+    12: SHARE,
+    13: SHARE,
+    14: SHARE,
+    15: SHARE,
+    17: STREAMS,
+    19: STREAMS,
+    20: STREAMS,
+    21: STREAMS,
+    22: STREAMS,
+    23: STREAMS,
+}
 # Types whose tombstone removes the whole group.
 GROUP_TOMBSTONE_TYPES = {2, 3, 11, 17}
 STREAMS_STABLE = 1
@@ -37,12 +57,12 @@ class ModernGroup:
     metadata_hash: int = 0
     assignment_epoch: int = INITIAL_EPOCH
     validated_topology_epoch: int = -1
-    members: dict = field(default_factory=dict)           # member id -> metadata dict (JsonConverter form)
-    current: dict = field(default_factory=dict)           # member id -> current assignment dict
-    target: dict = field(default_factory=dict)            # member id -> target assignment dict
-    regexes: dict = field(default_factory=dict)           # regex -> resolved topics
+    members: dict = field(default_factory=dict)  # member id -> metadata dict (JsonConverter form)
+    current: dict = field(default_factory=dict)  # member id -> current assignment dict
+    target: dict = field(default_factory=dict)  # member id -> target assignment dict
+    regexes: dict = field(default_factory=dict)  # regex -> resolved topics
     topology: dict | None = None
-    topic_names: dict = field(default_factory=dict)       # topic id -> name seen in type 4 records
+    topic_names: dict = field(default_factory=dict)  # topic id -> name seen in type 4 records
 
 
 @dataclass
@@ -62,8 +82,8 @@ class GroupFold:
     def __init__(self, group_id: str):
         self.group_id = group_id
         self._group: ClassicGroup | ModernGroup | None = None
-        self._state: str | None = None      # a state not parsed yet (see from_state)
-        self._row: dict | None = None       # and its consumer_groups row
+        self._state: str | None = None  # a state not parsed yet (see from_state)
+        self._row: dict | None = None  # and its consumer_groups row
         self.offsets_partition: int | None = None
         self.log_offset: int | None = None
 
@@ -99,8 +119,9 @@ class GroupFold:
         return json.dumps({"kind": kind, "group": vars(self.group)}, default=_encode_bytes, separators=(",", ":"))
 
     @classmethod
-    def from_state(cls, group_id: str, state: str | None, offsets_partition: int, log_offset: int,
-                   row: dict | None = None) -> "GroupFold":
+    def from_state(
+        cls, group_id: str, state: str | None, offsets_partition: int, log_offset: int, row: dict | None = None
+    ) -> GroupFold:
         """A fold resumed from its state. With `row` (the consumer_groups row the same run wrote
         from this state) a classic group's state is parsed only when something looks into the
         group: an incremental run touches a few of a partition's groups, and parsing and
@@ -112,7 +133,7 @@ class GroupFold:
             fold._state, fold._row = state, row
         elif state:
             fold._state = state
-            fold.group          # noqa: B018 - parsed now
+            fold.group  # noqa: B018 - parsed now
         return fold
 
     @staticmethod
@@ -134,8 +155,7 @@ class GroupFold:
             # Simple groups only hold offsets and are not backed by records: replaced silently.
             self.group = ModernGroup(group_type)
             return self.group
-        raise GroupReplayError(f"group {self.group_id!r} is a {self._type_name()} group, "
-                               f"not a {group_type} group")
+        raise GroupReplayError(f"group {self.group_id!r} is a {self._type_name()} group, not a {group_type} group")
 
     def _type_name(self) -> str:
         g = self.group
@@ -159,15 +179,25 @@ class GroupFold:
                 self.group = None
             else:
                 gm = row["group_metadata"]
-                self.group = ClassicGroup(gm["protocol_type"] or None, gm["generation"], gm["protocol"],
-                                          gm["leader"], _micros(gm["current_state_timestamp"]), gm["members"] or [])
+                self.group = ClassicGroup(
+                    gm["protocol_type"] or None,
+                    gm["generation"],
+                    gm["protocol"],
+                    gm["leader"],
+                    _micros(gm["current_state_timestamp"]),
+                    gm["members"] or [],
+                )
             return
         value = json.loads(row["value_json"]) if not tomb and row.get("value_json") else None
-        if family == SHARE and self.group is not None and not (
-                isinstance(self.group, ModernGroup) and self.group.group_type == SHARE):
+        if (
+            family == SHARE
+            and self.group is not None
+            and not (isinstance(self.group, ModernGroup) and self.group.group_type == SHARE)
+        ):
             if not tomb:
-                raise GroupReplayError(f"share record for group {self.group_id!r}, which is a "
-                                       f"{self._type_name()} group")
+                raise GroupReplayError(
+                    f"share record for group {self.group_id!r}, which is a {self._type_name()} group"
+                )
             return
         member = row.get("member_id")
         if tomb:
@@ -225,13 +255,12 @@ class GroupFold:
         g = self.group
         if g is None:
             return None
-        base = {"group_id": self.group_id, "offsets_partition": self.offsets_partition,
-                "log_offset": self.log_offset}
+        base = {"group_id": self.group_id, "offsets_partition": self.offsets_partition, "log_offset": self.log_offset}
         if isinstance(g, ClassicGroup):
             return {**base, **_classic_row(g)}
         # names learnt now are kept in the state, so later runs still resolve these topic ids
         for tid, name in (topic_names or {}).items():
-            if tid in _topic_ids(g) and tid not in g.topic_names:   # the group's own records win
+            if tid in _topic_ids(g) and tid not in g.topic_names:  # the group's own records win
                 g.topic_names[tid] = name
         return {**base, **_modern_row(g, dict(g.topic_names))}
 
@@ -252,13 +281,13 @@ def _micros(value):
     return value
 
 
-_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
 
 
 def _encode_bytes(value):
     if isinstance(value, (bytes, bytearray)):
         return {"$b64": base64.b64encode(value).decode("ascii")}
-    if isinstance(value, _dt.datetime):   # Arrow hands timestamps over as datetimes
+    if isinstance(value, _dt.datetime):  # Arrow hands timestamps over as datetimes
         return {"$us": int(value.timestamp() * 1_000_000)}
     raise TypeError(f"cannot serialize {type(value).__name__}")
 
@@ -283,25 +312,35 @@ def _classic_row(g: ClassicGroup) -> dict:
     if g.protocol_type == "consumer" and (g.protocol is not None or not g.members):
         subscribed = set()
     for m in g.members:
-        members.append({
-            "member_id": m["member_id"], "group_instance_id": m["group_instance_id"],
-            "client_id": m["client_id"], "client_host": m["client_host"],
-            # Kafka uses the session timeout when a v0 value has no rebalance timeout
-            "rebalance_timeout_ms": m["rebalance_timeout_ms"] if m["rebalance_timeout_ms"] != -1
-            else m["session_timeout_ms"],
-            "session_timeout_ms": m["session_timeout_ms"],
-            "subscribed_topics": m["subscribed_topics"],
-            "assignment": m["assignment"],
-        })
+        members.append(
+            {
+                "member_id": m["member_id"],
+                "group_instance_id": m["group_instance_id"],
+                "client_id": m["client_id"],
+                "client_host": m["client_host"],
+                # Kafka uses the session timeout when a v0 value has no rebalance timeout
+                "rebalance_timeout_ms": m["rebalance_timeout_ms"]
+                if m["rebalance_timeout_ms"] != -1
+                else m["session_timeout_ms"],
+                "session_timeout_ms": m["session_timeout_ms"],
+                "subscribed_topics": m["subscribed_topics"],
+                "assignment": m["assignment"],
+            }
+        )
         if subscribed is not None:
             if m["subscribed_topics"] is None:
                 subscribed = None
             else:
                 subscribed.update(m["subscribed_topics"])
     return {
-        "group_type": CLASSIC, "protocol_type": g.protocol_type, "generation": g.generation,
-        "protocol": g.protocol, "leader": g.leader, "state": "Stable" if g.members else "Empty",
-        "current_state_timestamp": g.current_state_timestamp_us, "members": members,
+        "group_type": CLASSIC,
+        "protocol_type": g.protocol_type,
+        "generation": g.generation,
+        "protocol": g.protocol,
+        "leader": g.leader,
+        "state": "Stable" if g.members else "Empty",
+        "current_state_timestamp": g.current_state_timestamp_us,
+        "members": members,
         "subscribed_topics": sorted(subscribed) if subscribed is not None else None,
     }
 
@@ -332,14 +371,18 @@ def _modern_row(g: ModernGroup, names: dict) -> dict:
             assignors[meta["serverAssignor"]] = assignors.get(meta["serverAssignor"], 0) + 1
         assignment = None if g.group_type == STREAMS else _assignment(cur.get("assignedPartitions"), names)
         classic = meta.get("classicMemberMetadata")
-        members.append({
-            "member_id": member_id, "group_instance_id": meta.get("instanceId"),
-            "client_id": meta.get("clientId"), "client_host": meta.get("clientHost"),
-            "rebalance_timeout_ms": meta.get("rebalanceTimeoutMs"),
-            "session_timeout_ms": classic.get("sessionTimeoutMs") if classic else None,
-            "subscribed_topics": sorted(topics) if topics is not None else None,
-            "assignment": assignment,
-        })
+        members.append(
+            {
+                "member_id": member_id,
+                "group_instance_id": meta.get("instanceId"),
+                "client_id": meta.get("clientId"),
+                "client_host": meta.get("clientHost"),
+                "rebalance_timeout_ms": meta.get("rebalanceTimeoutMs"),
+                "session_timeout_ms": classic.get("sessionTimeoutMs") if classic else None,
+                "subscribed_topics": sorted(topics) if topics is not None else None,
+                "assignment": assignment,
+            }
+        )
         # a member known only from its metadata record: epoch 0, state STABLE
         if cur.get("state", stable_state) != stable_state or cur.get("memberEpoch", 0) != g.assignment_epoch:
             reconciled = False
@@ -371,8 +414,13 @@ def _modern_row(g: ModernGroup, names: dict) -> dict:
     else:
         protocol = None
     return {
-        "group_type": g.group_type, "protocol_type": g.group_type if g.group_type != CONSUMER else "consumer",
-        "generation": g.epoch, "protocol": protocol, "leader": None,
-        "state": state, "current_state_timestamp": None, "members": members,
+        "group_type": g.group_type,
+        "protocol_type": g.group_type if g.group_type != CONSUMER else "consumer",
+        "generation": g.epoch,
+        "protocol": protocol,
+        "leader": None,
+        "state": state,
+        "current_state_timestamp": None,
+        "members": members,
         "subscribed_topics": sorted(subscribed),
     }

@@ -1,6 +1,7 @@
 """Committed and pending offsets of one __consumer_offsets partition, replayed record by
 record exactly as OffsetMetadataManager does in Kafka 4.x (spec 4.3-4.4). The reference for
 the compiled one-pass replay (lib.replay.engine), and the coordinator's in-memory state."""
+
 from __future__ import annotations
 
 NO_PRODUCER = -1
@@ -8,8 +9,8 @@ NO_PRODUCER = -1
 
 class PartitionOffsets:
     def __init__(self):
-        self.offsets: dict[tuple, dict] = {}              # (group, topic, partition) -> entry
-        self.pending: dict[int, dict[tuple, dict]] = {}   # producer id -> key -> entry
+        self.offsets: dict[tuple, dict] = {}  # (group, topic, partition) -> entry
+        self.pending: dict[int, dict[tuple, dict]] = {}  # producer id -> key -> entry
 
     def load_committed(self, entry: dict) -> None:
         self.offsets[(entry["group_id"], entry["topic"], entry["partition"])] = entry
@@ -34,9 +35,22 @@ class PartitionOffsets:
                 if not self.pending[producer]:
                     del self.pending[producer]
             return
-        entry = {k: row[k] for k in ("group_id", "topic", "partition", "committed_offset", "leader_epoch", "metadata",
-                                     "commit_timestamp", "expire_timestamp", "topic_id", "offsets_partition",
-                                     "log_offset")}
+        entry = {
+            k: row[k]
+            for k in (
+                "group_id",
+                "topic",
+                "partition",
+                "committed_offset",
+                "leader_epoch",
+                "metadata",
+                "commit_timestamp",
+                "expire_timestamp",
+                "topic_id",
+                "offsets_partition",
+                "log_offset",
+            )
+        }
         if row["producer_id"] != NO_PRODUCER:
             self.pending.setdefault(row["producer_id"], {})[key] = entry
         else:

@@ -1,6 +1,7 @@
 """Which __consumer_offsets partition holds a group (spec 5): Kafka's
 abs(groupId.hashCode()) % numPartitions, with Java's String.hashCode over UTF-16 code units
 and Kafka's Utils.abs (Integer.MIN_VALUE -> 0)."""
+
 from __future__ import annotations
 
 INT_MIN = -(1 << 31)

@@ -15,6 +15,7 @@ TYPE is string, int, timestamp or duration; DEFAULT is a literal, `null` (the pa
 optional and bound as NULL) or, for timestamps, `now`. A parameter without a default is
 required. Values are bound with Spark's named parameter markers (`:name`), never pasted
 into the SQL text."""
+
 from __future__ import annotations
 
 import atexit
@@ -51,7 +52,7 @@ class AuditError(Exception):
 class Param:
     name: str
     type: str
-    default: str | None = None    # raw text: a literal, "null" or "now"
+    default: str | None = None  # raw text: a literal, "null" or "now"
     required: bool = True
     doc: str = ""
 
@@ -75,8 +76,10 @@ class Query:
         return next((p for p in self.params if p.name == name), None)
 
 
-_PARAM_LINE = re.compile(r"^param\s+(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s+(?P<type>\w+)"
-                         r"(?:\s*=\s*(?P<default>[^:]*?))?\s*(?::\s*(?P<doc>.*))?$")
+_PARAM_LINE = re.compile(
+    r"^param\s+(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s+(?P<type>\w+)"
+    r"(?:\s*=\s*(?P<default>[^:]*?))?\s*(?::\s*(?P<doc>.*))?$"
+)
 
 
 def parse_query(path: str) -> Query:
@@ -92,7 +95,7 @@ def parse_query(path: str) -> Query:
             break
         body = stripped[2:].strip()
         if body.startswith("description:"):
-            description = body[len("description:"):].strip()
+            description = body[len("description:") :].strip()
         elif body.startswith("param "):
             m = _PARAM_LINE.match(body)
             if not m or m["type"] not in TYPES:
@@ -143,8 +146,11 @@ def list_text(queries: dict[str, Query]) -> str:
 
 # --- parameter values ---------------------------------------------------------------------
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|w|d|h|m|s)", re.I)
-_ISO_DURATION = re.compile(r"^P(?:(\d+(?:\.\d+)?)W)?(?:(\d+(?:\.\d+)?)D)?"
-                           r"(?:T(?:(\d+(?:\.\d+)?)H)?(?:(\d+(?:\.\d+)?)M)?(?:(\d+(?:\.\d+)?)S)?)?$", re.I)
+_ISO_DURATION = re.compile(
+    r"^P(?:(\d+(?:\.\d+)?)W)?(?:(\d+(?:\.\d+)?)D)?"
+    r"(?:T(?:(\d+(?:\.\d+)?)H)?(?:(\d+(?:\.\d+)?)M)?(?:(\d+(?:\.\d+)?)S)?)?$",
+    re.I,
+)
 _UNIT_SECONDS = {"w": 604800, "d": 86400, "h": 3600, "m": 60, "s": 1, "ms": 0.001}
 
 
@@ -177,17 +183,17 @@ def coerce(param: Param, raw: str | None, now_ms: int | None = None):
             return None
         if raw == "now":
             ms = now_ms if now_ms is not None else parse_time_ms(None)
-            return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc)
+            return dt.datetime.fromtimestamp(ms / 1000, dt.UTC)
     try:
         if param.type == "string":
             return raw
         if param.type == "int":
             value = int(raw.strip())
-            if not -2**31 <= value < 2**31:
+            if not -(2**31) <= value < 2**31:
                 raise ValueError("out of the int range")
             return value
         if param.type == "timestamp":
-            return dt.datetime.fromtimestamp(parse_time_ms(raw) / 1000, dt.timezone.utc)
+            return dt.datetime.fromtimestamp(parse_time_ms(raw) / 1000, dt.UTC)
         if param.type == "duration":
             return parse_duration(raw)
     except ValueError as e:
@@ -220,11 +226,16 @@ def bind(query: Query, raw: dict[str, str], now_ms: int | None = None) -> dict:
 def warehouse_tables(warehouse: str) -> list[str]:
     """The Delta tables present in the warehouse folder; AuditError when there are none."""
     if not warehouse or not os.path.isdir(warehouse):
-        raise AuditError(f"warehouse {warehouse!r} does not exist (a folder of Delta tables written by jobs.replay_offsets)")
+        raise AuditError(
+            f"warehouse {warehouse!r} does not exist (a folder of Delta tables written by jobs.replay_offsets)"
+        )
     from schemas.tables import ALL_TABLES
+
     present = [t.name for t in ALL_TABLES if os.path.isdir(os.path.join(warehouse, t.name, "_delta_log"))]
     if not present:
-        raise AuditError(f"warehouse {warehouse!r} holds none of the Delta tables ({', '.join(t.name for t in ALL_TABLES)})")
+        raise AuditError(
+            f"warehouse {warehouse!r} holds none of the Delta tables ({', '.join(t.name for t in ALL_TABLES)})"
+        )
     return present
 
 
@@ -261,6 +272,7 @@ def run_query(spark, query: Query, args: dict):
 
 def sql(spark, text: str, args: dict | None = None):
     from pyspark.errors import PySparkException
+
     spark.conf.set(*PARAMETER_MODE)
     try:
         return spark.sql(text, args=args or None)
@@ -271,6 +283,7 @@ def sql(spark, text: str, args: dict | None = None):
 def collect(df) -> tuple[list[str], list[dict]]:
     """Column names and rows as dicts; timestamps as timezone-aware UTC datetimes."""
     from pyspark.errors import PySparkException
+
     try:
         rows = df.collect()
     except PySparkException as e:
@@ -280,7 +293,7 @@ def collect(df) -> tuple[list[str], list[dict]]:
 
 def _utc(value):
     if isinstance(value, dt.datetime):
-        return value.astimezone(dt.timezone.utc)   # PySpark hands naive local-time datetimes over
+        return value.astimezone(dt.UTC)  # PySpark hands naive local-time datetimes over
     if isinstance(value, dict):
         return {k: _utc(v) for k, v in value.items()}
     if isinstance(value, list):
@@ -302,7 +315,7 @@ def spark_message(e: Exception) -> str:
 def plain(value):
     """A JSON-ready value: timestamps ISO-8601 UTC, durations ISO-8601, bytes base64."""
     if isinstance(value, dt.datetime):
-        v = value.astimezone(dt.timezone.utc)   # PySpark hands naive local-time datetimes over
+        v = value.astimezone(dt.UTC)  # PySpark hands naive local-time datetimes over
         text = v.strftime("%Y-%m-%dT%H:%M:%S")
         if v.microsecond:
             text += f".{v.microsecond // 1000:03d}" if v.microsecond % 1000 == 0 else f".{v.microsecond:06d}"
@@ -399,8 +412,9 @@ HELP = r"""Statements end with ';'. Tables: offsets_log, group_offsets, ... (\d 
   \run NAME [param=value ...]   run a canned query"""
 
 
-def interactive(spark, warehouse: str, stdin, stdout, queries: dict[str, Query] | None = None,
-                fmt: str = "table") -> int:
+def interactive(
+    spark, warehouse: str, stdin, stdout, queries: dict[str, Query] | None = None, fmt: str = "table"
+) -> int:
     """A SQL prompt over the registered tables. Errors are printed and the prompt goes on."""
     tty = stdin.isatty()
     if tty:

@@ -1,5 +1,6 @@
 """Renders lib.reporting.report.ReportData as one self-contained HTML page: inline CSS and inline SVG,
 no scripts, nothing loaded from elsewhere when it is viewed. No pyspark here."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -34,7 +35,7 @@ nav a { margin-right: 14px; }
 def iso(ms: int | None) -> str:
     if ms is None:
         return ""
-    t = dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc)
+    t = dt.datetime.fromtimestamp(ms / 1000, dt.UTC)
     return t.strftime("%Y-%m-%d %H:%M:%S") + "Z"
 
 
@@ -51,9 +52,14 @@ def table(table_id: str, headers: list[str], rows: list[list], numeric: set[int]
     out += [f"<th>{escape(h)}</th>" for h in headers]
     out.append("</tr></thead><tbody>")
     for row in rows:
-        out.append("<tr>" + "".join(
-            f'<td class="num">{escape(str(v))}</td>' if i in numeric else f"<td>{escape(str(v))}</td>"
-            for i, v in enumerate(row)) + "</tr>")
+        out.append(
+            "<tr>"
+            + "".join(
+                f'<td class="num">{escape(str(v))}</td>' if i in numeric else f"<td>{escape(str(v))}</td>"
+                for i, v in enumerate(row)
+            )
+            + "</tr>"
+        )
     out.append("</tbody></table>")
     return "".join(out)
 
@@ -77,40 +83,72 @@ def summary_section(d: ReportData) -> str:
         ["offsets partitions replayed", t["partitions"]],
         ["last replay finished", iso(t["last_run_ms"])],
     ]
-    return ('<section id="summary"><h2>Summary</h2>'
-            + table("summary-table", ["", "value"], rows, {1}) + "</section>")
+    return '<section id="summary"><h2>Summary</h2>' + table("summary-table", ["", "value"], rows, {1}) + "</section>"
 
 
 def quality_section(d: ReportData) -> str:
     out = ['<section id="quality"><h2>Quality checks</h2>']
-    docs = (f'<p>Data docs: <a id="quality-docs" href="{escape(d.quality_docs_href)}">'
-            f'{escape(d.quality_docs_href)}</a></p>') if d.quality_docs_href else ""
+    docs = (
+        (
+            f'<p>Data docs: <a id="quality-docs" href="{escape(d.quality_docs_href)}">'
+            f"{escape(d.quality_docs_href)}</a></p>"
+        )
+        if d.quality_docs_href
+        else ""
+    )
     if d.quality_error:
         out.append(f'<p class="fail" id="quality-status">{escape(d.quality_error)}</p>{docs}</section>')
         return "".join(out)
     q = d.quality
     if q is None:
-        out.append('<p id="quality-status">no quality run yet (no _quality/results.json in the warehouse; '
-                   'run jobs.quality)</p>' + docs + "</section>")
+        out.append(
+            '<p id="quality-status">no quality run yet (no _quality/results.json in the warehouse; '
+            "run jobs.quality)</p>" + docs + "</section>"
+        )
         return "".join(out)
-    out.append(f'<p id="quality-status">Checked at {escape(str(q.get("checked_at", "?")))}: '
-               f'{_status(q.get("success"))}</p>{docs}')
+    out.append(
+        f'<p id="quality-status">Checked at {escape(str(q.get("checked_at", "?")))}: '
+        f"{_status(q.get('success'))}</p>{docs}"
+    )
     tables = q.get("tables") or []
     rows = []
     for tb in tables:
         exps = tb.get("expectations") or []
         failed = sum(1 for e in exps if e.get("success") is False)
-        rows.append([tb.get("table", "?"), "passed" if tb.get("success") else "FAILED",
-                     "" if tb.get("rows") is None else tb.get("rows"), len(exps), failed])
+        rows.append(
+            [
+                tb.get("table", "?"),
+                "passed" if tb.get("success") else "FAILED",
+                "" if tb.get("rows") is None else tb.get("rows"),
+                len(exps),
+                failed,
+            ]
+        )
     out.append(table("quality-tables", ["table", "result", "rows", "expectations", "failed"], rows, {2, 3, 4}))
-    failures = [[tb.get("table", "?"), e.get("name", ""), e.get("expectation_type", ""), e.get("column") or "",
-                 e.get("severity", ""), "" if e.get("unexpected_count") is None else e.get("unexpected_count"),
-                 _details(e.get("details"))]
-                for tb in tables for e in (tb.get("expectations") or []) if e.get("success") is False]
+    failures = [
+        [
+            tb.get("table", "?"),
+            e.get("name", ""),
+            e.get("expectation_type", ""),
+            e.get("column") or "",
+            e.get("severity", ""),
+            "" if e.get("unexpected_count") is None else e.get("unexpected_count"),
+            _details(e.get("details")),
+        ]
+        for tb in tables
+        for e in (tb.get("expectations") or [])
+        if e.get("success") is False
+    ]
     if failures:
         out.append("<h3>Failed expectations</h3>")
-        out.append(table("quality-failures", ["table", "name", "expectation", "column", "severity", "unexpected",
-                                              "details"], failures, {5}))
+        out.append(
+            table(
+                "quality-failures",
+                ["table", "name", "expectation", "column", "severity", "unexpected", "details"],
+                failures,
+                {5},
+            )
+        )
     else:
         out.append('<p id="quality-failures-none">No failed expectations.</p>')
     out.append("</section>")
@@ -130,41 +168,88 @@ RANKINGS = (("live_offsets", "By live offsets"), ("members", "By members"), ("co
 def largest_section(d: ReportData) -> str:
     out = [f'<section id="largest"><h2>Largest groups (top {d.top})</h2><div class="rankings">']
     for metric, title in RANKINGS:
-        rows = [[i + 1, r["group_id"], r["group_type"] or "(no group)", r["state"] or "",
-                 r["live_offsets"], r["members"], r["commits"]] for i, r in enumerate(d.largest[metric])]
+        rows = [
+            [
+                i + 1,
+                r["group_id"],
+                r["group_type"] or "(no group)",
+                r["state"] or "",
+                r["live_offsets"],
+                r["members"],
+                r["commits"],
+            ]
+            for i, r in enumerate(d.largest[metric])
+        ]
         out.append(f"<div><h3>{escape(title)}</h3>")
-        out.append(table(f"largest-{metric.replace('_', '-')}",
-                         ["#", "group", "type", "state", "live offsets", "members", "commits"], rows, {0, 4, 5, 6})
-                   if rows else "<p>none</p>")
+        out.append(
+            table(
+                f"largest-{metric.replace('_', '-')}",
+                ["#", "group", "type", "state", "live offsets", "members", "commits"],
+                rows,
+                {0, 4, 5, 6},
+            )
+            if rows
+            else "<p>none</p>"
+        )
         out.append("</div>")
-    out.append('</div><p class="note">"(no group)": no group record now: the group was deleted (its commits are '
-               "still in the log), or its offsets outlived a group tombstone (Kafka 4.x keeps such offsets and "
-               "never expires them). Commits: offset commits that took effect (aborted and still-open "
-               "transactional commits are left out).</p></section>")
+    out.append(
+        '</div><p class="note">"(no group)": no group record now: the group was deleted (its commits are '
+        "still in the log), or its offsets outlived a group tombstone (Kafka 4.x keeps such offsets and "
+        "never expires them). Commits: offset commits that took effect (aborted and still-open "
+        "transactional commits are left out).</p></section>"
+    )
     return "".join(out)
 
 
 def expiring_section(d: ReportData) -> str:
-    out = [f'<section id="expiring"><h2>Expiring within {d.days} days</h2>',
-           f'<p class="note">As of {iso(d.now_ms)}, retention {d.retention_minutes} minutes. An offset is listed '
-           f"when the coordinator's cleanup would remove it by {iso(d.now_ms + d.days * DAY_MS)} if nothing "
-           "changed until then (no new commit, the group's state as it is now), by the same rules as the "
-           "replay's expiry. Due: the explicit expire timestamp when the commit has one, else the base + retention, "
-           "where the base is the time an Empty classic group became empty, or the commit time otherwise.</p>"]
-    out.append(f'<h3>Offsets ({d.expiring_offsets_total})</h3>')
+    out = [
+        f'<section id="expiring"><h2>Expiring within {d.days} days</h2>',
+        f'<p class="note">As of {iso(d.now_ms)}, retention {d.retention_minutes} minutes. An offset is listed '
+        f"when the coordinator's cleanup would remove it by {iso(d.now_ms + d.days * DAY_MS)} if nothing "
+        "changed until then (no new commit, the group's state as it is now), by the same rules as the "
+        "replay's expiry. Due: the explicit expire timestamp when the commit has one, else the base + retention, "
+        "where the base is the time an Empty classic group became empty, or the commit time otherwise.</p>",
+    ]
+    out.append(f"<h3>Offsets ({d.expiring_offsets_total})</h3>")
     if d.expiring_offsets:
-        rows = [[iso(r["due_ms"]), relative(r["due_ms"], d.now_ms), r["group_id"], r["topic"], r["partition"],
-                 r["committed_offset"], iso(r["commit_timestamp"]), r["reason"]] for r in d.expiring_offsets]
-        out.append(table("expiring-offsets", ["due", "", "group", "topic", "partition", "committed offset",
-                                              "committed at", "due by"], rows, {4, 5}))
+        rows = [
+            [
+                iso(r["due_ms"]),
+                relative(r["due_ms"], d.now_ms),
+                r["group_id"],
+                r["topic"],
+                r["partition"],
+                r["committed_offset"],
+                iso(r["commit_timestamp"]),
+                r["reason"],
+            ]
+            for r in d.expiring_offsets
+        ]
+        out.append(
+            table(
+                "expiring-offsets",
+                ["due", "", "group", "topic", "partition", "committed offset", "committed at", "due by"],
+                rows,
+                {4, 5},
+            )
+        )
         if d.expiring_offsets_total > len(d.expiring_offsets):
             out.append(f'<p class="note">First {len(d.expiring_offsets)} of {d.expiring_offsets_total} shown.</p>')
     else:
         out.append('<p id="expiring-offsets-none">none</p>')
-    out.append(f'<h3>Groups ({d.expiring_groups_total})</h3>')
+    out.append(f"<h3>Groups ({d.expiring_groups_total})</h3>")
     if d.expiring_groups:
-        rows = [[iso(r["due_ms"]), relative(r["due_ms"], d.now_ms), r["group_id"], r["group_type"], r["state"],
-                 r["offsets"]] for r in d.expiring_groups]
+        rows = [
+            [
+                iso(r["due_ms"]),
+                relative(r["due_ms"], d.now_ms),
+                r["group_id"],
+                r["group_type"],
+                r["state"],
+                r["offsets"],
+            ]
+            for r in d.expiring_groups
+        ]
         out.append(table("expiring-groups", ["due", "", "group", "type", "state", "offsets expiring"], rows, {5}))
     else:
         out.append('<p id="expiring-groups-none">none</p>')
@@ -178,9 +263,11 @@ def groups_section(d: ReportData) -> str:
     if not d.plots:
         out.append("<p>No offset commits in the log.</p></section>")
         return "".join(out)
-    out.append('<p class="note">Left: offset commits per hour (bucket width chosen per group to keep at most '
-               "72 buckets). Right: each topic-partition's committed offset at the end of each bucket (at most 8 "
-               "partitions per group). Times are UTC, from the records' log timestamps.</p>")
+    out.append(
+        '<p class="note">Left: offset commits per hour (bucket width chosen per group to keep at most '
+        "72 buckets). Right: each topic-partition's committed offset at the end of each bucket (at most 8 "
+        "partitions per group). Times are UTC, from the records' log timestamps.</p>"
+    )
     for i, p in enumerate(d.plots):
         out.append(f'<div class="group" id="group-{i}"><h3>{escape(p.group_id)}</h3><div class="plots">')
         out.append(f"<figure>{commit_rate_svg(p, i)}</figure>")
@@ -192,13 +279,19 @@ def groups_section(d: ReportData) -> str:
 
 def render_html(d: ReportData) -> str:
     body = [
-        f"<h1>offsets-lake report</h1>",
+        "<h1>offsets-lake report</h1>",
         f'<p class="meta">Warehouse: <code>{escape(d.warehouse)}</code></p>',
         f'<p class="meta">As of {iso(d.now_ms)} &middot; generated {iso(d.generated_ms)}</p>',
         '<nav><a href="#summary">Summary</a><a href="#quality">Quality</a><a href="#largest">Largest groups</a>'
         '<a href="#expiring">Expiring soon</a><a href="#groups">Groups over time</a></nav>',
-        summary_section(d), quality_section(d), largest_section(d), expiring_section(d), groups_section(d),
+        summary_section(d),
+        quality_section(d),
+        largest_section(d),
+        expiring_section(d),
+        groups_section(d),
     ]
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            "<title>offsets-lake report</title>"
-            f"<style>{CSS}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n")
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        "<title>offsets-lake report</title>"
+        f"<style>{CSS}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n"
+    )

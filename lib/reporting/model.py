@@ -1,5 +1,6 @@
 """What the HTML report shows, as plain data (lib.reporting.report gathers it with Spark,
 lib.reporting.html and lib.reporting.plots render it)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -21,7 +22,7 @@ QUALITY_DIR = "_quality"
 class Series:
     topic: str
     partition: int
-    points: list[tuple[int, int]]          # (time of the bucket's last commit ms, committed offset it set)
+    points: list[tuple[int, int]]  # (time of the bucket's last commit ms, committed offset it set)
 
 
 @dataclass
@@ -29,9 +30,9 @@ class GroupPlot:
     group_id: str
     commits: int
     bucket_ms: int
-    rate: list[tuple[int, float]]          # (bucket start ms, commits per hour); every bucket of the span
+    rate: list[tuple[int, float]]  # (bucket start ms, commits per hour); every bucket of the span
     series: list[Series]
-    series_total: int                      # topic-partitions the group committed to
+    series_total: int  # topic-partitions the group committed to
 
 
 @dataclass
@@ -43,7 +44,7 @@ class ReportData:
     retention_minutes: int
     generated_ms: int
     totals: dict
-    largest: dict[str, list[dict]]         # "live_offsets" / "members" / "commits" -> group rows
+    largest: dict[str, list[dict]]  # "live_offsets" / "members" / "commits" -> group rows
     expiring_offsets: list[dict]
     expiring_offsets_total: int
     expiring_groups: list[dict]

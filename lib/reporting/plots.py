@@ -1,5 +1,6 @@
 """The report's plots: matplotlib figures rendered to inline SVG (text kept as text, no
 scripts, nothing fetched when the page is viewed). No pyspark here."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -12,18 +13,18 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-from matplotlib import dates as mdates  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.ticker import MaxNLocator  # noqa: E402
+from matplotlib import dates as mdates
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
-from lib.reporting.model import DAY_MS, GroupPlot  # noqa: E402
+from lib.reporting.model import DAY_MS, GroupPlot
 
 FIGSIZE = (5.8, 2.7)
 BAR_COLOR = "#4c72b0"
 
 
 def _utc(ms: int) -> dt.datetime:
-    return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc)
+    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC)
 
 
 def width_label(ms: int) -> str:
@@ -38,9 +39,9 @@ def _time_axis(ax, plot: GroupPlot) -> None:
     """The same time range on both plots of a group: its buckets, half a bucket either side."""
     pad = plot.bucket_ms // 2
     ax.set_xlim(_utc(plot.rate[0][0] - pad), _utc(plot.rate[-1][0] + plot.bucket_ms + pad))
-    locator = mdates.AutoDateLocator(tz=dt.timezone.utc, minticks=3, maxticks=7)
+    locator = mdates.AutoDateLocator(tz=dt.UTC, minticks=3, maxticks=7)
     ax.xaxis.set_major_locator(locator)
-    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator, tz=dt.timezone.utc))
+    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator, tz=dt.UTC))
     ax.grid(True, axis="y", color="#dddddd", linewidth=0.6)
     ax.set_axisbelow(True)
     for side in ("top", "right"):
@@ -51,19 +52,20 @@ def to_svg(fig: Figure, title: str, salt: str, kind: str) -> str:
     """The figure as an inline <svg> element whose <title> is `title`."""
     buf = io.StringIO()
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": salt}), warnings.catch_warnings():
-        warnings.simplefilter("ignore")       # missing glyphs: the browser draws the text, not matplotlib
+        warnings.simplefilter("ignore")  # missing glyphs: the browser draws the text, not matplotlib
         fig.savefig(buf, format="svg", metadata={"Date": None})
     svg = buf.getvalue()
-    svg = svg[svg.index("<svg"):]
-    svg = re.sub(r"<metadata>.*?</metadata>", "", svg, flags=re.S)   # creator links, nothing to show
+    svg = svg[svg.index("<svg") :]
+    svg = re.sub(r"<metadata>.*?</metadata>", "", svg, flags=re.S)  # creator links, nothing to show
     # A unique id prefix per figure: several SVGs share one page.
     prefix = re.sub(r"[^A-Za-z0-9]", "", salt)
     svg = re.sub(r'id="([^"]+)"', lambda m: f'id="{prefix}-{m.group(1)}"', svg)
-    svg = re.sub(r'url\(#([^)]+)\)', lambda m: f'url(#{prefix}-{m.group(1)})', svg)
+    svg = re.sub(r"url\(#([^)]+)\)", lambda m: f"url(#{prefix}-{m.group(1)})", svg)
     svg = re.sub(r'xlink:href="#([^"]+)"', lambda m: f'xlink:href="#{prefix}-{m.group(1)}"', svg)
     head_end = svg.index(">") + 1
-    head = svg[:head_end].replace("<svg ", f'<svg role="img" class="plot" data-kind="{kind}" '
-                                            f'aria-label="{html.escape(title)}" ', 1)
+    head = svg[:head_end].replace(
+        "<svg ", f'<svg role="img" class="plot" data-kind="{kind}" aria-label="{html.escape(title)}" ', 1
+    )
     return head + f"<title>{html.escape(title, quote=False)}</title>" + svg[head_end:]
 
 
@@ -75,9 +77,11 @@ def commit_rate_svg(plot: GroupPlot, index: int) -> str:
     ax.bar(xs, ys, width=plot.bucket_ms / DAY_MS, align="edge", color=BAR_COLOR, edgecolor="white", linewidth=0.3)
     ax.set_ylim(bottom=0)
     ax.set_ylabel("commits / hour")
-    ax.set_title(f"Commit rate ({width_label(plot.bucket_ms)} buckets, {plot.commits} "
-                 f"commit{'s' if plot.commits != 1 else ''})", fontsize=10,
-                 loc="left")
+    ax.set_title(
+        f"Commit rate ({width_label(plot.bucket_ms)} buckets, {plot.commits} commit{'s' if plot.commits != 1 else ''})",
+        fontsize=10,
+        loc="left",
+    )
     _time_axis(ax, plot)
     return to_svg(fig, f"Commit rate: {plot.group_id}", f"rate{index}", "commit-rate")
 
@@ -88,19 +92,21 @@ def offsets_svg(plot: GroupPlot, index: int) -> str:
     for s in plot.series:
         xs = [_utc(b) for b, _ in s.points]
         ys = [o for _, o in s.points]
-        if len(xs) == 1:      # one bucket: a dot, not an invisible step
+        if len(xs) == 1:  # one bucket: a dot, not an invisible step
             ax.plot(xs, ys, marker="o", markersize=4, linestyle="none", label=f"{s.topic}-{s.partition}")
         else:
-            ax.step(xs, ys, where="post", marker="o", markersize=2.5, linewidth=1.2,
-                    label=f"{s.topic}-{s.partition}")
-    shown = f"{len(plot.series)} of {plot.series_total} partitions" if plot.series_total > len(plot.series) \
+            ax.step(xs, ys, where="post", marker="o", markersize=2.5, linewidth=1.2, label=f"{s.topic}-{s.partition}")
+    shown = (
+        f"{len(plot.series)} of {plot.series_total} partitions"
+        if plot.series_total > len(plot.series)
         else f"{plot.series_total} partition{'s' if plot.series_total != 1 else ''}"
+    )
     ax.set_title(f"Committed offsets ({shown})", fontsize=10, loc="left")
     ax.set_ylabel("committed offset")
     ax.ticklabel_format(axis="y", style="plain", useOffset=False)
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     values = {o for s in plot.series for _, o in s.points}
-    if len(values) == 1:           # one value: a small integer range around it, not +-0.1
+    if len(values) == 1:  # one value: a small integer range around it, not +-0.1
         v = values.pop()
         ax.set_ylim(v - 1, v + 1)
     if plot.series:

@@ -6,6 +6,7 @@ ValidationDefinition and Checkpoint per table) and writes, under WAREHOUSE/_qual
 - data_docs/index.html: GX's Data Docs of this check run (rebuilt each run);
 - results.json: a machine-readable summary (shape in `QualityResult.to_json`).
 Nothing is written outside the warehouse; GX keeps its stores in memory."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -22,7 +23,7 @@ from schemas import tables as T
 
 RESULTS_FILE = "results.json"
 DOCS_DIR = "data_docs"
-RUN_TAG = "offsets-lake run "      # lib.spark.delta.RUN_TAG (not imported: keeps this module's import light)
+RUN_TAG = "offsets-lake run "  # lib.spark.delta.RUN_TAG (not imported: keeps this module's import light)
 DETAIL_FORMAT = {"result_format": "SUMMARY", "partial_unexpected_count": 5}
 GX_SEVERITY = {Q.ERROR: "critical", Q.WARNING: "warning"}
 
@@ -42,9 +43,15 @@ class ExpectationOutcome:
     details: str
 
     def to_json(self) -> dict:
-        return {"name": self.name, "expectation_type": self.expectation_type, "column": self.column,
-                "severity": self.severity, "success": self.success, "unexpected_count": self.unexpected_count,
-                "details": self.details}
+        return {
+            "name": self.name,
+            "expectation_type": self.expectation_type,
+            "column": self.column,
+            "severity": self.severity,
+            "success": self.success,
+            "unexpected_count": self.unexpected_count,
+            "details": self.details,
+        }
 
 
 @dataclass
@@ -70,8 +77,12 @@ class TableOutcome:
         return next(e for e in self.expectations if e.name == name)
 
     def to_json(self) -> dict:
-        return {"table": self.table, "success": self.success, "rows": self.rows,
-                "expectations": [e.to_json() for e in self.expectations]}
+        return {
+            "table": self.table,
+            "success": self.success,
+            "rows": self.rows,
+            "expectations": [e.to_json() for e in self.expectations],
+        }
 
 
 @dataclass
@@ -105,13 +116,14 @@ def _full_rebuilds(spark, warehouse: str) -> set[tuple[str, int | None]]:
 
     out: set[tuple[str, int | None]] = set()
     path = os.path.join(warehouse, T.OFFSETS_LOG.name)
-    for r in DeltaTable.forPath(spark, path).history().select("operation", "operationParameters",
-                                                              "userMetadata").collect():
+    for r in (
+        DeltaTable.forPath(spark, path).history().select("operation", "operationParameters", "userMetadata").collect()
+    ):
         meta = r["userMetadata"] or ""
         params = r["operationParameters"] or {}
         if not meta.startswith(RUN_TAG) or r["operation"] != "WRITE" or params.get("mode") != "Overwrite":
             continue
-        run_id = meta[len(RUN_TAG):].split(" ", 1)[0]     # "<run id> {checkpoint json}"
+        run_id = meta[len(RUN_TAG) :].split(" ", 1)[0]  # "<run id> {checkpoint json}"
         predicate = params.get("predicate") or ""
         m = re.search(r"offsets_partition IN \(([-\d, ]*)\)", predicate)
         if m:
@@ -133,9 +145,16 @@ def _previous_checkpoint(spark, warehouse: str, df, derived: Q.Derived):
     version = DeltaTable.forPath(spark, path).history(1).select("version").collect()[0]["version"]
     if version == 0:
         return df.withColumn(derived.name, F.lit(None).cast("bigint"))
-    prev = (spark.read.format("delta").option("versionAsOf", version - 1).load(path)
-            .select("offsets_partition", F.col("next_log_offset").alias(derived.name),
-                    F.col("run_id").alias("_q_previous_run_id")))
+    prev = (
+        spark.read.format("delta")
+        .option("versionAsOf", version - 1)
+        .load(path)
+        .select(
+            "offsets_partition",
+            F.col("next_log_offset").alias(derived.name),
+            F.col("run_id").alias("_q_previous_run_id"),
+        )
+    )
     rebuilt = _full_rebuilds(spark, warehouse)
     whole = [run for run, p in rebuilt if p is None]
     reset = F.col("run_id").isin(whole) if whole else F.lit(False)
@@ -143,21 +162,32 @@ def _previous_checkpoint(spark, warehouse: str, df, derived: Q.Derived):
         if p is not None:
             reset = reset | ((F.col("run_id") == run_id) & (F.col("offsets_partition") == p))
     reset = reset & ~F.col("run_id").eqNullSafe(F.col("_q_previous_run_id"))
-    return (df.join(prev, "offsets_partition", "left")
-            .withColumn(derived.name, F.when(reset, F.lit(None).cast("bigint")).otherwise(F.col(derived.name)))
-            .drop("_q_previous_run_id"))
+    return (
+        df.join(prev, "offsets_partition", "left")
+        .withColumn(derived.name, F.when(reset, F.lit(None).cast("bigint")).otherwise(F.col(derived.name)))
+        .drop("_q_previous_run_id")
+    )
 
 
 def _log_end(spark, warehouse: str, df, derived: Q.Derived):
     from pyspark.sql import functions as F
 
-    ends = (spark.read.format("delta").load(os.path.join(warehouse, T.OFFSETS_LOG.name))
-            .groupBy("offsets_partition").agg(F.max("log_offset").alias(derived.name)))
+    ends = (
+        spark.read.format("delta")
+        .load(os.path.join(warehouse, T.OFFSETS_LOG.name))
+        .groupBy("offsets_partition")
+        .agg(F.max("log_offset").alias(derived.name))
+    )
     return df.join(ends, "offsets_partition", "left")
 
 
-def table_frame(spark, warehouse: str, suite: Q.Suite, partitions: list[int] | None = None,
-                partition_count: int = Q.DEFAULT_PARTITION_COUNT):
+def table_frame(
+    spark,
+    warehouse: str,
+    suite: Q.Suite,
+    partitions: list[int] | None = None,
+    partition_count: int = Q.DEFAULT_PARTITION_COUNT,
+):
     """The table as validated: its rows (of `partitions` only, if given) plus the helper columns."""
     from pyspark.sql import functions as F
 
@@ -183,8 +213,9 @@ def check_inputs(spark, warehouse: str, suites) -> None:
         raise QualityInputError(f"warehouse {warehouse} does not exist")
     missing = [s.name for s in suites if not table_exists(spark, os.path.join(warehouse, s.name))]
     if missing:
-        raise QualityInputError(f"warehouse {warehouse} has no Delta table {', '.join(missing)}"
-                                " (run jobs.replay_offsets first)")
+        raise QualityInputError(
+            f"warehouse {warehouse} has no Delta table {', '.join(missing)} (run jobs.replay_offsets first)"
+        )
 
 
 # --- Great Expectations ----------------------------------------------------------------------
@@ -192,27 +223,38 @@ def _context(docs_dir: str):
     import great_expectations as gx
     from great_expectations.data_context.types.base import DataContextConfig, InMemoryStoreBackendDefaults
 
-    config = DataContextConfig(analytics_enabled=False, progress_bars={"globally": False},
-                               store_backend_defaults=InMemoryStoreBackendDefaults())
+    config = DataContextConfig(
+        analytics_enabled=False,
+        progress_bars={"globally": False},
+        store_backend_defaults=InMemoryStoreBackendDefaults(),
+    )
     ctx = gx.get_context(mode="ephemeral", project_config=config)
-    ctx.add_data_docs_site("offsets_lake", {
-        "class_name": "SiteBuilder",
-        "store_backend": {"class_name": "TupleFilesystemStoreBackend", "base_directory": docs_dir},
-        "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
-    })
+    ctx.add_data_docs_site(
+        "offsets_lake",
+        {
+            "class_name": "SiteBuilder",
+            "store_backend": {"class_name": "TupleFilesystemStoreBackend", "base_directory": docs_dir},
+            "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
+        },
+    )
     return ctx
 
 
-def build_suite(name: str, checks) -> "gx.ExpectationSuite":  # noqa: F821
+def build_suite(name: str, checks) -> gx.ExpectationSuite:  # noqa: F821
     """A GX ExpectationSuite of `checks`: our name, severity and doc ride in each expectation's meta."""
     import great_expectations as gx
 
     gx_suite = gx.ExpectationSuite(name=name)
     for c in checks:
         cls = getattr(gx.expectations, c.expectation)
-        gx_suite.add_expectation(cls(**c.kwargs, severity=GX_SEVERITY[c.severity],
-                                     meta={"name": c.name, "severity": c.severity, "doc": c.doc},
-                                     notes=f"{c.name} ({c.severity}): {c.doc}"))
+        gx_suite.add_expectation(
+            cls(
+                **c.kwargs,
+                severity=GX_SEVERITY[c.severity],
+                meta={"name": c.name, "severity": c.severity, "doc": c.doc},
+                notes=f"{c.name} ({c.severity}): {c.doc}",
+            )
+        )
     return gx_suite
 
 
@@ -224,8 +266,9 @@ def _validate(ctx, source, name: str, checks, df, result_format: dict) -> dict:
     batch = source.add_dataframe_asset(name).add_batch_definition_whole_dataframe("whole_table")
     gx_suite = ctx.suites.add(build_suite(name, checks))
     vd = ctx.validation_definitions.add(gx.ValidationDefinition(name=name, data=batch, suite=gx_suite))
-    checkpoint = ctx.checkpoints.add(gx.Checkpoint(
-        name=f"quality_{name}", validation_definitions=[vd], actions=[], result_format=result_format))
+    checkpoint = ctx.checkpoints.add(
+        gx.Checkpoint(name=f"quality_{name}", validation_definitions=[vd], actions=[], result_format=result_format)
+    )
     run = checkpoint.run(batch_parameters={"dataframe": df})
     out = {}
     for suite_result in run.run_results.values():
@@ -236,19 +279,33 @@ def _validate(ctx, source, name: str, checks, df, result_format: dict) -> dict:
 
 def _short(value, limit: int = 160) -> str:
     text = json.dumps(value, default=str, ensure_ascii=False)
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _outcome(check: Q.Check, r, rows: int) -> ExpectationOutcome:
     gx_type = r.expectation_config.type if r is not None else ""
     if r is None:
-        return ExpectationOutcome(check.name, gx_type, Q.report_column(check), check.severity, False, None,
-                                  "no result from Great Expectations")
+        return ExpectationOutcome(
+            check.name,
+            gx_type,
+            Q.report_column(check),
+            check.severity,
+            False,
+            None,
+            "no result from Great Expectations",
+        )
     result = dict(r.result or {})
     exc = r.exception_info or {}
     if isinstance(exc, dict) and exc.get("raised_exception"):
-        return ExpectationOutcome(check.name, gx_type, Q.report_column(check), check.severity, False, None,
-                                  "check raised: " + str(exc.get("exception_message", ""))[:200])
+        return ExpectationOutcome(
+            check.name,
+            gx_type,
+            Q.report_column(check),
+            check.severity,
+            False,
+            None,
+            "check raised: " + str(exc.get("exception_message", ""))[:200],
+        )
     unexpected = result.get("unexpected_count")
     if r.success:
         # BOOLEAN_ONLY pass: a map expectation with mostly=1 passes only with no unexpected row
@@ -262,16 +319,27 @@ def _outcome(check: Q.Check, r, rows: int) -> ExpectationOutcome:
             details += "; e.g. " + _short(examples[:3])
         elif "observed_value" in result:
             details += "; observed " + _short(result["observed_value"])
-    return ExpectationOutcome(check.name, gx_type, Q.report_column(check), check.severity, bool(r.success),
-                              None if unexpected is None else int(unexpected), details)
+    return ExpectationOutcome(
+        check.name,
+        gx_type,
+        Q.report_column(check),
+        check.severity,
+        bool(r.success),
+        None if unexpected is None else int(unexpected),
+        details,
+    )
 
 
-def run_suites(spark, warehouse: str, partitions: list[int] | None = None,
-               partition_count: int = Q.DEFAULT_PARTITION_COUNT, tables: list[str] | None = None) -> QualityResult:
+def run_suites(
+    spark,
+    warehouse: str,
+    partitions: list[int] | None = None,
+    partition_count: int = Q.DEFAULT_PARTITION_COUNT,
+    tables: list[str] | None = None,
+) -> QualityResult:
     """Validate the tables (all, or `tables`) of `warehouse`, restricted to `partitions` if
     given; write WAREHOUSE/_quality/results.json and data_docs/. Raises QualityInputError
     when the warehouse or a table is missing."""
-    import great_expectations as gx
 
     if partition_count <= 0:
         raise QualityInputError("partition count must be positive")
@@ -284,7 +352,7 @@ def run_suites(spark, warehouse: str, partitions: list[int] | None = None,
     docs_dir = os.path.join(out_dir, DOCS_DIR)
     shutil.rmtree(docs_dir, ignore_errors=True)
     os.makedirs(docs_dir, exist_ok=True)
-    checked_at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+    checked_at = dt.datetime.now(dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
     ctx = _context(docs_dir)
     source = ctx.data_sources.add_spark("warehouse", persist=False)
@@ -300,14 +368,16 @@ def run_suites(spark, warehouse: str, partitions: list[int] | None = None,
             failed = [c for c in suite.checks if c.name in first and not first[c.name].success]
             detail = _validate(ctx, source, f"{suite.name}.failed", failed, df, DETAIL_FORMAT) if failed else {}
             by_name = {**first, **detail}
-            outcomes.append(TableOutcome(suite.name, rows, [_outcome(c, by_name.get(c.name), rows)
-                                                            for c in suite.checks]))
+            outcomes.append(
+                TableOutcome(suite.name, rows, [_outcome(c, by_name.get(c.name), rows) for c in suite.checks])
+            )
         finally:
             df.unpersist()
 
     ctx.build_data_docs()
-    result = QualityResult(checked_at, outcomes, os.path.join(out_dir, RESULTS_FILE),
-                           os.path.join(docs_dir, "index.html"))
+    result = QualityResult(
+        checked_at, outcomes, os.path.join(out_dir, RESULTS_FILE), os.path.join(docs_dir, "index.html")
+    )
     tmp = result.results_path + ".tmp"
     with open(tmp, "w", encoding="utf-8") as f:
         json.dump(result.to_json(), f, indent=2)

@@ -27,6 +27,7 @@ What it shows, and how each number is computed:
 - Quality: WAREHOUSE/_quality/results.json (written by jobs/quality.py), with a link to
   WAREHOUSE/_quality/data_docs/index.html when that exists.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -34,8 +35,20 @@ import json
 import os
 
 from lib.reporting.html import render_html
-
-from lib.reporting.model import (BUCKET_LADDER_MS, DAY_MS, HOUR_MS, MAX_BUCKETS, MAX_EXPIRING_ROWS, MAX_SERIES, MINUTE_MS, QUALITY_DIR, REPORT_DIR, GroupPlot, ReportData, Series)
+from lib.reporting.model import (
+    BUCKET_LADDER_MS,
+    DAY_MS,
+    HOUR_MS,
+    MAX_BUCKETS,
+    MAX_EXPIRING_ROWS,
+    MAX_SERIES,
+    MINUTE_MS,
+    QUALITY_DIR,
+    REPORT_DIR,
+    GroupPlot,
+    ReportData,
+    Series,
+)
 
 
 def bucket_width(span_ms: int, max_buckets: int = MAX_BUCKETS) -> int:
@@ -55,15 +68,34 @@ def applied_commits(log):
 
     from lib.replay.offsets_spark import NO_PRODUCER, classify_transactional
 
-    values = log.filter(F.col("record_type").isin(0, 1) & (F.col("decode_status") == "ok")
-                        & ~F.col("is_control") & ~F.col("is_tombstone") & F.col("group_id").isNotNull())
-    cols = ["group_id", "topic", "partition", "committed_offset",
-            F.coalesce("log_timestamp", "commit_timestamp").alias("ts"), "offsets_partition", "log_offset"]
+    values = log.filter(
+        F.col("record_type").isin(0, 1)
+        & (F.col("decode_status") == "ok")
+        & ~F.col("is_control")
+        & ~F.col("is_tombstone")
+        & F.col("group_id").isNotNull()
+    )
+    cols = [
+        "group_id",
+        "topic",
+        "partition",
+        "committed_offset",
+        F.coalesce("log_timestamp", "commit_timestamp").alias("ts"),
+        "offsets_partition",
+        "log_offset",
+    ]
     plain = values.filter(F.col("producer_id") == NO_PRODUCER).select(*cols)
-    committed_txn = (classify_transactional(log).filter(F.col("txn_status") == "committed")
-                     .select("offsets_partition", "log_offset").distinct())
-    txn = (values.filter(F.col("producer_id") != NO_PRODUCER)
-           .join(committed_txn, ["offsets_partition", "log_offset"], "left_semi").select(*cols))
+    committed_txn = (
+        classify_transactional(log)
+        .filter(F.col("txn_status") == "committed")
+        .select("offsets_partition", "log_offset")
+        .distinct()
+    )
+    txn = (
+        values.filter(F.col("producer_id") != NO_PRODUCER)
+        .join(committed_txn, ["offsets_partition", "log_offset"], "left_semi")
+        .select(*cols)
+    )
     return plain.unionByName(txn).filter(F.col("ts").isNotNull())
 
 
@@ -72,18 +104,24 @@ def _due_ms_column(retention_ms: int):
     from pyspark.sql import functions as F
 
     commit_ms = F.unix_millis("commit_timestamp")
-    base = F.when((F.col("_type") == "classic") & F.col("_protocol_type").isNotNull() & (F.col("_state") == "Empty"),
-                  F.coalesce(F.unix_millis("_state_ts"), commit_ms)).otherwise(commit_ms)
+    base = F.when(
+        (F.col("_type") == "classic") & F.col("_protocol_type").isNotNull() & (F.col("_state") == "Empty"),
+        F.coalesce(F.unix_millis("_state_ts"), commit_ms),
+    ).otherwise(commit_ms)
     return F.coalesce(F.unix_millis("expire_timestamp"), base + F.lit(retention_ms))
 
 
 def _due_reason_column():
     from pyspark.sql import functions as F
 
-    return (F.when(F.col("expire_timestamp").isNotNull(), "expire_timestamp")
-            .when((F.col("_type") == "classic") & F.col("_protocol_type").isNotNull() & (F.col("_state") == "Empty"),
-                  "empty since + retention")
-            .otherwise("commit + retention"))
+    return (
+        F.when(F.col("expire_timestamp").isNotNull(), "expire_timestamp")
+        .when(
+            (F.col("_type") == "classic") & F.col("_protocol_type").isNotNull() & (F.col("_state") == "Empty"),
+            "empty since + retention",
+        )
+        .otherwise("commit + retention")
+    )
 
 
 def _ms(value) -> int | None:
@@ -91,7 +129,7 @@ def _ms(value) -> int | None:
         return None
     if isinstance(value, dt.datetime):
         if value.tzinfo is None:
-            value = value.replace(tzinfo=dt.timezone.utc)
+            value = value.replace(tzinfo=dt.UTC)
         return int(value.timestamp() * 1000)
     return int(value)
 
@@ -115,14 +153,15 @@ def _read_quality(warehouse: str) -> tuple[dict | None, str | None, str | None]:
     return results, None, href
 
 
-def collect_report(spark, warehouse: str, now_ms: int, *, top: int = 20, days: int = 7,
-                   retention_minutes: int = 10080) -> ReportData:
+def collect_report(
+    spark, warehouse: str, now_ms: int, *, top: int = 20, days: int = 7, retention_minutes: int = 10080
+) -> ReportData:
     """Aggregate the warehouse's tables into the (small) data the page shows."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    from lib.spark.delta import read_table, table_exists, table_path
     from lib.replay.expiry_spark import judge_groups, judge_offsets
+    from lib.spark.delta import read_table, table_exists, table_path
 
     def table(name):
         if not table_exists(spark, table_path(warehouse, name)):
@@ -133,22 +172,37 @@ def collect_report(spark, warehouse: str, now_ms: int, *, top: int = 20, days: i
     if log is None:
         raise FileNotFoundError(f"no offsets_log table under {warehouse}: replay a log into it first")
     offsets, groups, pending = table("group_offsets"), table("consumer_groups"), table("pending_transactional_offsets")
-    expired_offsets, expired_groups, checkpoints = table("expired_offsets"), table("expired_groups"), \
-        table("replay_checkpoints")
+    expired_offsets, expired_groups, checkpoints = (
+        table("expired_offsets"),
+        table("expired_groups"),
+        table("replay_checkpoints"),
+    )
     if offsets is None or groups is None or pending is None:
         raise FileNotFoundError(f"state tables missing under {warehouse}: replay a log into it first")
     retention_ms = retention_minutes * MINUTE_MS
 
     # Every table's row count in one Spark job.
-    counted = {"records": log, "groups": groups, "live_offsets": offsets, "expired_offsets": expired_offsets,
-               "expired_groups": expired_groups, "pending_offsets": pending, "partitions": checkpoints}
-    parts = [df.select(F.lit(key).alias("k"),
-                       (F.col("finished_at") if key == "partitions" else F.lit(None).cast("timestamp")).alias("at"))
-             for key, df in counted.items() if df is not None]
+    counted = {
+        "records": log,
+        "groups": groups,
+        "live_offsets": offsets,
+        "expired_offsets": expired_offsets,
+        "expired_groups": expired_groups,
+        "pending_offsets": pending,
+        "partitions": checkpoints,
+    }
+    parts = [
+        df.select(
+            F.lit(key).alias("k"),
+            (F.col("finished_at") if key == "partitions" else F.lit(None).cast("timestamp")).alias("at"),
+        )
+        for key, df in counted.items()
+        if df is not None
+    ]
     union = parts[0]
     for part in parts[1:]:
         union = union.unionByName(part)
-    totals = {key: 0 for key in counted}
+    totals = dict.fromkeys(counted, 0)
     totals["last_run_ms"] = None
     for r in union.groupBy("k").agg(F.count("*").alias("n"), F.max("at").alias("at")).collect():
         totals[r["k"]] = r["n"]
@@ -160,20 +214,32 @@ def collect_report(spark, warehouse: str, now_ms: int, *, top: int = 20, days: i
     try:
         # ---- per-group figures and the three rankings
         by_commits = commits.groupBy("group_id").agg(
-            F.count("*").alias("commits"), F.min("ts").alias("first_commit"), F.max("ts").alias("last_commit"))
+            F.count("*").alias("commits"), F.min("ts").alias("first_commit"), F.max("ts").alias("last_commit")
+        )
         by_offsets = offsets.groupBy("group_id").agg(F.count("*").alias("live_offsets"))
-        by_members = groups.select("group_id", "group_type", "state",
-                                   F.size(F.coalesce("members", F.array())).alias("members"))
-        overview = (by_members.join(by_offsets, "group_id", "full").join(by_commits, "group_id", "full")
-                    .select("group_id", "group_type", "state",
-                            *[F.coalesce(c, F.lit(0)).alias(c) for c in ("members", "live_offsets", "commits")],
-                            "first_commit", "last_commit")).persist()
+        by_members = groups.select(
+            "group_id", "group_type", "state", F.size(F.coalesce("members", F.array())).alias("members")
+        )
+        overview = (
+            by_members.join(by_offsets, "group_id", "full")
+            .join(by_commits, "group_id", "full")
+            .select(
+                "group_id",
+                "group_type",
+                "state",
+                *[F.coalesce(c, F.lit(0)).alias(c) for c in ("members", "live_offsets", "commits")],
+                "first_commit",
+                "last_commit",
+            )
+        ).persist()
         totals["commits"] = overview.agg(F.sum("commits")).collect()[0][0] or 0
         largest = {}
         for metric in ("live_offsets", "members", "commits"):
-            rows = (overview.filter(F.col(metric) > 0).orderBy(F.desc(metric), "group_id").limit(top).collect())
-            largest[metric] = [{**r.asDict(), "first_commit": _ms(r["first_commit"]),
-                                "last_commit": _ms(r["last_commit"])} for r in rows]
+            rows = overview.filter(F.col(metric) > 0).orderBy(F.desc(metric), "group_id").limit(top).collect()
+            largest[metric] = [
+                {**r.asDict(), "first_commit": _ms(r["first_commit"]), "last_commit": _ms(r["last_commit"])}
+                for r in rows
+            ]
 
         # ---- plots of the top groups by commits
         plotted = largest["commits"]
@@ -181,20 +247,28 @@ def collect_report(spark, warehouse: str, now_ms: int, *, top: int = 20, days: i
         if plotted:
             widths = {r["group_id"]: bucket_width(r["last_commit"] - r["first_commit"]) for r in plotted}
             widths_df = spark.createDataFrame(list(widths.items()), "group_id STRING, bucket_ms BIGINT")
-            sel = (commits.join(F.broadcast(widths_df), "group_id")
-                   .withColumn("bucket", F.floor(F.unix_millis("ts") / F.col("bucket_ms")) * F.col("bucket_ms")))
+            sel = commits.join(F.broadcast(widths_df), "group_id").withColumn(
+                "bucket", F.floor(F.unix_millis("ts") / F.col("bucket_ms")) * F.col("bucket_ms")
+            )
             rate_rows = sel.groupBy("group_id", "bucket").count().collect()
-            per_series = (sel.groupBy("group_id", "topic", "partition").count()
-                          .withColumn("rn", F.row_number().over(
-                              Window.partitionBy("group_id").orderBy("topic", "partition")))
-                          .withColumn("total", F.count("*").over(Window.partitionBy("group_id")))
-                          .filter(F.col("rn") <= MAX_SERIES))
+            per_series = (
+                sel.groupBy("group_id", "topic", "partition")
+                .count()
+                .withColumn("rn", F.row_number().over(Window.partitionBy("group_id").orderBy("topic", "partition")))
+                .withColumn("total", F.count("*").over(Window.partitionBy("group_id")))
+                .filter(F.col("rn") <= MAX_SERIES)
+            )
             chosen = per_series.select("group_id", "topic", "partition", "total")
-            point_rows = (sel.join(F.broadcast(chosen.drop("total")), ["group_id", "topic", "partition"], "left_semi")
-                          .groupBy("group_id", "topic", "partition", "bucket")
-                          .agg(F.max_by(F.struct(F.unix_millis("ts").alias("ms"), "committed_offset"),
-                                        F.struct("ts", "log_offset")).alias("last"))
-                          .collect())
+            point_rows = (
+                sel.join(F.broadcast(chosen.drop("total")), ["group_id", "topic", "partition"], "left_semi")
+                .groupBy("group_id", "topic", "partition", "bucket")
+                .agg(
+                    F.max_by(
+                        F.struct(F.unix_millis("ts").alias("ms"), "committed_offset"), F.struct("ts", "log_offset")
+                    ).alias("last")
+                )
+                .collect()
+            )
             totals_by_group = {}
             for r in chosen.collect():
                 totals_by_group[r["group_id"]] = r["total"]
@@ -204,14 +278,18 @@ def collect_report(spark, warehouse: str, now_ms: int, *, top: int = 20, days: i
             points: dict[tuple, list] = {}
             for r in point_rows:
                 points.setdefault((r["group_id"], r["topic"], r["partition"]), []).append(
-                    (r["last"]["ms"], r["last"]["committed_offset"]))
+                    (r["last"]["ms"], r["last"]["committed_offset"])
+                )
             for g in plotted:
                 gid, w = g["group_id"], widths[g["group_id"]]
                 counts = rates.get(gid, {})
                 first, last = min(counts), max(counts)
                 rate = [(b, counts.get(b, 0) * HOUR_MS / w) for b in range(first, last + w, w)]
-                series = [Series(t, p, sorted(pts)) for (gg, t, p), pts in sorted(points.items(), key=lambda kv: (
-                    kv[0][1], kv[0][2])) if gg == gid]
+                series = [
+                    Series(t, p, sorted(pts))
+                    for (gg, t, p), pts in sorted(points.items(), key=lambda kv: (kv[0][1], kv[0][2]))
+                    if gg == gid
+                ]
                 plots.append(GroupPlot(gid, g["commits"], w, rate, series, totals_by_group.get(gid, len(series))))
     finally:
         commits.unpersist()
@@ -221,38 +299,70 @@ def collect_report(spark, warehouse: str, now_ms: int, *, top: int = 20, days: i
     # ---- expiring within `days`
     horizon = now_ms + days * DAY_MS
     judged = judge_offsets(offsets, groups, pending, horizon, retention_ms)
-    g = groups.select("offsets_partition", "group_id", F.col("group_type").alias("_type"),
-                      F.col("protocol_type").alias("_protocol_type"), F.col("state").alias("_state"),
-                      F.col("current_state_timestamp").alias("_state_ts"))
-    due = (judged.filter("expired").join(g, ["offsets_partition", "group_id"], "left")
-           .select("group_id", "topic", "partition", "committed_offset", "commit_timestamp", "expire_timestamp",
-                   "offsets_partition", _due_ms_column(retention_ms).alias("due_ms"),
-                   _due_reason_column().alias("reason"), F.col("_state").alias("group_state"))
-           .persist())
+    g = groups.select(
+        "offsets_partition",
+        "group_id",
+        F.col("group_type").alias("_type"),
+        F.col("protocol_type").alias("_protocol_type"),
+        F.col("state").alias("_state"),
+        F.col("current_state_timestamp").alias("_state_ts"),
+    )
+    due = (
+        judged.filter("expired")
+        .join(g, ["offsets_partition", "group_id"], "left")
+        .select(
+            "group_id",
+            "topic",
+            "partition",
+            "committed_offset",
+            "commit_timestamp",
+            "expire_timestamp",
+            "offsets_partition",
+            _due_ms_column(retention_ms).alias("due_ms"),
+            _due_reason_column().alias("reason"),
+            F.col("_state").alias("group_state"),
+        )
+        .persist()
+    )
     expiring_offsets_total = due.count()
-    expiring_offsets = [{**r.asDict(), "commit_timestamp": _ms(r["commit_timestamp"]),
-                         "expire_timestamp": _ms(r["expire_timestamp"])}
-                        for r in due.orderBy("due_ms", "group_id", "topic", "partition")
-                        .limit(MAX_EXPIRING_ROWS).collect()]
+    expiring_offsets = [
+        {**r.asDict(), "commit_timestamp": _ms(r["commit_timestamp"]), "expire_timestamp": _ms(r["expire_timestamp"])}
+        for r in due.orderBy("due_ms", "group_id", "topic", "partition").limit(MAX_EXPIRING_ROWS).collect()
+    ]
     deleted = judge_groups(groups, judged, pending).filter("deleted")
-    group_due = due.groupBy("offsets_partition", "group_id").agg(F.max("due_ms").alias("due_ms"),
-                                                                 F.count("*").alias("offsets"))
-    due_groups = (deleted.join(group_due, ["offsets_partition", "group_id"], "left")
-                  .select("group_id", "group_type", "state", F.coalesce("offsets", F.lit(0)).alias("offsets"),
-                          F.coalesce("due_ms", F.lit(now_ms)).alias("due_ms")))
+    group_due = due.groupBy("offsets_partition", "group_id").agg(
+        F.max("due_ms").alias("due_ms"), F.count("*").alias("offsets")
+    )
+    due_groups = deleted.join(group_due, ["offsets_partition", "group_id"], "left").select(
+        "group_id",
+        "group_type",
+        "state",
+        F.coalesce("offsets", F.lit(0)).alias("offsets"),
+        F.coalesce("due_ms", F.lit(now_ms)).alias("due_ms"),
+    )
     expiring_groups_total = due_groups.count()
     expiring_groups = [r.asDict() for r in due_groups.orderBy("due_ms", "group_id").limit(MAX_EXPIRING_ROWS).collect()]
     due.unpersist()
 
     quality, quality_error, docs = _read_quality(warehouse)
     return ReportData(
-        warehouse=os.path.abspath(warehouse), now_ms=now_ms, days=days, top=top,
+        warehouse=os.path.abspath(warehouse),
+        now_ms=now_ms,
+        days=days,
+        top=top,
         retention_minutes=retention_minutes,
-        generated_ms=int(dt.datetime.now(dt.timezone.utc).timestamp() * 1000),
-        totals=totals, largest=largest, expiring_offsets=expiring_offsets,
-        expiring_offsets_total=expiring_offsets_total, expiring_groups=expiring_groups,
-        expiring_groups_total=expiring_groups_total, plots=plots, quality=quality, quality_error=quality_error,
-        quality_docs_href=docs)
+        generated_ms=int(dt.datetime.now(dt.UTC).timestamp() * 1000),
+        totals=totals,
+        largest=largest,
+        expiring_offsets=expiring_offsets,
+        expiring_offsets_total=expiring_offsets_total,
+        expiring_groups=expiring_groups,
+        expiring_groups_total=expiring_groups_total,
+        plots=plots,
+        quality=quality,
+        quality_error=quality_error,
+        quality_docs_href=docs,
+    )
 
 
 def report_path(warehouse: str) -> str:
@@ -272,8 +382,9 @@ def write_html(data: ReportData, warehouse: str) -> str:
     return path
 
 
-def write_report(spark, warehouse: str, now_ms: int, *, top: int = 20, days: int = 7,
-                 retention_minutes: int = 10080) -> str:
+def write_report(
+    spark, warehouse: str, now_ms: int, *, top: int = 20, days: int = 7, retention_minutes: int = 10080
+) -> str:
     """Collect, render and write WAREHOUSE/report/index.html; returns its path."""
     data = collect_report(spark, warehouse, now_ms, top=top, days=days, retention_minutes=retention_minutes)
     return write_html(data, warehouse)

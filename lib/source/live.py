@@ -4,12 +4,13 @@ A consumer never returns control records (transaction markers) nor producer ids,
 replay needs both; so this sends Fetch requests itself (through kafka-python's network
 client, read_uncommitted, as a consumer: up to the high watermark) and hands the returned
 batches, byte for byte the segment format, to the same codec that reads segment files."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 TOPIC = "__consumer_offsets"
-FETCH_VERSION = 11          # Kafka 2.3+; carries producer ids, aborted transactions, log start
+FETCH_VERSION = 11  # Kafka 2.3+; carries producer ids, aborted transactions, log start
 
 
 @dataclass
@@ -26,7 +27,7 @@ class OffsetsTopicReader:
 
         self.timeout_ms = timeout_ms
         self.client = KafkaNetClient(bootstrap_servers=bootstrap_servers, client_id="offsets-lake")
-        self.client._manager.bootstrap(timeout_ms)   # the compat client exposes no public bootstrap
+        self.client._manager.bootstrap(timeout_ms)  # the compat client exposes no public bootstrap
 
     def close(self) -> None:
         self.client.close()
@@ -57,13 +58,26 @@ class OffsetsTopicReader:
         from kafka.errors import for_code
         from kafka.protocol.consumer.fetch import FetchRequest
 
-        part = FetchRequest.FetchTopic.FetchPartition(partition=partition, current_leader_epoch=-1,
-                                                      fetch_offset=offset, log_start_offset=-1,
-                                                      partition_max_bytes=max_bytes)
-        request = FetchRequest(version=FETCH_VERSION, replica_id=-1, max_wait_ms=0, min_bytes=0,
-                               max_bytes=max_bytes, isolation_level=0, session_id=0, session_epoch=-1,
-                               topics=[FetchRequest.FetchTopic(topic=TOPIC, partitions=[part])],
-                               forgotten_topics_data=[], rack_id="")
+        part = FetchRequest.FetchTopic.FetchPartition(
+            partition=partition,
+            current_leader_epoch=-1,
+            fetch_offset=offset,
+            log_start_offset=-1,
+            partition_max_bytes=max_bytes,
+        )
+        request = FetchRequest(
+            version=FETCH_VERSION,
+            replica_id=-1,
+            max_wait_ms=0,
+            min_bytes=0,
+            max_bytes=max_bytes,
+            isolation_level=0,
+            session_id=0,
+            session_epoch=-1,
+            topics=[FetchRequest.FetchTopic(topic=TOPIC, partitions=[part])],
+            forgotten_topics_data=[],
+            rack_id="",
+        )
         response = self.client.send_and_receive(self._leader(partition), request, timeout_ms=self.timeout_ms)
         p = response.responses[0].partitions[0]
         if p.error_code:
@@ -77,4 +91,5 @@ class OffsetsTopicReader:
 
 def _tp(partition: int):
     from kafka.structs import TopicPartition
+
     return TopicPartition(TOPIC, partition)

@@ -1,5 +1,6 @@
 """Finding the __consumer_offsets partitions and their segments in a broker log directory
 (spec 1.1). Pure metadata: names and sizes, never record bytes."""
+
 from __future__ import annotations
 
 import os
@@ -84,8 +85,9 @@ def find_partitions(log_dir: str, partitions: list[int] | None = None) -> list[P
         p = int(m.group(1))
         if partitions is not None and p not in partitions:
             continue
-        log = PartitionLog(p, path, high_watermark=high_watermarks.get((TOPIC, p)),
-                           log_start_offset=log_starts.get((TOPIC, p)))
+        log = PartitionLog(
+            p, path, high_watermark=high_watermarks.get((TOPIC, p)), log_start_offset=log_starts.get((TOPIC, p))
+        )
         for seg_name in os.listdir(path):
             sm = _SEGMENT.match(seg_name)
             seg_path = os.path.join(path, seg_name)
@@ -96,8 +98,7 @@ def find_partitions(log_dir: str, partitions: list[int] | None = None) -> list[P
     found.sort(key=lambda pl: pl.partition)
     if not found:
         wanted = "" if partitions is None else f" among partitions {sorted(partitions)}"
-        raise LogDirError(f"no {TOPIC} partitions{wanted} in {log_dir} "
-                          f"(expected folders named {TOPIC}-<partition>)")
+        raise LogDirError(f"no {TOPIC} partitions{wanted} in {log_dir} (expected folders named {TOPIC}-<partition>)")
     if partitions is not None:
         missing = sorted(set(partitions) - {pl.partition for pl in found})
         if missing:
@@ -114,7 +115,7 @@ def live_partitions(bootstrap: str, partitions: list[int] | None = None) -> list
 
     try:
         reader = OffsetsTopicReader(bootstrap)
-    except Exception as e:  # noqa: BLE001 - kafka-python raises several kinds
+    except Exception as e:
         raise LogDirError(f"cannot reach the cluster at {bootstrap}: {e}") from None
     try:
         available = reader.partitions()

@@ -6,6 +6,7 @@ written last. Every data commit carries, in its userMetadata, the run id and the
 the data. A run is complete when replay_checkpoints has a commit of it; a later run rolls back
 (RESTORE) any table whose newest commits belong to a run that never completed, so the latest
 versions always hold what the completed runs left."""
+
 from __future__ import annotations
 
 import json
@@ -30,13 +31,13 @@ def tagged_run(user_metadata: str | None) -> str | None:
     """The run id a commit's userMetadata names, or None for commits made by anything else."""
     if not user_metadata or not user_metadata.startswith(RUN_TAG):
         return None
-    return user_metadata[len(RUN_TAG):].split(" ", 1)[0]
+    return user_metadata[len(RUN_TAG) :].split(" ", 1)[0]
 
 
 def tagged_checkpoint(user_metadata: str | None) -> dict[int, int] | None:
-    if tagged_run(user_metadata) is None or " " not in user_metadata[len(RUN_TAG):]:
+    if tagged_run(user_metadata) is None or " " not in user_metadata[len(RUN_TAG) :]:
         return None
-    data = json.loads(user_metadata[len(RUN_TAG):].split(" ", 1)[1])
+    data = json.loads(user_metadata[len(RUN_TAG) :].split(" ", 1)[1])
     return {int(p): o for p, o in data["next_log_offsets"].items()}
 
 
@@ -44,6 +45,7 @@ def commit_history(spark: SparkSession | None, path: str, limit: int | None = No
     """(version, userMetadata) of every commit (or the newest `limit`), newest first. Read
     from the Delta log with delta-rs (no Spark job): `spark` is unused."""
     from deltalake import DeltaTable
+
     history = DeltaTable(path).history(limit)
     return sorted(((h["version"], h.get("userMetadata")) for h in history), reverse=True)
 
@@ -54,6 +56,7 @@ def table_path(warehouse: str, table: Table | str) -> str:
 
 def table_exists(spark: SparkSession | None, path: str) -> bool:
     from deltalake import DeltaTable
+
     return os.path.isdir(os.path.join(path, "_delta_log")) and DeltaTable.is_deltatable(path)
 
 
@@ -68,8 +71,9 @@ def completed_runs(spark: SparkSession, checkpoints_path: str) -> set[str]:
     return {r for _, meta in commit_history(spark, checkpoints_path) if (r := tagged_run(meta)) is not None}
 
 
-def roll_back_incomplete_runs(spark: SparkSession | None, warehouse: str, tables: list[Table],
-                              checkpoints: Table) -> list[dict]:
+def roll_back_incomplete_runs(
+    spark: SparkSession | None, warehouse: str, tables: list[Table], checkpoints: Table
+) -> list[dict]:
     """Undo the commits of runs that died before their checkpoint commit: each table whose
     newest commits name such a run goes back (RESTORE, itself a new commit) to the version
     before them, or is removed if such a run created it. Returns what was rolled back."""
@@ -84,7 +88,7 @@ def roll_back_incomplete_runs(spark: SparkSession | None, warehouse: str, tables
         if not table_exists(spark, path):
             continue
         # the usual case, a table whose newest commit is sound, needs no more than that commit
-        (_, newest), = commit_history(spark, path, limit=1)
+        ((_, newest),) = commit_history(spark, path, limit=1)
         if tagged_run(newest) is None or tagged_run(newest) in completed:
             continue
         streak = []
@@ -100,16 +104,19 @@ def roll_back_incomplete_runs(spark: SparkSession | None, warehouse: str, tables
             shutil.rmtree(path)
             done.append({"table": table.name, "run": run, "from_version": streak[0][0], "to_version": None})
             continue
-        DeltaTable(path).restore(first_version - 1, commit_properties=CommitProperties(
-            custom_metadata={"userMetadata": ROLLBACK_TAG + run}))
+        DeltaTable(path).restore(
+            first_version - 1, commit_properties=CommitProperties(custom_metadata={"userMetadata": ROLLBACK_TAG + run})
+        )
         done.append({"table": table.name, "run": run, "from_version": streak[0][0], "to_version": first_version - 1})
     return done
 
 
 # --- commits of files the workers wrote (delta-rs: no Spark job, no copy) ----------------------
 
+
 def delta_schema(table: Table):
     from deltalake import Schema
+
     return Schema.from_arrow(table.arrow_schema)
 
 
@@ -122,15 +129,21 @@ def partition_files(path: str, partitions: list[int]) -> dict[int, list[str]]:
         return out
     wanted = {str(p) for p in partitions}
     for uri in DeltaTable(path).file_uris():
-        local = uri[len("file://"):] if uri.startswith("file://") else uri
+        local = uri[len("file://") :] if uri.startswith("file://") else uri
         folder = os.path.basename(os.path.dirname(local))
         if folder.startswith("offsets_partition=") and folder.split("=", 1)[1] in wanted:
             out[int(folder.split("=", 1)[1])].append(local)
     return out
 
 
-def commit_files(path: str, table: Table, files: list[dict], tag: str, replace: list[int] | None = None,
-                 current: dict[int, list[str]] | None = None) -> bool:
+def commit_files(
+    path: str,
+    table: Table,
+    files: list[dict],
+    tag: str,
+    replace: list[int] | None = None,
+    current: dict[int, list[str]] | None = None,
+) -> bool:
     """One commit adding `files` (written by the workers under offsets_partition=P/), replacing
     every file of the `replace` partitions (None: append). No commit when it would change
     nothing. `current`: the files of the `replace` partitions if the caller already listed
@@ -139,13 +152,28 @@ def commit_files(path: str, table: Table, files: list[dict], tag: str, replace: 
     from deltalake import CommitProperties, DeltaTable
     from deltalake.transaction import AddAction, create_table_with_add_actions
 
-    adds = [AddAction(f["path"], f["size"], {"offsets_partition": f["path"].split("/", 1)[0].split("=", 1)[1]},
-                      f["modification_time"], True, f["stats"]) for f in files]
+    adds = [
+        AddAction(
+            f["path"],
+            f["size"],
+            {"offsets_partition": f["path"].split("/", 1)[0].split("=", 1)[1]},
+            f["modification_time"],
+            True,
+            f["stats"],
+        )
+        for f in files
+    ]
     props = CommitProperties(custom_metadata={"userMetadata": tag})
     if not table_exists(None, path):
         os.makedirs(path, exist_ok=True)
-        create_table_with_add_actions(path, delta_schema(table), adds, mode="error",
-                                      partition_by=list(table.partition_by) or None, commit_properties=props)
+        create_table_with_add_actions(
+            path,
+            delta_schema(table),
+            adds,
+            mode="error",
+            partition_by=list(table.partition_by) or None,
+            commit_properties=props,
+        )
         return True
     if replace and not adds and current is not None and not any(current.get(p) for p in replace):
         return False
@@ -153,15 +181,24 @@ def commit_files(path: str, table: Table, files: list[dict], tag: str, replace: 
     if replace:
         if not adds and not any(partition_files(path, replace).values()):
             return False
-        dt.create_write_transaction(adds, mode="overwrite", schema=delta_schema(table),
-                                    partition_by=list(table.partition_by) or None,
-                                    partition_filters=[("offsets_partition", "in", [str(p) for p in replace])],
-                                    commit_properties=props)
+        dt.create_write_transaction(
+            adds,
+            mode="overwrite",
+            schema=delta_schema(table),
+            partition_by=list(table.partition_by) or None,
+            partition_filters=[("offsets_partition", "in", [str(p) for p in replace])],
+            commit_properties=props,
+        )
         return True
     if not adds:
         return False
-    dt.create_write_transaction(adds, mode="append", schema=delta_schema(table),
-                                partition_by=list(table.partition_by) or None, commit_properties=props)
+    dt.create_write_transaction(
+        adds,
+        mode="append",
+        schema=delta_schema(table),
+        partition_by=list(table.partition_by) or None,
+        commit_properties=props,
+    )
     return True
 
 
@@ -169,6 +206,7 @@ def read_small_table(path: str):
     """A small table (replay_checkpoints) as Arrow, latest version; None when absent."""
     import pyarrow as pa
     from deltalake import DeltaTable
+
     if not table_exists(None, path):
         return None
     return pa.table(DeltaTable(path).to_pyarrow_table())
@@ -187,11 +225,14 @@ def overwrite_small_table(path: str, table: Table, rows, tag: str) -> None:
     full = os.path.join(path, name)
     pq.write_table(rows.select(table.column_names).cast(table.arrow_schema), full, compression="snappy")
     import time
-    add = AddAction(name, os.path.getsize(full), {}, int(time.time() * 1000), True,
-                    json.dumps({"numRecords": rows.num_rows}))
+
+    add = AddAction(
+        name, os.path.getsize(full), {}, int(time.time() * 1000), True, json.dumps({"numRecords": rows.num_rows})
+    )
     props = CommitProperties(custom_metadata={"userMetadata": tag})
     if not table_exists(None, path):
         create_table_with_add_actions(path, delta_schema(table), [add], mode="error", commit_properties=props)
         return
-    DeltaTable(path).create_write_transaction([add], mode="overwrite", schema=delta_schema(table),
-                                              commit_properties=props)
+    DeltaTable(path).create_write_transaction(
+        [add], mode="overwrite", schema=delta_schema(table), commit_properties=props
+    )

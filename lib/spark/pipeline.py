@@ -8,6 +8,7 @@ the files table by table (delta-rs, no copy), each commit naming the run and its
 and the replay_checkpoints commit last: that commit is the run's commit point. A run that dies
 between table commits is rolled back by the next run (lib.spark.delta.roll_back_incomplete_runs),
 which then redoes the work. One run at a time writes a warehouse (lib.lake.lock)."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -19,11 +20,18 @@ from dataclasses import dataclass, field
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from lib.spark.delta import (commit_files, overwrite_small_table, partition_files, read_small_table,
-                          roll_back_incomplete_runs, run_tag, table_path)
-from lib.source.logdir import PartitionLog, segments_from
 from lib.lake.lock import WarehouseBusyError, WarehouseLock  # noqa: F401 - re-exported for jobs
 from lib.lake.worker_errors import worker_error_from
+from lib.source.logdir import PartitionLog, segments_from
+from lib.spark.delta import (
+    commit_files,
+    overwrite_small_table,
+    partition_files,
+    read_small_table,
+    roll_back_incomplete_runs,
+    run_tag,
+    table_path,
+)
 from schemas import tables as T
 
 
@@ -50,9 +58,10 @@ class RunResult:
 @dataclass
 class PreviousRun:
     """Where the last completed runs left each partition (from replay_checkpoints)."""
+
     next_offsets: dict[int, int]
-    runs: dict[str, list[int]]           # run id -> partitions whose checkpoint it wrote
-    rows: dict[int, dict] = field(default_factory=dict)   # partition -> its checkpoint row
+    runs: dict[str, list[int]]  # run id -> partitions whose checkpoint it wrote
+    rows: dict[int, dict] = field(default_factory=dict)  # partition -> its checkpoint row
 
 
 def previous_run(spark: SparkSession | None, warehouse: str, partitions: list[int]) -> PreviousRun | None:
@@ -67,12 +76,13 @@ def previous_run(spark: SparkSession | None, warehouse: str, partitions: list[in
     runs: dict[str, list[int]] = {}
     for r in rows:
         runs.setdefault(r["run_id"], []).append(r["offsets_partition"])
-    return PreviousRun({r["offsets_partition"]: r["next_log_offset"] for r in rows}, runs,
-                       {r["offsets_partition"]: r for r in rows})
+    return PreviousRun(
+        {r["offsets_partition"]: r["next_log_offset"] for r in rows}, runs, {r["offsets_partition"]: r for r in rows}
+    )
 
 
 def new_run_id() -> str:
-    return dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:8]
+    return dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:8]
 
 
 def _crash_point(name: str) -> None:
@@ -80,12 +90,21 @@ def _crash_point(name: str) -> None:
     itself here, as a lost executor host or an OOM killer would."""
     if os.environ.get("OFFSETS_LAKE_KILL_AT") == name:
         import signal
+
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-def run_replay(spark: SparkSession, logs: list[PartitionLog], warehouse: str, now_ms: int,
-               retention_minutes: int = 10080, full: bool = False, end_offsets: dict[int, int] | None = None,
-               lock_wait_seconds: float = 0.0, on_corrupt: str = "fail") -> RunResult:
+def run_replay(
+    spark: SparkSession,
+    logs: list[PartitionLog],
+    warehouse: str,
+    now_ms: int,
+    retention_minutes: int = 10080,
+    full: bool = False,
+    end_offsets: dict[int, int] | None = None,
+    lock_wait_seconds: float = 0.0,
+    on_corrupt: str = "fail",
+) -> RunResult:
     """Replay `logs` into the tables. Incremental unless `full` or a partition has no
     checkpoint yet: only records at or after each partition's checkpoint are read, and their
     effect is applied on top of the state the last completed run left. `end_offsets` bounds
@@ -130,24 +149,35 @@ def _unchanged(log: PartitionLog, row: dict | None, now_ms: int, retention_minut
     return judged is not None and judged <= now_ms and (changes is None or now_ms < changes)
 
 
-def _run_locked(spark: SparkSession, logs: list[PartitionLog], warehouse: str, result: RunResult, full: bool,
-                end_offsets: dict[int, int] | None) -> None:
+def _run_locked(
+    spark: SparkSession,
+    logs: list[PartitionLog],
+    warehouse: str,
+    result: RunResult,
+    full: bool,
+    end_offsets: dict[int, int] | None,
+) -> None:
     """Each partition with anything to do is one Spark task (lib.lake.partition_task) that reads it
     once and writes its files; the driver then commits them table by table (delta-rs), the
     checkpoints last. A partition whose input and judgement cannot have changed is skipped:
     a run with nothing new makes no Spark job and no commit."""
     from lib.lake.partition_task import replay_partition
 
-    run_id, now_ms, retention_minutes, partitions = (result.run_id, result.now_ms, result.retention_minutes,
-                                                     result.partitions)
+    run_id, now_ms, retention_minutes, partitions = (
+        result.run_id,
+        result.now_ms,
+        result.retention_minutes,
+        result.partitions,
+    )
     prev = None if full else previous_run(spark, warehouse, partitions)
-    start_offsets = {p: 0 for p in partitions}
+    start_offsets = dict.fromkeys(partitions, 0)
     if prev is not None:
         start_offsets.update(prev.next_offsets)
         result.incremental = True
     t0 = time.monotonic()
-    todo = [pl for pl in logs
-            if prev is None or not _unchanged(pl, prev.rows.get(pl.partition), now_ms, retention_minutes)]
+    todo = [
+        pl for pl in logs if prev is None or not _unchanged(pl, prev.rows.get(pl.partition), now_ms, retention_minutes)
+    ]
     result.skipped_partitions = len(logs) - len(todo)
     if not todo:
         result.stage_seconds["plan"] = time.monotonic() - t0
@@ -155,27 +185,44 @@ def _run_locked(spark: SparkSession, logs: list[PartitionLog], warehouse: str, r
     todo_ids = [pl.partition for pl in todo]
     previous_files = {}
     if prev is not None:
-        for table in (T.GROUP_OFFSETS, T.EXPIRED_OFFSETS, T.PENDING_TRANSACTIONAL_OFFSETS, T.GROUP_FOLD_STATE,
-                      T.CONSUMER_GROUPS, T.EXPIRED_GROUPS):
+        for table in (
+            T.GROUP_OFFSETS,
+            T.EXPIRED_OFFSETS,
+            T.PENDING_TRANSACTIONAL_OFFSETS,
+            T.GROUP_FOLD_STATE,
+            T.CONSUMER_GROUPS,
+            T.EXPIRED_GROUPS,
+        ):
             previous_files[table.name] = partition_files(table_path(warehouse, table), todo_ids)
     tasks = []
     for pl in todo:
         p = pl.partition
         segs = segments_from(pl, start_offsets[p])
-        task = {"partition": p, "start_offset": int(start_offsets[p]), "warehouse": os.path.abspath(warehouse),
-                "run_id": run_id, "now_ms": int(now_ms), "retention_ms": int(retention_minutes) * 60_000,
-                "quarantine": result.on_corrupt == "quarantine",
-                "end_offset": (end_offsets or {}).get(p),
-                "previous": {name: files.get(p, []) for name, files in previous_files.items()} if prev else {}}
+        task = {
+            "partition": p,
+            "start_offset": int(start_offsets[p]),
+            "warehouse": os.path.abspath(warehouse),
+            "run_id": run_id,
+            "now_ms": int(now_ms),
+            "retention_ms": int(retention_minutes) * 60_000,
+            "quarantine": result.on_corrupt == "quarantine",
+            "end_offset": (end_offsets or {}).get(p),
+            "previous": {name: files.get(p, []) for name, files in previous_files.items()} if prev else {},
+        }
         if pl.path.startswith("kafka://"):
-            task["bootstrap"] = pl.path[len("kafka://"):]
+            task["bootstrap"] = pl.path[len("kafka://") :]
             task["segments"] = []
             size = 0
         else:
             task["segments"] = [(s.path, s.base_offset) for s in segs]
             row = prev.rows.get(p) if prev is not None else None
-            if (row and segs and row.get("next_byte_position") is not None and row.get("source_signature")
-                    and row["source_signature"].split(":", 1)[0] == str(segs[0].base_offset)):
+            if (
+                row
+                and segs
+                and row.get("next_byte_position") is not None
+                and row.get("source_signature")
+                and row["source_signature"].split(":", 1)[0] == str(segs[0].base_offset)
+            ):
                 task["start_position"] = int(row["next_byte_position"])
             size = sum(os.path.getsize(s.path) for s in segs) - task.get("start_position", 0)
         tasks.append((size, task))
@@ -185,9 +232,12 @@ def _run_locked(spark: SparkSession, logs: list[PartitionLog], warehouse: str, r
 
     t0 = time.monotonic()
     try:
-        summaries = (spark.sparkContext.parallelize(groups, len(groups))
-                     .flatMap(lambda group: [replay_partition(t) for t in group]).collect())
-    except Exception as e:  # noqa: BLE001 - a Spark job failure carries the worker's error as text
+        summaries = (
+            spark.sparkContext.parallelize(groups, len(groups))
+            .flatMap(lambda group: [replay_partition(t) for t in group])
+            .collect()
+        )
+    except Exception as e:
         info = worker_error_from(e)
         if info is None:
             raise
@@ -195,8 +245,14 @@ def _run_locked(spark: SparkSession, logs: list[PartitionLog], warehouse: str, r
     summaries = _resolve_topic_names(spark, tasks, summaries)
     by_partition = {s["partition"]: s for s in summaries}
     ends = {p: max(start_offsets[p], s["next_offset"] or 0) for p, s in by_partition.items()}
-    log_ends = {pl.partition: (by_partition[pl.partition]["next_offset"] if by_partition[pl.partition]["next_offset"]
-                               is not None else (pl.segments[-1].base_offset if pl.segments else 0)) for pl in todo}
+    log_ends = {
+        pl.partition: (
+            by_partition[pl.partition]["next_offset"]
+            if by_partition[pl.partition]["next_offset"] is not None
+            else (pl.segments[-1].base_offset if pl.segments else 0)
+        )
+        for pl in todo
+    }
     _check_not_behind(todo, log_ends, prev)
     _crash_point("after_decode")
     result.stage_seconds["read_replay_write"] = time.monotonic() - t0
@@ -209,19 +265,29 @@ def _run_locked(spark: SparkSession, logs: list[PartitionLog], warehouse: str, r
     _crash_point("before_commit")
 
     t0 = time.monotonic()
-    finished = dt.datetime.now(dt.timezone.utc)
+    finished = dt.datetime.now(dt.UTC)
     checkpoint_rows = []
     for pl in logs:
         p = pl.partition
         if p not in by_partition:
             continue
         s = by_partition[p]
-        checkpoint_rows.append({
-            "offsets_partition": p, "next_log_offset": int(ends[p]), "records_read": int(s["records"]),
-            "high_watermark": pl.high_watermark, "trailing_bytes": int(s["trailing_bytes"]), "run_id": run_id,
-            "finished_at": finished, "source_signature": source_signature(pl), "judged_at_ms": int(now_ms),
-            "retention_minutes": int(retention_minutes), "expiry_changes_at_ms": s["expiry_changes_at"],
-            "next_byte_position": s.get("end_position")})
+        checkpoint_rows.append(
+            {
+                "offsets_partition": p,
+                "next_log_offset": int(ends[p]),
+                "records_read": int(s["records"]),
+                "high_watermark": pl.high_watermark,
+                "trailing_bytes": int(s["trailing_bytes"]),
+                "run_id": run_id,
+                "finished_at": finished,
+                "source_signature": source_signature(pl),
+                "judged_at_ms": int(now_ms),
+                "retention_minutes": int(retention_minutes),
+                "expiry_changes_at_ms": s["expiry_changes_at"],
+                "next_byte_position": s.get("end_position"),
+            }
+        )
     next_offsets = dict(prev.next_offsets) if prev is not None else {}
     next_offsets.update({r["offsets_partition"]: r["next_log_offset"] for r in checkpoint_rows})
     tag = run_tag(run_id, next_offsets)
@@ -233,8 +299,14 @@ def _run_locked(spark: SparkSession, logs: list[PartitionLog], warehouse: str, r
             else:
                 files = [f for s in summaries for f in s["files"].get(table.name, [])]
                 appends = table in (T.OFFSETS_LOG, T.QUARANTINED_RECORDS) and prev is not None
-                commit_files(path, table, files, tag, replace=None if appends else todo_ids,
-                             current=previous_files.get(table.name))
+                commit_files(
+                    path,
+                    table,
+                    files,
+                    tag,
+                    replace=None if appends else todo_ids,
+                    current=previous_files.get(table.name),
+                )
             _crash_point(f"after_commit:{table.name}")
     except BaseException:
         # A commit failed (a conflict, a full disk): take back what this run committed.
@@ -251,23 +323,29 @@ def _resolve_topic_names(spark: SparkSession, tasks: list[dict], summaries: list
     names: dict[str, str] = {}
     for s in summaries:
         names.update(s["topic_names"])
-    again = [t for t in tasks
-             if set(next(s for s in summaries if s["partition"] == t["partition"])["unresolved_topic_ids"]) & set(names)]
+    again = [
+        t
+        for t in tasks
+        if set(next(s for s in summaries if s["partition"] == t["partition"])["unresolved_topic_ids"]) & set(names)
+    ]
     if not again:
         return summaries
     for t in again:
         t["topic_names"] = names
-    redone = {s["partition"]: s for s in
-              spark.sparkContext.parallelize(again, len(again)).map(_replay_partition_task).collect()}
+    redone = {
+        s["partition"]: s
+        for s in spark.sparkContext.parallelize(again, len(again)).map(_replay_partition_task).collect()
+    }
     return [redone.get(s["partition"], s) for s in summaries]
 
 
 def _replay_partition_task(task: dict) -> dict:
     from lib.lake.partition_task import replay_partition
+
     return replay_partition(task)
 
 
-TASK_BYTES = 256 << 20      # a Spark task's share of segment bytes, when partitions are small
+TASK_BYTES = 256 << 20  # a Spark task's share of segment bytes, when partitions are small
 
 
 def _pack(sized_tasks: list[tuple[int, dict]], parallelism: int) -> list[list[dict]]:
@@ -283,6 +361,7 @@ def _pack(sized_tasks: list[tuple[int, dict]], parallelism: int) -> list[list[di
     n = min(len(sized_tasks), max(per_core * max(parallelism, 1), -(-total // TASK_BYTES)))
     bins: list[tuple[int, int, list]] = [(0, i, []) for i in range(n)]
     import heapq
+
     heapq.heapify(bins)
     for size, task in sorted(sized_tasks, key=lambda st: -st[0]):
         load, i, members = heapq.heappop(bins)
@@ -302,8 +381,9 @@ def _commit_checkpoints(path: str, rows: list[dict], prev: PreviousRun | None, t
         replaced = {r["offsets_partition"] for r in rows}
         names = T.REPLAY_CHECKPOINTS.column_names
         kept = [{c: r.get(c) for c in names} for r in current.to_pylist() if r["offsets_partition"] not in replaced]
-    table = pa.Table.from_pylist(sorted(kept + rows, key=lambda r: r["offsets_partition"]),
-                                 schema=T.REPLAY_CHECKPOINTS.arrow_schema)
+    table = pa.Table.from_pylist(
+        sorted(kept + rows, key=lambda r: r["offsets_partition"]), schema=T.REPLAY_CHECKPOINTS.arrow_schema
+    )
     overwrite_small_table(path, T.REPLAY_CHECKPOINTS, table, tag)
 
 
@@ -317,8 +397,10 @@ def _check_not_behind(logs: list[PartitionLog], ends: dict[int, int], prev: Prev
             continue
         end = ends[pl.partition]
         if end < checkpoint:
-            raise ReplayError(f"partition {pl.partition} of the input ends at offset {end}, before the checkpoint "
-                              f"{checkpoint} of the last run: the log was truncated or replaced; run with --full")
+            raise ReplayError(
+                f"partition {pl.partition} of the input ends at offset {end}, before the checkpoint "
+                f"{checkpoint} of the last run: the log was truncated or replaced; run with --full"
+            )
 
 
 def _describe_worker_error(info: dict) -> str:
@@ -336,35 +418,78 @@ def _describe_worker_error(info: dict) -> str:
 
 def summarize(spark: SparkSession, warehouse: str, partitions: list[int]) -> dict:
     """Small aggregates of the committed tables for the run's partitions (safe to collect)."""
+
     def t(name):
-        return (spark.read.format("delta").load(table_path(warehouse, name))
-                .filter(F.col("offsets_partition").isin(partitions)))
+        return (
+            spark.read.format("delta")
+            .load(table_path(warehouse, name))
+            .filter(F.col("offsets_partition").isin(partitions))
+        )
+
     # one pass over offsets_log, the only large table
-    by_type = (t("offsets_log").groupBy("record_type_name", "is_control", (F.col("decode_status") != "ok").alias("bad"))
-               .count().collect())
+    by_type = (
+        t("offsets_log")
+        .groupBy("record_type_name", "is_control", (F.col("decode_status") != "ok").alias("bad"))
+        .count()
+        .collect()
+    )
     record_types: dict[tuple, int] = {}
     for r in by_type:
         key = (r["record_type_name"], r["is_control"])
         record_types[key] = record_types.get(key, 0) + r["count"]
     return {
         "partitions": [r.asDict() for r in t("replay_checkpoints").orderBy("offsets_partition").collect()],
-        "record_types": [{"record_type_name": name, "is_control": control, "count": n}
-                         for (name, control), n in sorted(record_types.items(), key=lambda kv: -kv[1])],
-        "groups": [r.asDict() for r in t("consumer_groups")
-                   .join(t("group_offsets").groupBy("group_id").agg(F.count("*").alias("offsets"),
-                                                                    F.max("commit_timestamp").alias("last_commit")),
-                         "group_id", "left")
-                   .select("group_id", "group_type", "protocol_type", "state", "generation",
-                           F.size("members").alias("members"), "offsets", "last_commit", "offsets_partition")
-                   .orderBy("group_id").limit(50).collect()],
+        "record_types": [
+            {"record_type_name": name, "is_control": control, "count": n}
+            for (name, control), n in sorted(record_types.items(), key=lambda kv: -kv[1])
+        ],
+        "groups": [
+            r.asDict()
+            for r in t("consumer_groups")
+            .join(
+                t("group_offsets")
+                .groupBy("group_id")
+                .agg(F.count("*").alias("offsets"), F.max("commit_timestamp").alias("last_commit")),
+                "group_id",
+                "left",
+            )
+            .select(
+                "group_id",
+                "group_type",
+                "protocol_type",
+                "state",
+                "generation",
+                F.size("members").alias("members"),
+                "offsets",
+                "last_commit",
+                "offsets_partition",
+            )
+            .orderBy("group_id")
+            .limit(50)
+            .collect()
+        ],
         "group_count": t("consumer_groups").count(),
         "offset_count": t("group_offsets").count(),
-        "expired_offsets": [r.asDict() for r in t("expired_offsets").groupBy("group_id")
-                            .agg(F.count("*").alias("offsets")).orderBy("group_id").limit(50).collect()],
+        "expired_offsets": [
+            r.asDict()
+            for r in t("expired_offsets")
+            .groupBy("group_id")
+            .agg(F.count("*").alias("offsets"))
+            .orderBy("group_id")
+            .limit(50)
+            .collect()
+        ],
         "expired_offset_count": t("expired_offsets").count(),
         "expired_groups": [r["group_id"] for r in t("expired_groups").orderBy("group_id").limit(50).collect()],
         "pending_count": t("pending_transactional_offsets").count(),
         "unknown_records": sum(r["count"] for r in by_type if r["bad"]),
-        "quarantined": [r.asDict() for r in t("quarantined_records").groupBy("offsets_partition", "segment_file", "level")
-                        .count().orderBy("offsets_partition", "segment_file", "level").limit(50).collect()],
+        "quarantined": [
+            r.asDict()
+            for r in t("quarantined_records")
+            .groupBy("offsets_partition", "segment_file", "level")
+            .count()
+            .orderBy("offsets_partition", "segment_file", "level")
+            .limit(50)
+            .collect()
+        ],
     }

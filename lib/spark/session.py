@@ -1,5 +1,6 @@
 """Builds the SparkSession the jobs and tests share: Delta enabled, jars from the local
 .jars/spark folder fetched by `make setup` (no download at run time), UTC everywhere."""
+
 from __future__ import annotations
 
 import glob
@@ -44,8 +45,9 @@ REPLAY_JVM_FLAGS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 REPLAY_DEFAULTS = {"spark.driver.memory": "512m", "spark.driver.extraJavaOptions": REPLAY_JVM_FLAGS}
 
 
-def build_session(app_name: str = "offsets-lake", overrides: dict[str, str] | None = None,
-                  defaults: dict[str, str] | None = None):
+def build_session(
+    app_name: str = "offsets-lake", overrides: dict[str, str] | None = None, defaults: dict[str, str] | None = None
+):
     """Settings precedence: `overrides` (the job's --conf), then what spark-submit already
     set (--master, --conf ...), then conf/spark.conf, then the job's `defaults`, then
     JOB_DEFAULTS."""

@@ -2,6 +2,7 @@
 commits (values v3 and v4, several partitions per commit request, as the coordinator batches
 them), group metadata with consumer-protocol members, transactional commits with markers,
 tombstones, and a share of compressed batches. Deterministic for a given seed."""
+
 from __future__ import annotations
 
 import os
@@ -10,8 +11,8 @@ import struct
 import zlib
 
 from lib.codec.writer import encode_batch, encode_control_batch
-from lib.testdata.logbuilder import consumer_member, group_key, group_metadata_value, offset_commit_key
 from lib.replay.partitioning import partition_for
+from lib.testdata.logbuilder import consumer_member, group_key, group_metadata_value, offset_commit_key
 
 T0 = 1_760_000_000_000
 # Bumped whenever the bytes written change, so cached benchmark logs are made anew
@@ -22,7 +23,9 @@ GENERATOR_VERSION = 2
 def _topic_of(group: str) -> str:
     # a stable hash: str.__hash__ changes with every interpreter (PYTHONHASHSEED)
     return f"topic-{zlib.crc32(group.encode()) % 97}"
-_V3 = struct.Struct(">hqih")      # version, offset, leaderEpoch, metadata length 0 ...
+
+
+_V3 = struct.Struct(">hqih")  # version, offset, leaderEpoch, metadata length 0 ...
 _TS = struct.Struct(">q")
 
 
@@ -35,9 +38,19 @@ def _value_v4(offset: int, ts: int, epoch: int) -> bytes:
     return struct.pack(">hqi", 4, offset, epoch) + b"\x01" + _TS.pack(ts) + b"\x00"
 
 
-def generate_log(log_dir: str, records: int, *, partitions: int = 50, groups: int = 2000, seed: int = 7,
-                 segment_bytes: int = 100 * 1024 * 1024, compressed_share: float = 0.1,
-                 topics_per_group: int = 4, partitions_per_topic: int = 12, start_ts: int = T0) -> dict:
+def generate_log(
+    log_dir: str,
+    records: int,
+    *,
+    partitions: int = 50,
+    groups: int = 2000,
+    seed: int = 7,
+    segment_bytes: int = 100 * 1024 * 1024,
+    compressed_share: float = 0.1,
+    topics_per_group: int = 4,
+    partitions_per_topic: int = 12,
+    start_ts: int = T0,
+) -> dict:
     """Writes `records` records (approximately; whole batches) and returns what it wrote."""
     rng = random.Random(seed)
     group_ids = [f"group-{i:05d}" for i in range(groups)]
@@ -55,9 +68,15 @@ def generate_log(log_dir: str, records: int, *, partitions: int = 50, groups: in
         seg = open(os.path.join(folder, f"{seg_base:020d}.log"), "wb")
         seg_size = 0
         stats["segments"] += 1
-        committed = {g: 0 for g in gs}
-        keys = {g: [(t, q, offset_commit_key(g, f"{_topic_of(g)}-{t}", q))
-                    for t in range(topics_per_group) for q in range(partitions_per_topic)] for g in gs}
+        committed = dict.fromkeys(gs, 0)
+        keys = {
+            g: [
+                (t, q, offset_commit_key(g, f"{_topic_of(g)}-{t}", q))
+                for t in range(topics_per_group)
+                for q in range(partitions_per_topic)
+            ]
+            for g in gs
+        }
         ts = start_ts
         producer = 10_000 + p * 1000
         n = 0
@@ -66,18 +85,30 @@ def generate_log(log_dir: str, records: int, *, partitions: int = 50, groups: in
             roll = rng.random()
             ts += rng.randrange(1, 50)
             if roll < 0.01:
-                members = [consumer_member(f"{g}-m{i}", [f"{_topic_of(g)}-0"],
-                                           {f"{_topic_of(g)}-0": [i]}) for i in range(3)]
-                batch = encode_batch(offset, [(offset, ts, group_key(g), group_metadata_value(
-                    generation=rng.randrange(1, 50), members=members, state_ts=ts))], base_sequence=0)
+                members = [
+                    consumer_member(f"{g}-m{i}", [f"{_topic_of(g)}-0"], {f"{_topic_of(g)}-0": [i]}) for i in range(3)
+                ]
+                batch = encode_batch(
+                    offset,
+                    [
+                        (
+                            offset,
+                            ts,
+                            group_key(g),
+                            group_metadata_value(generation=rng.randrange(1, 50), members=members, state_ts=ts),
+                        )
+                    ],
+                    base_sequence=0,
+                )
                 count, span = 1, 1
             elif roll < 0.015:
                 # a transactional commit of 4 offsets, then its marker
                 chosen = rng.sample(keys[g], 4)
                 committed[g] += 10
                 recs = [(offset + i, ts, k, _value_v3(committed[g], ts, 0)) for i, (_, _, k) in enumerate(chosen)]
-                batch = encode_batch(offset, recs, producer_id=producer, producer_epoch=0, base_sequence=0,
-                                     transactional=True)
+                batch = encode_batch(
+                    offset, recs, producer_id=producer, producer_epoch=0, base_sequence=0, transactional=True
+                )
                 batch += encode_control_batch(offset + 4, producer, 0, rng.random() < 0.8, ts)
                 producer += 1
                 count, span = 5, 5

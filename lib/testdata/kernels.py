@@ -5,6 +5,7 @@ pipeline.
     python -m lib.testdata.kernels --warm        compile every kernel into the cache
     python -m lib.testdata.kernels SEGMENT...    records/s of both decode paths
 """
+
 from __future__ import annotations
 
 import time
@@ -30,7 +31,7 @@ def measure_decode(paths, *, partition: int = 0, repeat: int = 3, compare: bool 
         return n, time.thread_time() - t0
 
     for p in paths[:1]:
-        list(SegmentDecoder(p, partition, fast=True))      # load (or compile) the kernels untimed
+        list(SegmentDecoder(p, partition, fast=True))  # load (or compile) the kernels untimed
     t_py = t_fast = float("inf")
     n_py = n_fast = 0
     for _ in range(repeat):
@@ -44,10 +45,16 @@ def measure_decode(paths, *, partition: int = 0, repeat: int = 3, compare: bool 
         for p in paths:
             a, b = list(SegmentDecoder(p, partition, fast=False)), list(SegmentDecoder(p, partition, fast=True))
             equal = equal and len(a) == len(b) and all(x.equals(y) for x, y in zip(a, b))
-    return {"records": n_py, "python_s": t_py, "fast_s": t_fast,
-            "python_rps": n_py / t_py if t_py else float("inf"),
-            "fast_rps": n_fast / t_fast if t_fast else float("inf"),
-            "ratio": t_py / t_fast if t_fast else float("inf"), "equal": equal, "numba": numba.__version__}
+    return {
+        "records": n_py,
+        "python_s": t_py,
+        "fast_s": t_fast,
+        "python_rps": n_py / t_py if t_py else float("inf"),
+        "fast_rps": n_fast / t_fast if t_fast else float("inf"),
+        "ratio": t_py / t_fast if t_fast else float("inf"),
+        "equal": equal,
+        "numba": numba.__version__,
+    }
 
 
 def warm_decoder() -> None:
@@ -58,8 +65,11 @@ def warm_decoder() -> None:
 
     value = offset_commit_value(5, 1, version=4, topic_id="ASNFZ4mrze8BI0VniavN7w")
     recs = [(i, 1, offset_commit_key("g", "t", i), value) for i in range(2)]
-    data = encode_batch(0, recs) + encode_batch(2, [(2, 1, recs[0][2], None)], compression=4) + \
-        encode_control_batch(3, 1, 0, True, 1)
+    data = (
+        encode_batch(0, recs)
+        + encode_batch(2, [(2, 1, recs[0][2], None)], compression=4)
+        + encode_control_batch(3, 1, 0, True, 1)
+    )
     for buf in (data, bytearray(data)):
         list(SegmentDecoder("warm", 0, data=buf, fast=True))
 
@@ -72,16 +82,18 @@ def warm_engine() -> None:
 
     value = offset_commit_value(5, 1)
     recs = [(i, 1, offset_commit_key("g", "t", i), value) for i in range(2)]
-    data = (encode_batch(0, recs) + encode_batch(2, [(2, 1, recs[0][2], None)])
-            + encode_batch(3, [(3, 1, recs[1][2], value)], producer_id=7, producer_epoch=0, transactional=True)
-            + encode_control_batch(4, 7, 0, True, 1))
+    data = (
+        encode_batch(0, recs)
+        + encode_batch(2, [(2, 1, recs[0][2], None)])
+        + encode_batch(3, [(3, 1, recs[1][2], value)], producer_id=7, producer_epoch=0, transactional=True)
+        + encode_control_batch(4, 7, 0, True, 1)
+    )
     engine = PartitionReplay(0)
     for batch in SegmentDecoder("warm", 0, data=data):
         engine.feed(batch)
     out = engine.finish(0, 1)
-    again = PartitionReplay(0)           # an incremental run's start: the state loaded back
+    again = PartitionReplay(0)  # an incremental run's start: the state loaded back
     again.load(out["group_offsets"], out["pending_transactional_offsets"], out["group_fold_state"])
-
 
 
 if __name__ == "__main__":
@@ -93,5 +105,7 @@ if __name__ == "__main__":
         print("numba kernels compiled into their cache")
         sys.exit(0)
     m = measure_decode(sys.argv[1:])
-    print(f"{m['records']} records: python {m['python_rps']:,.0f}/s, fast {m['fast_rps']:,.0f}/s "
-          f"(CPU time of one thread), ratio {m['ratio']:.1f}x, equal output: {m['equal']}")
+    print(
+        f"{m['records']} records: python {m['python_rps']:,.0f}/s, fast {m['fast_rps']:,.0f}/s "
+        f"(CPU time of one thread), ratio {m['ratio']:.1f}x, equal output: {m['equal']}"
+    )

@@ -7,6 +7,7 @@ DAG (spark-submit mode) compacts and vacuums without changing a row or breaking 
 Expected numbers come from samples/README.md (nine scenarios, one group deleted with
 DeleteGroups, 7 of 50 partitions with records) and the sample's known replay as of
 samples/NOW: 8 groups, 24 live offsets, 1 open transactional offset, 90 records."""
+
 from __future__ import annotations
 
 import glob
@@ -27,10 +28,26 @@ SAMPLE = os.path.join(REPO, "samples", "logdir")
 with open(os.path.join(REPO, "samples", "NOW"), encoding="utf-8") as _f:
     SAMPLE_NOW = int(_f.read().strip())
 POOL = "offsets_lake_warehouse"
-SAMPLE_GROUPS = {"sample-classic", "sample-static", "sample-standalone", "sample-emptied", "sample-offset-delete",
-                 "sample-txn", "sample-grüße-😀", "sample-kip848"}      # README's nine, minus sample-deleted
-TABLES = ("offsets_log", "group_offsets", "expired_offsets", "pending_transactional_offsets", "consumer_groups",
-          "expired_groups", "group_fold_state", "replay_checkpoints")
+SAMPLE_GROUPS = {
+    "sample-classic",
+    "sample-static",
+    "sample-standalone",
+    "sample-emptied",
+    "sample-offset-delete",
+    "sample-txn",
+    "sample-grüße-😀",
+    "sample-kip848",
+}  # README's nine, minus sample-deleted
+TABLES = (
+    "offsets_log",
+    "group_offsets",
+    "expired_offsets",
+    "pending_transactional_offsets",
+    "consumer_groups",
+    "expired_groups",
+    "group_fold_state",
+    "replay_checkpoints",
+)
 
 if not os.path.exists(AIRFLOW_PY):
     pytest.skip("Airflow's virtualenv is missing: run `make airflow-venv`", allow_module_level=True)
@@ -38,10 +55,18 @@ if not os.path.exists(AIRFLOW_PY):
 
 def write_conf(path, **over) -> str:
     """A conf/airflow/offsets_lake.yaml for the test (JSON is YAML)."""
-    conf = {"mode": "local", "repo": REPO, "python": ".venv/bin/python",
-            "spark_submit": {"binary": ".venv/lib/python3.11/site-packages/pyspark/bin/spark-submit",
-                             "spark_home": ".venv/lib/python3.11/site-packages/pyspark", "master": "local[2]",
-                             "jars_dir": ".jars/spark", "conf": {"spark.sql.shuffle.partitions": "2"}}}
+    conf = {
+        "mode": "local",
+        "repo": REPO,
+        "python": ".venv/bin/python",
+        "spark_submit": {
+            "binary": ".venv/lib/python3.11/site-packages/pyspark/bin/spark-submit",
+            "spark_home": ".venv/lib/python3.11/site-packages/pyspark",
+            "master": "local[2]",
+            "jars_dir": ".jars/spark",
+            "conf": {"spark.sql.shuffle.partitions": "2"},
+        },
+    }
     conf.update(over)
     with open(path, "w", encoding="utf-8") as f:
         json.dump(conf, f)
@@ -52,17 +77,29 @@ def write_conf(path, **over) -> str:
 def airflow_env(tmp_path_factory):
     """An AIRFLOW_HOME with a migrated sqlite metadata DB and the pool; env for the subprocesses."""
     home = tmp_path_factory.mktemp("airflow_home")
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("AIRFLOW", "OFFSETS_LAKE_", "PYSPARK_", "SPARK_")) and k != "PYTHONPATH"}
-    env.update({"AIRFLOW_HOME": str(home), "AIRFLOW__CORE__DAGS_FOLDER": os.path.join(REPO, "airflow_dags"),
-                "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-                "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home}/airflow.db"})
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("AIRFLOW", "OFFSETS_LAKE_", "PYSPARK_", "SPARK_")) and k != "PYTHONPATH"
+    }
+    env.update(
+        {
+            "AIRFLOW_HOME": str(home),
+            "AIRFLOW__CORE__DAGS_FOLDER": os.path.join(REPO, "airflow_dags"),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home}/airflow.db",
+        }
+    )
     airflow = os.path.join(REPO, ".venv-airflow", "bin", "airflow")
-    for cmd in ([airflow, "db", "migrate"], [airflow, "pools", "import", os.path.join(REPO, "conf/airflow/pools.json")]):
+    for cmd in (
+        [airflow, "db", "migrate"],
+        [airflow, "pools", "import", os.path.join(REPO, "conf/airflow/pools.json")],
+    ):
         done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    pools = subprocess.run([airflow, "pools", "get", POOL, "-o", "json"], env=env, capture_output=True, text=True,
-                           timeout=120)
+    pools = subprocess.run(
+        [airflow, "pools", "get", POOL, "-o", "json"], env=env, capture_output=True, text=True, timeout=120
+    )
     assert pools.returncode == 0 and json.loads(pools.stdout)[0]["slots"] in (1, "1"), pools.stdout + pools.stderr
     return env
 
@@ -71,7 +108,7 @@ def probe(env: dict, *args: str, timeout: int = 1200) -> dict:
     done = subprocess.run([AIRFLOW_PY, PROBE, *args], env=env, capture_output=True, text=True, timeout=timeout)
     results = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
     assert done.returncode == 0 and results, f"rc={done.returncode}\n{done.stdout[-6000:]}\n{done.stderr[-4000:]}"
-    out = json.loads(results[-1][len("RESULT "):])
+    out = json.loads(results[-1][len("RESULT ") :])
     out["log"] = done.stdout + done.stderr
     return out
 
@@ -99,34 +136,62 @@ def test_dag_files_parse_into_exactly_the_expected_dags(airflow_env, tmp_path):
     op = "_BashDecoratedOperator"
     assert out["dags"] == {
         "offsets_replay_incremental": {
-            "schedule": "@hourly", "timetable": "CronTriggerTimetable", "max_active_runs": 1, "catchup": False,
+            "schedule": "@hourly",
+            "timetable": "CronTriggerTimetable",
+            "max_active_runs": 1,
+            "catchup": False,
             "params": {},
-            "tasks": {"replay": {"pool": POOL, "retries": 2, "upstream": [], "operator": op},
-                      "quality": {"pool": POOL, "retries": 0, "upstream": ["replay"], "operator": op}}},
+            "tasks": {
+                "replay": {"pool": POOL, "retries": 2, "upstream": [], "operator": op},
+                "quality": {"pool": POOL, "retries": 0, "upstream": ["replay"], "operator": op},
+            },
+        },
         "offsets_replay_backfill": {
-            "schedule": None, "timetable": "NullTimetable", "max_active_runs": 1, "catchup": False,
-            "params": {"log_dir": "", "bootstrap_servers": "", "partitions": "", "now": "", "full": False,
-                       "retention_minutes": 10080},
-            "tasks": {"replay": {"pool": POOL, "retries": 0, "upstream": [], "operator": op},
-                      "quality": {"pool": POOL, "retries": 0, "upstream": ["replay"], "operator": op}}},
+            "schedule": None,
+            "timetable": "NullTimetable",
+            "max_active_runs": 1,
+            "catchup": False,
+            "params": {
+                "log_dir": "",
+                "bootstrap_servers": "",
+                "partitions": "",
+                "now": "",
+                "full": False,
+                "retention_minutes": 10080,
+            },
+            "tasks": {
+                "replay": {"pool": POOL, "retries": 0, "upstream": [], "operator": op},
+                "quality": {"pool": POOL, "retries": 0, "upstream": ["replay"], "operator": op},
+            },
+        },
         "offsets_maintenance": {
-            "schedule": "@daily", "timetable": "CronTriggerTimetable", "max_active_runs": 1, "catchup": False,
+            "schedule": "@daily",
+            "timetable": "CronTriggerTimetable",
+            "max_active_runs": 1,
+            "catchup": False,
             "params": {"vacuum_hours": None, "tables": ""},
-            "tasks": {"optimize_and_vacuum": {"pool": POOL, "retries": 1, "upstream": [], "operator": op}}},
+            "tasks": {"optimize_and_vacuum": {"pool": POOL, "retries": 1, "upstream": [], "operator": op}},
+        },
     }
 
 
 def test_commands_follow_the_configuration(airflow_env, tmp_path):
-    env = dict(airflow_env, OFFSETS_LAKE_AIRFLOW_CONF=write_conf(tmp_path / "c.yaml", warehouse="/wh",
-                                                                  source={"input": "/logs"}),
-               OFFSETS_LAKE_PARTITIONS="1,2")               # env beats the file
+    env = dict(
+        airflow_env,
+        OFFSETS_LAKE_AIRFLOW_CONF=write_conf(tmp_path / "c.yaml", warehouse="/wh", source={"input": "/logs"}),
+        OFFSETS_LAKE_PARTITIONS="1,2",
+    )  # env beats the file
     out = probe(env, "commands", timeout=300)
     py = f"{REPO}/.venv/bin/python"
     local = f"cd {REPO} && exec env PYTHONPATH={REPO} PYSPARK_PYTHON={py} PYSPARK_DRIVER_PYTHON={py} {py} -m "
-    assert out["replay"] == local + ("jobs.replay_offsets --input /logs --warehouse /wh --now 1795323099431 "
-                                     "--partitions 1,2 --retention-minutes 10080")
-    assert out["backfill"] == local + ("jobs.replay_offsets --bootstrap-servers b1:9092,b2:9092 --warehouse /wh "
-                                       "--now 2026-11-22T04:51:39Z --partitions 0-9 --retention-minutes 60 --full")
+    assert out["replay"] == local + (
+        "jobs.replay_offsets --input /logs --warehouse /wh --now 1795323099431 "
+        "--partitions 1,2 --retention-minutes 10080"
+    )
+    assert out["backfill"] == local + (
+        "jobs.replay_offsets --bootstrap-servers b1:9092,b2:9092 --warehouse /wh "
+        "--now 2026-11-22T04:51:39Z --partitions 0-9 --retention-minutes 60 --full"
+    )
     assert out["quality"] == local + "jobs.quality --warehouse /wh --partitions 3,4"
     assert out["maintenance"] == local + "jobs.maintenance --warehouse /wh --vacuum-hours 168"
     assert out["both_sources_error"] == "give a log dir or bootstrap servers, not both"
@@ -141,7 +206,8 @@ def test_commands_follow_the_configuration(airflow_env, tmp_path):
         f"OFFSETS_LAKE_JARS={REPO}/.jars/spark SPARK_HOME={pyspark} {pyspark}/bin/spark-submit --master 'local[2]' "
         f"--deploy-mode client --name offsets-lake-maintenance --jars {jars} "
         f"--driver-java-options -Dlog4j2.configurationFile=file:{REPO}/conf/log4j2.properties "
-        f"--conf spark.sql.shuffle.partitions=2 {REPO}/jobs/maintenance.py --warehouse /wh --vacuum-hours 168")
+        f"--conf spark.sql.shuffle.partitions=2 {REPO}/jobs/maintenance.py --warehouse /wh --vacuum-hours 168"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -150,8 +216,10 @@ def incremental_run(airflow_env, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("incremental")
     logdir, warehouse = tmp / "logdir", tmp / "warehouse"
     shutil.copytree(SAMPLE, logdir)
-    env = dict(airflow_env, OFFSETS_LAKE_AIRFLOW_CONF=write_conf(tmp / "c.yaml", warehouse=str(warehouse),
-                                                                  source={"input": str(logdir)}))
+    env = dict(
+        airflow_env,
+        OFFSETS_LAKE_AIRFLOW_CONF=write_conf(tmp / "c.yaml", warehouse=str(warehouse), source={"input": str(logdir)}),
+    )
     # logical date = data interval end for the cron timetable: the replay runs with --now SAMPLE_NOW
     return probe(env, "test", "offsets_replay_incremental", str(SAMPLE_NOW)), warehouse, env
 
@@ -163,16 +231,24 @@ def test_incremental_dag_replays_the_sample(incremental_run):
     counts = {t: len(delta_rows(warehouse, t)) for t in TABLES if t != "group_fold_state"}
     partitions = len(glob.glob(os.path.join(SAMPLE, "__consumer_offsets-*")))
     assert partitions == 50
-    assert counts == {"offsets_log": 90, "group_offsets": 24, "expired_offsets": 0,
-                      "pending_transactional_offsets": 1, "consumer_groups": 8, "expired_groups": 0,
-                      "replay_checkpoints": partitions}
+    assert counts == {
+        "offsets_log": 90,
+        "group_offsets": 24,
+        "expired_offsets": 0,
+        "pending_transactional_offsets": 1,
+        "consumer_groups": 8,
+        "expired_groups": 0,
+        "replay_checkpoints": partitions,
+    }
     groups = {dict(r)["group_id"] for r in delta_rows(warehouse, "consumer_groups")}
     assert groups == SAMPLE_GROUPS
     if not os.path.exists(os.path.join(REPO, "jobs", "quality.py")):
         assert out["tasks"]["quality"]["state"] == "failed" and out["state"] == "failed"
         pytest.skip("jobs/quality.py is not merged yet: the quality task cannot run")
-    assert out["tasks"] == {"replay": {"state": "success", "try_number": 1},
-                            "quality": {"state": "success", "try_number": 1}}, out["log"][-6000:]
+    assert out["tasks"] == {
+        "replay": {"state": "success", "try_number": 1},
+        "quality": {"state": "success", "try_number": 1},
+    }, out["log"][-6000:]
     assert out["state"] == "success"
 
 
@@ -181,9 +257,14 @@ def test_maintenance_dag_keeps_contents_and_time_travel(incremental_run, tmp_pat
     before = {t: delta_rows(warehouse, t) for t in TABLES}
     versions = {t: __import__("deltalake").DeltaTable(os.path.join(str(warehouse), t)).version() for t in TABLES}
     conf = write_conf(tmp_path / "c.yaml", mode="spark-submit", warehouse=str(warehouse))
-    compacted = ["offsets_log", "group_offsets", "replay_checkpoints"]    # a subset keeps the test short
-    out = probe(dict(env, OFFSETS_LAKE_AIRFLOW_CONF=conf), "test", "offsets_maintenance", "",
-                json.dumps({"tables": ",".join(compacted)}))
+    compacted = ["offsets_log", "group_offsets", "replay_checkpoints"]  # a subset keeps the test short
+    out = probe(
+        dict(env, OFFSETS_LAKE_AIRFLOW_CONF=conf),
+        "test",
+        "offsets_maintenance",
+        "",
+        json.dumps({"tables": ",".join(compacted)}),
+    )
     assert out["tasks"] == {"optimize_and_vacuum": {"state": "success", "try_number": 1}}, out["log"][-6000:]
     assert "spark-submit --master 'local[2]'" in out["log"]
     for t in compacted:
@@ -192,8 +273,11 @@ def test_maintenance_dag_keeps_contents_and_time_travel(incremental_run, tmp_pat
     assert {t: delta_rows(warehouse, t) for t in TABLES} == before
     # compaction leaves one file per table partition: offsets_log has 7 partitions with records,
     # group_offsets 6 (the sample's 24 live offsets lie in 6 offsets partitions)
-    assert {t: delta_files(warehouse, t) for t in compacted} == {"offsets_log": 7, "group_offsets": 6,
-                                                                   "replay_checkpoints": 1}
+    assert {t: delta_files(warehouse, t) for t in compacted} == {
+        "offsets_log": 7,
+        "group_offsets": 6,
+        "replay_checkpoints": 1,
+    }
     # VACUUM kept 168 hours: the versions before it (which incremental runs read) still load
     for t in compacted:
         assert delta_rows(warehouse, t, versions[t]) == before[t]
@@ -201,11 +285,22 @@ def test_maintenance_dag_keeps_contents_and_time_travel(incremental_run, tmp_pat
 
 def test_maintenance_refuses_short_retention(tmp_path):
     env = dict(os.environ, PYTHONPATH=REPO)
-    done = subprocess.run([sys.executable, "-m", "jobs.maintenance", "--warehouse", str(tmp_path),
-                           "--vacuum-hours", "24"], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "jobs.maintenance", "--warehouse", str(tmp_path), "--vacuum-hours", "24"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 2
     assert "below Delta's default retention of 168 h" in done.stderr
-    done = subprocess.run([sys.executable, "-m", "jobs.maintenance", "--warehouse", str(tmp_path),
-                           "--tables", "offsets_log,nope"], cwd=REPO, env=env, capture_output=True, text=True,
-                          timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "jobs.maintenance", "--warehouse", str(tmp_path), "--tables", "offsets_log,nope"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 2 and "unknown table(s) nope" in done.stderr

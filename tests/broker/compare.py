@@ -1,5 +1,6 @@
 """The same facts from two sides: what the broker reports through its admin API, and what
 the replay wrote to the Delta tables. Differences are reported per group and field."""
+
 from __future__ import annotations
 
 from confluent_kafka.admin import AdminClient
@@ -26,9 +27,15 @@ def committed_offsets(bootstrap: str, group: str) -> dict:
         got = kp.list_group_offsets({group: None})[group]
     finally:
         kp.close()
-    return {(tp.topic, tp.partition): (om.offset, om.metadata or "",
-                                       None if om.leader_epoch in (None, -1) else om.leader_epoch)
-            for tp, om in got.items() if om.offset >= 0}
+    return {
+        (tp.topic, tp.partition): (
+            om.offset,
+            om.metadata or "",
+            None if om.leader_epoch in (None, -1) else om.leader_epoch,
+        )
+        for tp, om in got.items()
+        if om.offset >= 0
+    }
 
 
 def broker_view(bootstrap: str, groups: list[str]) -> dict:
@@ -46,9 +53,15 @@ def broker_view(bootstrap: str, groups: list[str]) -> dict:
             "simple": desc.is_simple_consumer_group,
             "assignor": desc.partition_assignor or None,
             "members": sorted(
-                (m.member_id, m.group_instance_id, m.client_id, m.host,
-                 tuple(sorted((tp.topic, tp.partition) for tp in m.assignment.topic_partitions)))
-                for m in desc.members),
+                (
+                    m.member_id,
+                    m.group_instance_id,
+                    m.client_id,
+                    m.host,
+                    tuple(sorted((tp.topic, tp.partition) for tp in m.assignment.topic_partitions)),
+                )
+                for m in desc.members
+            ),
             "offsets": committed_offsets(bootstrap, g),
         }
     return view
@@ -58,16 +71,25 @@ def replay_view(tables: dict, groups: list[str]) -> dict:
     view = {}
     for g in groups:
         rows = [r for r in tables["consumer_groups"] if r["group_id"] == g]
-        offsets = {(r["topic"], r["partition"]): (r["committed_offset"], r["metadata"] or "", r["leader_epoch"])
-                   for r in tables["group_offsets"] if r["group_id"] == g}
+        offsets = {
+            (r["topic"], r["partition"]): (r["committed_offset"], r["metadata"] or "", r["leader_epoch"])
+            for r in tables["group_offsets"]
+            if r["group_id"] == g
+        }
         if not rows:
             view[g] = None if not offsets else {"offsets": offsets, "missing_group": True}
             continue
         r = rows[0]
         members = sorted(
-            (m["member_id"], m["group_instance_id"], m["client_id"], m["client_host"],
-             tuple(sorted((a["topic"], p) for a in (m["assignment"] or []) for p in a["partitions"])))
-            for m in r["members"])
+            (
+                m["member_id"],
+                m["group_instance_id"],
+                m["client_id"],
+                m["client_host"],
+                tuple(sorted((a["topic"], p) for a in (m["assignment"] or []) for p in a["partitions"])),
+            )
+            for m in r["members"]
+        )
         view[g] = {
             "type": r["group_type"],
             "state": r["state"],
@@ -79,8 +101,9 @@ def replay_view(tables: dict, groups: list[str]) -> dict:
     return view
 
 
-def differences(broker: dict, replay: dict, fields=("type", "state", "simple", "assignor", "members", "offsets")
-                ) -> list[str]:
+def differences(
+    broker: dict, replay: dict, fields=("type", "state", "simple", "assignor", "members", "offsets")
+) -> list[str]:
     out = []
     for g in sorted(broker):
         b, r = broker[g], replay.get(g)

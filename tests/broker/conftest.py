@@ -2,6 +2,7 @@
 stopped at the end of the session. Tests that use them are marked `pytest.mark.broker`.
 
 The jars come from `make kafka-jars` (part of `make setup`): `.jars/kafka4`, `.jars/kafka39`."""
+
 from __future__ import annotations
 
 import os
@@ -45,8 +46,9 @@ def kafka39(tmp_path_factory):
 def own_kafka4(tmp_path_factory, name: str, offsets_partitions: int):
     """A module's own 4.x broker (a generator for a fixture): no other test's clients write to
     it while the module compares two reads of its log."""
-    broker = KafkaBroker(os.path.join(JARS, "kafka4"), str(tmp_path_factory.mktemp(name)),
-                         offsets_partitions=offsets_partitions)
+    broker = KafkaBroker(
+        os.path.join(JARS, "kafka4"), str(tmp_path_factory.mktemp(name)), offsets_partitions=offsets_partitions
+    )
     broker.start()
     yield broker
     broker.stop()

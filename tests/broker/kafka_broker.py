@@ -14,6 +14,7 @@ The broker runs from the jars Maven fetched into `.jars/kafka4` or `.jars/kafka3
 and `snapshot_offsets_log_dir(broker, dest)` copies the `__consumer_offsets` partitions of a
 running broker into a log directory the replay job can read.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -46,6 +47,7 @@ _INDEX_SUFFIXES = (".index", ".timeindex", ".txnindex")
 # ---------------------------------------------------------------------------------------------
 # Jars: version and main classes
 # ---------------------------------------------------------------------------------------------
+
 
 def kafka_version(jar_dir: str) -> str:
     """The Kafka version of the jars in jar_dir, from the name of kafka_2.13-<version>.jar."""
@@ -99,15 +101,19 @@ def _write_log_config(jar_dir: str, dest_dir: str, log_file: str | None, level: 
             appender = ["appender.out.type = File", f"appender.out.fileName = {log_file}"]
         else:
             appender = ["appender.out.type = Console", "appender.out.target = SYSTEM_ERR"]
-        lines = ["status = warn", "name = offsets-lake-tests", *appender,
-                 "appender.out.name = OUT",
-                 "appender.out.layout.type = PatternLayout",
-                 "appender.out.layout.pattern = [%d] %p %m (%c)%n",
-                 f"rootLogger.level = {level if log_file else 'WARN'}",
-                 "rootLogger.appenderRef.out.ref = OUT",
-                 # per-request logging is noise here
-                 "logger.request.name = kafka.request.logger",
-                 "logger.request.level = WARN"]
+        lines = [
+            "status = warn",
+            "name = offsets-lake-tests",
+            *appender,
+            "appender.out.name = OUT",
+            "appender.out.layout.type = PatternLayout",
+            "appender.out.layout.pattern = [%d] %p %m (%c)%n",
+            f"rootLogger.level = {level if log_file else 'WARN'}",
+            "rootLogger.appenderRef.out.ref = OUT",
+            # per-request logging is noise here
+            "logger.request.name = kafka.request.logger",
+            "logger.request.level = WARN",
+        ]
         # Log4j 2's own shutdown hook would stop logging while Kafka is still shutting down.
         option = f"-Dlog4j2.configurationFile={path} -Dlog4j2.shutdownHookEnabled=false"
     else:
@@ -116,30 +122,46 @@ def _write_log_config(jar_dir: str, dest_dir: str, log_file: str | None, level: 
             appender = ["log4j.appender.out=org.apache.log4j.FileAppender", f"log4j.appender.out.File={log_file}"]
         else:
             appender = ["log4j.appender.out=org.apache.log4j.ConsoleAppender", "log4j.appender.out.Target=System.err"]
-        lines = [f"log4j.rootLogger={level if log_file else 'WARN'}, out", *appender,
-                 "log4j.appender.out.layout=org.apache.log4j.PatternLayout",
-                 "log4j.appender.out.layout.ConversionPattern=[%d] %p %m (%c)%n",
-                 "log4j.logger.kafka.request.logger=WARN"]
+        lines = [
+            f"log4j.rootLogger={level if log_file else 'WARN'}, out",
+            *appender,
+            "log4j.appender.out.layout=org.apache.log4j.PatternLayout",
+            "log4j.appender.out.layout.ConversionPattern=[%d] %p %m (%c)%n",
+            "log4j.logger.kafka.request.logger=WARN",
+        ]
         option = f"-Dlog4j.configuration=file:{path}"
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
     return option.split()
 
 
-def _run_tool(jar_dir: str, main_class: str, args: list[str], work_dir: str | None = None,
-              timeout: float = TOOL_TIMEOUT_S) -> subprocess.CompletedProcess:
+def _run_tool(
+    jar_dir: str, main_class: str, args: list[str], work_dir: str | None = None, timeout: float = TOOL_TIMEOUT_S
+) -> subprocess.CompletedProcess:
     """Run one of Kafka's command-line tools; raise with its output if it fails.
 
     Its logging (WARN and above) goes to stderr, so stdout is the tool's output alone."""
     with tempfile.TemporaryDirectory(prefix="kafka-tool-") as tmp:
         log_opts = _write_log_config(jar_dir, work_dir or tmp, None)
         # A short-lived JVM: C1 only and the serial GC start fastest on a busy 2-core machine.
-        cmd = [JAVA, "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true",
-               *log_opts, "-cp", os.path.join(os.path.abspath(jar_dir), "*"), main_class, *args]
+        cmd = [
+            JAVA,
+            "-Xmx512m",
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",
+            "-Djava.awt.headless=true",
+            *log_opts,
+            "-cp",
+            os.path.join(os.path.abspath(jar_dir), "*"),
+            main_class,
+            *args,
+        ]
         proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout)
     if proc.returncode != 0:
-        raise RuntimeError(f"{main_class} exited with {proc.returncode}\n$ {' '.join(cmd)}\n"
-                           f"--- stdout\n{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-4000:]}")
+        raise RuntimeError(
+            f"{main_class} exited with {proc.returncode}\n$ {' '.join(cmd)}\n"
+            f"--- stdout\n{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-4000:]}"
+        )
     return proc
 
 
@@ -154,6 +176,7 @@ def dump_log_segments(jar_dir: str, files: list[str]) -> str:
 # ---------------------------------------------------------------------------------------------
 # The broker
 # ---------------------------------------------------------------------------------------------
+
 
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -181,8 +204,14 @@ def _port_open(port: int) -> bool:
 class KafkaBroker:
     """One KRaft node acting as broker and controller, on loopback ports picked at start."""
 
-    def __init__(self, jar_dir: str, work_dir: str, offsets_partitions: int = 50,
-                 extra_config: dict | None = None, heap: str = HEAP):
+    def __init__(
+        self,
+        jar_dir: str,
+        work_dir: str,
+        offsets_partitions: int = 50,
+        extra_config: dict | None = None,
+        heap: str = HEAP,
+    ):
         self.jar_dir = os.path.abspath(jar_dir)
         self.work_dir = os.path.abspath(work_dir)
         self.offsets_partitions = int(offsets_partitions)
@@ -212,7 +241,7 @@ class KafkaBroker:
     def running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
-    def start(self, timeout: float = START_TIMEOUT_S) -> "KafkaBroker":
+    def start(self, timeout: float = START_TIMEOUT_S) -> KafkaBroker:
         """Format the storage (first start only), start the JVM and wait until an admin client
         can list topics. Can be called again after stop(): same ports, same data."""
         if self.running:
@@ -259,12 +288,14 @@ class KafkaBroker:
         return "\n".join(out) or "(no broker output)"
 
     def offsets_partition_dirs(self) -> list[str]:
-        return sorted(glob.glob(os.path.join(self.log_dir, "__consumer_offsets-*")),
-                      key=lambda p: int(p.rsplit("-", 1)[1]))
+        return sorted(
+            glob.glob(os.path.join(self.log_dir, "__consumer_offsets-*")), key=lambda p: int(p.rsplit("-", 1)[1])
+        )
 
     def admin(self, **configs):
         """A kafka-python KafkaAdminClient for this broker (close it when done)."""
         from kafka import KafkaAdminClient
+
         configs = {"client_id": "offsets-lake-tests", "request_timeout_ms": 30000, **configs}
         return KafkaAdminClient(bootstrap_servers=self.bootstrap, **configs)
 
@@ -325,17 +356,34 @@ class KafkaBroker:
 
     def _launch(self) -> None:
         log_opts = _write_log_config(self.jar_dir, self.work_dir, self.server_log)
-        cmd = [JAVA, f"-Xms{self.heap}", f"-Xmx{self.heap}", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
-               "-Djava.awt.headless=true", f"-Dkafka.logs.dir={os.path.dirname(self.server_log)}",
-               *log_opts, "-cp", os.path.join(self.jar_dir, "*"), "kafka.Kafka", self.properties_file]
+        cmd = [
+            JAVA,
+            f"-Xms{self.heap}",
+            f"-Xmx{self.heap}",
+            "-XX:+UseG1GC",
+            "-XX:MaxGCPauseMillis=20",
+            "-Djava.awt.headless=true",
+            f"-Dkafka.logs.dir={os.path.dirname(self.server_log)}",
+            *log_opts,
+            "-cp",
+            os.path.join(self.jar_dir, "*"),
+            "kafka.Kafka",
+            self.properties_file,
+        ]
         self._console = open(self.console_log, "ab")
-        self._proc = subprocess.Popen(cmd, cwd=self.work_dir, stdin=subprocess.DEVNULL,
-                                      stdout=self._console, stderr=subprocess.STDOUT,
-                                      start_new_session=True)
+        self._proc = subprocess.Popen(
+            cmd,
+            cwd=self.work_dir,
+            stdin=subprocess.DEVNULL,
+            stdout=self._console,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         atexit.register(self._kill_at_exit)
 
     def _wait_ready(self, deadline: float, timeout: float) -> None:
         from kafka.errors import KafkaConfigurationError
+
         last_error: BaseException | None = None
         while time.monotonic() < deadline:
             if self._proc is None or self._proc.poll() is not None:
@@ -354,8 +402,10 @@ class KafkaBroker:
                 except Exception as e:  # not ready yet: no metadata, no controller, ...
                     last_error = e
             time.sleep(0.25)
-        raise TimeoutError(f"Kafka {self.version} not ready at {self.bootstrap} after "
-                           f"{timeout:.0f}s (last error: {last_error!r})\n{self.log_tail()}")
+        raise TimeoutError(
+            f"Kafka {self.version} not ready at {self.bootstrap} after "
+            f"{timeout:.0f}s (last error: {last_error!r})\n{self.log_tail()}"
+        )
 
     def _kill_at_exit(self) -> None:
         if self._proc is not None and self._proc.poll() is None:
@@ -365,6 +415,7 @@ class KafkaBroker:
 # ---------------------------------------------------------------------------------------------
 # Snapshots of a live broker's offsets log
 # ---------------------------------------------------------------------------------------------
+
 
 def snapshot_offsets_log_dir(broker: KafkaBroker, dest: str, include_indexes: bool = False) -> str:
     """Copy the running broker's `__consumer_offsets-<P>/` folders and its
@@ -401,12 +452,14 @@ def snapshot_offsets_log_dir(broker: KafkaBroker, dest: str, include_indexes: bo
 
 def _wait_for_rewrite(path: str, timeout: float) -> None:
     """Wait until path is rewritten (new mtime or inode) after now; give up quietly at timeout."""
+
     def stamp():
         try:
             st = os.stat(path)
             return st.st_mtime_ns, st.st_ino
         except FileNotFoundError:
             return None
+
     before = stamp()
     started_ns = time.time_ns()
     deadline = time.monotonic() + timeout

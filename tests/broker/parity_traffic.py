@@ -8,6 +8,7 @@ commits ending in a COMMIT and an ABORT marker, a group id with non-ASCII charac
 deletion (tombstones) and, on 4.x brokers, a KIP-848 consumer group (record types 3-8) that is
 also deleted once empty. Every client is closed before it returns, so the log is quiet when the
 caller snapshots it."""
+
 from __future__ import annotations
 
 import time
@@ -25,28 +26,38 @@ MESSAGES = 30
 @dataclass
 class Traffic:
     topic: str
-    classic_group: str          # 2 members, rebalance, commits (one with metadata); left alive as Empty
-    deleted_group: str          # classic group that goes Empty and is deleted (tombstones)
-    standalone_group: str       # assign() + commit, non-ASCII id
-    txn_group: str              # transactional offset commits: one committed, one aborted
-    kip848_group: str | None    # KIP-848 consumer group (4.x), emptied and deleted
-    metadata: str               # the metadata string of the commit that carries one
-    steps: dict = field(default_factory=dict)   # step name -> seconds
+    classic_group: str  # 2 members, rebalance, commits (one with metadata); left alive as Empty
+    deleted_group: str  # classic group that goes Empty and is deleted (tombstones)
+    standalone_group: str  # assign() + commit, non-ASCII id
+    txn_group: str  # transactional offset commits: one committed, one aborted
+    kip848_group: str | None  # KIP-848 consumer group (4.x), emptied and deleted
+    metadata: str  # the metadata string of the commit that carries one
+    steps: dict = field(default_factory=dict)  # step name -> seconds
 
     @property
     def groups(self) -> list[str]:
-        return [g for g in (self.classic_group, self.deleted_group, self.standalone_group, self.txn_group,
-                            self.kip848_group) if g]
+        return [
+            g
+            for g in (self.classic_group, self.deleted_group, self.standalone_group, self.txn_group, self.kip848_group)
+            if g
+        ]
 
 
 def _consumer(bootstrap: str, group: str, client_id: str, protocol: str = "classic") -> Consumer:
-    conf = {"bootstrap.servers": bootstrap, "group.id": group, "client.id": client_id, "log_level": 3,
-            "auto.offset.reset": "earliest", "enable.auto.commit": False}
+    conf = {
+        "bootstrap.servers": bootstrap,
+        "group.id": group,
+        "client.id": client_id,
+        "log_level": 3,
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": False,
+    }
     if protocol == "consumer":
         conf["group.protocol"] = "consumer"
     else:
-        conf.update({"session.timeout.ms": 30000, "heartbeat.interval.ms": 500,
-                     "partition.assignment.strategy": "range"})
+        conf.update(
+            {"session.timeout.ms": 30000, "heartbeat.interval.ms": 500, "partition.assignment.strategy": "range"}
+        )
     return Consumer(conf)
 
 
@@ -66,6 +77,7 @@ def _assigned(consumers: list[Consumer], total: int):
     def check():
         parts = {(tp.topic, tp.partition) for c in consumers for tp in c.assignment()}
         return len(parts) == total and all(c.assignment() for c in consumers)
+
     return check
 
 
@@ -95,10 +107,15 @@ def _delete_groups(admin: AdminClient, groups: list[str], timeout: float = 30.0)
 
 def generate(bootstrap: str, *, kip848: bool) -> Traffic:
     tag = uuid.uuid4().hex[:8]
-    t = Traffic(topic=f"parity-{tag}", classic_group=f"parity-classic-{tag}", deleted_group=f"parity-gone-{tag}",
-                standalone_group=f"parity-grüppe-日本語-é\u00a0{tag}", txn_group=f"parity-txn-{tag}",
-                kip848_group=f"parity-kip848-{tag}" if kip848 else None,
-                metadata=f"meta \"quoted\" ünïcode ✓ {tag}")
+    t = Traffic(
+        topic=f"parity-{tag}",
+        classic_group=f"parity-classic-{tag}",
+        deleted_group=f"parity-gone-{tag}",
+        standalone_group=f"parity-grüppe-日本語-é\u00a0{tag}",
+        txn_group=f"parity-txn-{tag}",
+        kip848_group=f"parity-kip848-{tag}" if kip848 else None,
+        metadata=f'meta "quoted" ünïcode ✓ {tag}',
+    )
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
 
     def step(name, fn):
@@ -121,11 +138,17 @@ def generate(bootstrap: str, *, kip848: bool) -> Traffic:
                 m.subscribe([t.topic])
             _poll_until(members, _assigned(members, PARTITIONS), f"{t.classic_group}: 2 members assigned")
             # First member: commit with metadata and a leader epoch; second: plain commit.
-            _commit(members[0], [TopicPartition(t.topic, tp.partition, 3 + tp.partition, t.metadata, 0)
-                                 for tp in members[0].assignment()])
-            _commit(members[1], [TopicPartition(t.topic, tp.partition, 5 + tp.partition)
-                                 for tp in members[1].assignment()])
-            members[1].close()          # LeaveGroup: rebalance to the one member left
+            _commit(
+                members[0],
+                [
+                    TopicPartition(t.topic, tp.partition, 3 + tp.partition, t.metadata, 0)
+                    for tp in members[0].assignment()
+                ],
+            )
+            _commit(
+                members[1], [TopicPartition(t.topic, tp.partition, 5 + tp.partition) for tp in members[1].assignment()]
+            )
+            members[1].close()  # LeaveGroup: rebalance to the one member left
             live = members[:1]
             _poll_until(live, _assigned(live, PARTITIONS), f"{t.classic_group}: rebalanced to 1 member")
             # consume a little so the commit of positions carries real leader epochs
@@ -140,7 +163,7 @@ def generate(bootstrap: str, *, kip848: bool) -> Traffic:
             for m in members:
                 try:
                     m.close()
-                except RuntimeError:    # already closed
+                except RuntimeError:  # already closed
                     pass
 
     def deleted_group():
@@ -156,8 +179,14 @@ def generate(bootstrap: str, *, kip848: bool) -> Traffic:
         c = _consumer(bootstrap, t.standalone_group, "parity-standalone")
         try:
             c.assign([TopicPartition(t.topic, p) for p in range(PARTITIONS)])
-            _commit(c, [TopicPartition(t.topic, 0, 1, "stand-alone ✓"), TopicPartition(t.topic, 1, 2),
-                        TopicPartition(t.topic, 2, 9, "", 0)])
+            _commit(
+                c,
+                [
+                    TopicPartition(t.topic, 0, 1, "stand-alone ✓"),
+                    TopicPartition(t.topic, 1, 2),
+                    TopicPartition(t.topic, 2, 9, "", 0),
+                ],
+            )
         finally:
             c.close()
 
@@ -184,11 +213,11 @@ def generate(bootstrap: str, *, kip848: bool) -> Traffic:
         try:
             for m in members:
                 m.subscribe([t.topic])
-            _poll_until(members, _assigned(members, PARTITIONS), f"{t.kip848_group}: KIP-848 members assigned",
-                        timeout=60)
+            _poll_until(
+                members, _assigned(members, PARTITIONS), f"{t.kip848_group}: KIP-848 members assigned", timeout=60
+            )
             for i, m in enumerate(members):
-                _commit(m, [TopicPartition(t.topic, tp.partition, 20 + tp.partition, f"k{i}")
-                            for tp in m.assignment()])
+                _commit(m, [TopicPartition(t.topic, tp.partition, 20 + tp.partition, f"k{i}") for tp in m.assignment()])
         finally:
             for m in members:
                 m.close()

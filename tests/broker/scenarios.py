@@ -1,6 +1,7 @@
 """Real client traffic for the broker scenarios: each function drives clients against a
 broker and returns what it did. Clients that must stay in their group (so the group is Stable
 when the snapshot is taken) are returned open; the caller closes them."""
+
 from __future__ import annotations
 
 import time
@@ -11,7 +12,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 POLL_S = 0.2
 AUTO_COMMIT_MS = 200
-QUIET_S = 5 * AUTO_COMMIT_MS / 1000   # no message handed out for this long: auto-commits are done
+QUIET_S = 5 * AUTO_COMMIT_MS / 1000  # no message handed out for this long: auto-commits are done
 
 
 def admin(bootstrap: str) -> AdminClient:
@@ -32,16 +33,35 @@ def create_topic(bootstrap: str, name: str, partitions: int, messages: int = 50)
     p.flush(30)
 
 
-def consumer(bootstrap: str, group: str, *, protocol: str = "classic", instance_id: str | None = None,
-             auto_commit: bool = False, client_id: str | None = None, assignor: str | None = None) -> Consumer:
-    conf = {"bootstrap.servers": bootstrap, "group.id": group, "log_level": 3, "auto.offset.reset": "earliest",
-            "enable.auto.commit": auto_commit, "auto.commit.interval.ms": AUTO_COMMIT_MS,
-            "client.id": client_id or f"client-{uuid.uuid4().hex[:6]}"}
+def consumer(
+    bootstrap: str,
+    group: str,
+    *,
+    protocol: str = "classic",
+    instance_id: str | None = None,
+    auto_commit: bool = False,
+    client_id: str | None = None,
+    assignor: str | None = None,
+) -> Consumer:
+    conf = {
+        "bootstrap.servers": bootstrap,
+        "group.id": group,
+        "log_level": 3,
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": auto_commit,
+        "auto.commit.interval.ms": AUTO_COMMIT_MS,
+        "client.id": client_id or f"client-{uuid.uuid4().hex[:6]}",
+    }
     if protocol == "consumer":
         conf["group.protocol"] = "consumer"
     else:
-        conf.update({"session.timeout.ms": 60000, "heartbeat.interval.ms": 1000,
-                     "partition.assignment.strategy": assignor or "range"})
+        conf.update(
+            {
+                "session.timeout.ms": 60000,
+                "heartbeat.interval.ms": 1000,
+                "partition.assignment.strategy": assignor or "range",
+            }
+        )
         if instance_id:
             conf["group.instance.id"] = instance_id
     return Consumer(conf)
@@ -59,18 +79,25 @@ def poll_until(consumers: list[Consumer], done, timeout: float = 60.0, what: str
 
 def assigned(consumers: list[Consumer], total: int):
     """All `total` partitions assigned, each once, and every member holding some."""
+
     def check():
         parts = [tp for c in consumers for tp in c.assignment()]
-        return (len(parts) == total and len({(tp.topic, tp.partition) for tp in parts}) == total
-                and all(c.assignment() for c in consumers))
+        return (
+            len(parts) == total
+            and len({(tp.topic, tp.partition) for tp in parts}) == total
+            and all(c.assignment() for c in consumers)
+        )
+
     return check
 
 
 def commit(c: Consumer, topic: str, offsets: dict[int, int], metadata: str | None = None) -> None:
     if not offsets:
         return
-    tps = [TopicPartition(topic, p, o, metadata) if metadata is not None else TopicPartition(topic, p, o)
-           for p, o in offsets.items()]
+    tps = [
+        TopicPartition(topic, p, o, metadata) if metadata is not None else TopicPartition(topic, p, o)
+        for p, o in offsets.items()
+    ]
     c.commit(offsets=tps, asynchronous=False)
 
 
@@ -92,8 +119,17 @@ def classic_group_with_rebalances(bootstrap: str, group: str, topic: str, partit
 
 
 def static_members_auto_commit(bootstrap: str, group: str, topic: str, partitions: int = 3) -> list[Consumer]:
-    members = [consumer(bootstrap, group, instance_id=f"{group}-static-{i}", auto_commit=True,
-                        client_id=f"{group}-s{i}", assignor="roundrobin") for i in range(2)]
+    members = [
+        consumer(
+            bootstrap,
+            group,
+            instance_id=f"{group}-static-{i}",
+            auto_commit=True,
+            client_id=f"{group}-s{i}",
+            assignor="roundrobin",
+        )
+        for i in range(2)
+    ]
     for m in members:
         m.subscribe([topic])
     poll_until(members, assigned(members, partitions), what=f"{group}: static members assigned")
@@ -101,12 +137,13 @@ def static_members_auto_commit(bootstrap: str, group: str, topic: str, partition
 
     def consumed_some():
         return consumed["n"] >= 20
+
     deadline = time.monotonic() + 30
     while not consumed_some() and time.monotonic() < deadline:
         for m in members:
             if m.poll(POLL_S) is not None:
                 consumed["n"] += 1
-    for m in members:                   # plus a manual commit, so every partition has an offset
+    for m in members:  # plus a manual commit, so every partition has an offset
         commit(m, topic, {tp.partition: 3 for tp in m.assignment()})
     return members
 
@@ -122,12 +159,12 @@ def group_then_leave(bootstrap: str, group: str, topic: str, partitions: int) ->
     c = consumer(bootstrap, group)
     c.subscribe([topic])
     poll_until([c], assigned([c], partitions), what=f"{group}: assigned")
-    commit(c, topic, {p: 5 for p in range(partitions)})
+    commit(c, topic, dict.fromkeys(range(partitions), 5))
     c.close()
 
 
 def delete_groups(bootstrap: str, groups: list[str]) -> None:
-    a = admin(bootstrap)   # keep the client alive until its futures complete
+    a = admin(bootstrap)  # keep the client alive until its futures complete
     for f in a.delete_consumer_groups(groups).values():
         f.result(30)
 
@@ -140,7 +177,11 @@ def delete_offsets(bootstrap: str, group: str, topic: str, partitions: list[int]
     a = KafkaAdminClient(bootstrap_servers=bootstrap)
     try:
         result = a.delete_group_offsets(group, [KTP(topic, p) for p in partitions])
-        failed = {tp: err for tp, err in (result.items() if isinstance(result, dict) else []) if err and err.__name__ != "NoError"}
+        failed = {
+            tp: err
+            for tp, err in (result.items() if isinstance(result, dict) else [])
+            if err and err.__name__ != "NoError"
+        }
         assert not failed, failed
     finally:
         a.close()
@@ -155,8 +196,9 @@ def transactions(bootstrap: str, group: str, topic: str) -> tuple[list, Consumer
     producers = []
     for i, (partition, offset, outcome) in enumerate(((0, 11, "commit"), (1, 22, "abort"), (2, 33, "open"))):
         # the open one must outlive the test's waits (librdkafka's default aborts it after 60 s)
-        p = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"{group}-tx-{i}",
-                      "transaction.timeout.ms": 600_000})
+        p = Producer(
+            {"bootstrap.servers": bootstrap, "transactional.id": f"{group}-tx-{i}", "transaction.timeout.ms": 600_000}
+        )
         p.init_transactions(30)
         p.begin_transaction()
         p.produce(topic, value=b"x", partition=partition)
@@ -198,7 +240,7 @@ def wait_settled(bootstrap: str, groups: list[str], clients: list, timeout: floa
     last_message = time.monotonic()
     while time.monotonic() < deadline:
         for c in consumers:
-            if c.consume(1000, POLL_S):     # drains what is readable (poll hands out one message)
+            if c.consume(1000, POLL_S):  # drains what is readable (poll hands out one message)
                 last_message = time.monotonic()
         listed = list_groups(bootstrap)
         states = {g: listed[g]["group_state"] for g in groups if g in listed}

@@ -3,6 +3,7 @@
 Each broker runs every scenario with real clients; then the broker's __consumer_offsets
 folders are copied, replayed with --now = the snapshot time, and group_offsets /
 consumer_groups are compared with the admin API's answers at the same moment."""
+
 from __future__ import annotations
 
 import time
@@ -19,8 +20,9 @@ pytestmark = [pytest.mark.broker, pytest.mark.spark]
 TABLES = ("group_offsets", "consumer_groups", "pending_transactional_offsets", "offsets_log", "expired_offsets")
 
 
-def snapshot_and_compare(spark, replay_logdir, broker: KafkaBroker, groups: list[str], tmp_path,
-                         clients: list = ()) -> dict:
+def snapshot_and_compare(
+    spark, replay_logdir, broker: KafkaBroker, groups: list[str], tmp_path, clients: list = ()
+) -> dict:
     """Snapshot the log while the broker's answers stay the same before and after the copy
     (live clients may still commit or rebalance), then replay and compare."""
     for attempt in range(5):
@@ -32,9 +34,12 @@ def snapshot_and_compare(spark, replay_logdir, broker: KafkaBroker, groups: list
             break
         S.wait_settled(broker.bootstrap, groups, list(clients), timeout=30)
     else:
-        raise AssertionError("the broker's answers kept changing while the log was copied:\n"
-                             + "\n".join(f"{g}: {before[g]!r} -> {seen_by_broker[g]!r}"
-                                       for g in groups if before[g] != seen_by_broker[g]))
+        raise AssertionError(
+            "the broker's answers kept changing while the log was copied:\n"
+            + "\n".join(
+                f"{g}: {before[g]!r} -> {seen_by_broker[g]!r}" for g in groups if before[g] != seen_by_broker[g]
+            )
+        )
     warehouse = tmp_path / "warehouse"
     replay_logdir(log_dir, warehouse, now_ms)
     tables = {t: rows(spark, str(warehouse), t) for t in TABLES}
@@ -58,9 +63,12 @@ def test_replay_agrees_with_broker(request, spark, replay_logdir, tmp_path, name
     assert set(seen[f"{prefix}-offset-delete"]["offsets"]) == {(f"{prefix}-orders", 0), (f"{prefix}-orders", 2)}
     assert len(seen[f"{prefix}-classic"]["members"]) == 2 and seen[f"{prefix}-classic"]["state"] == "Stable"
     assert seen[f"{prefix}-standalone"]["simple"] is True
-    assert {tp for tp in seen[f"{prefix}-txn"]["offsets"]} == {(f"{prefix}-events", 0)}
-    pending = [(r["group_id"], r["partition"], r["committed_offset"])
-               for r in result["tables"]["pending_transactional_offsets"] if r["group_id"] == f"{prefix}-txn"]
+    assert set(seen[f"{prefix}-txn"]["offsets"]) == {(f"{prefix}-events", 0)}
+    pending = [
+        (r["group_id"], r["partition"], r["committed_offset"])
+        for r in result["tables"]["pending_transactional_offsets"]
+        if r["group_id"] == f"{prefix}-txn"
+    ]
     assert pending == [(f"{prefix}-txn", 2, 33)]
     if name == "kafka4":
         assert seen[f"{prefix}-kip848"]["type"] == "consumer"

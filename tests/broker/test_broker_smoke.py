@@ -1,5 +1,6 @@
 """The broker harness itself: each real broker takes a topic, messages and a group's commits,
 keeps them in __consumer_offsets on disk, and Kafka's DumpLogSegments can read them back."""
+
 from __future__ import annotations
 
 import os
@@ -21,7 +22,7 @@ def offsets_partition_for(group_id: str, partitions: int) -> int:
     data = group_id.encode("utf-16-be")  # String.hashCode runs over UTF-16 code units
     h = 0
     for i in range(0, len(data), 2):
-        h = (31 * h + int.from_bytes(data[i:i + 2], "big")) & 0xFFFFFFFF
+        h = (31 * h + int.from_bytes(data[i : i + 2], "big")) & 0xFFFFFFFF
     signed = h - (1 << 32) if h >= 1 << 31 else h
     return (0 if signed == -(1 << 31) else abs(signed)) % partitions
 
@@ -49,8 +50,13 @@ def test_produce_consume_commit_and_dump(broker, tmp_path):
         finally:
             producer.close()
 
-        consumer = KafkaConsumer(topic, bootstrap_servers=broker.bootstrap, group_id=group,
-                                 auto_offset_reset="earliest", enable_auto_commit=False)
+        consumer = KafkaConsumer(
+            topic,
+            bootstrap_servers=broker.bootstrap,
+            group_id=group,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+        )
         try:
             got = []
             deadline = time.monotonic() + 60
@@ -73,7 +79,9 @@ def test_produce_consume_commit_and_dump(broker, tmp_path):
     # __consumer_offsets on disk: every partition's folder, the group's one non-empty.
     dirs = broker.offsets_partition_dirs()
     assert [os.path.basename(d) for d in dirs] == [f"__consumer_offsets-{p}" for p in range(broker.offsets_partitions)]
-    part_dir = os.path.join(broker.log_dir, f"__consumer_offsets-{offsets_partition_for(group, broker.offsets_partitions)}")
+    part_dir = os.path.join(
+        broker.log_dir, f"__consumer_offsets-{offsets_partition_for(group, broker.offsets_partitions)}"
+    )
     segments = [os.path.join(part_dir, n) for n in sorted(os.listdir(part_dir)) if n.endswith(".log")]
     non_empty = [s for s in segments if os.path.getsize(s) > 0]
     assert non_empty, f"no bytes in {part_dir} for {group}"

@@ -18,6 +18,7 @@ Then (a) both sides must hold the same set of offsets, (b) every data record's
 JSON. The first mismatch fails the test, naming segment file, partition and offset. Finally the
 test checks, from Kafka's side, that the traffic really produced each kind of record expected,
 so it cannot pass vacuously."""
+
 from __future__ import annotations
 
 import base64
@@ -49,6 +50,7 @@ _JSON = json.JSONDecoder()
 # Kafka's side: DumpLogSegments output
 # ---------------------------------------------------------------------------------------------
 
+
 def parse_dump(text: str) -> tuple[dict, list[str]]:
     """DumpLogSegments stdout -> ({(partition, offset): record}, [segment paths dumped]).
 
@@ -62,7 +64,7 @@ def parse_dump(text: str) -> tuple[dict, list[str]]:
     # Not splitlines(): Jackson prints U+2028/U+0085 raw inside strings; only "\n" ends a line.
     for line in text.split("\n"):
         if line.startswith("Dumping "):
-            path = line[len("Dumping "):].strip()
+            path = line[len("Dumping ") :].strip()
             dumped.append(path)
             m = _SEGMENT.search(os.path.dirname(path))
             assert m, f"unexpected segment path in DumpLogSegments output: {line!r}"
@@ -77,17 +79,19 @@ def parse_dump(text: str) -> tuple[dict, list[str]]:
         k = line.find(" key: ")
         mk = _MARKER.search(line)
         if mk and (k < 0 or mk.start() < k):
-            rec["marker"] = line[mk.start():].rstrip()
+            rec["marker"] = line[mk.start() :].rstrip()
             rec["control_type"], rec["coordinator_epoch"] = mk.group(1), int(mk.group(2))
         elif k >= 0:
-            tail = line[k + len(" key: "):]
+            tail = line[k + len(" key: ") :]
             key_text, payload_text = _split_key_payload(tail)
             rec["key_text"], rec["payload_text"] = key_text, payload_text
             rec["key"] = _maybe_json(key_text)
             rec["payload"] = payload_text if payload_text == "<DELETE>" else _maybe_json(payload_text)
         else:
-            raise AssertionError(f"{segment} (partition {partition}) offset {offset}: "
-                                 f"neither key nor marker in DumpLogSegments line {line!r}")
+            raise AssertionError(
+                f"{segment} (partition {partition}) offset {offset}: "
+                f"neither key nor marker in DumpLogSegments line {line!r}"
+            )
         where = (partition, offset)
         assert where not in records, f"offset {offset} of partition {partition} printed twice"
         records[where] = rec
@@ -105,7 +109,7 @@ def _split_key_payload(tail: str) -> tuple[str, str | None]:
         if end is not None:
             rest = tail[end:]
             if rest.startswith(" payload: "):
-                return tail[:end], rest[len(" payload: "):]
+                return tail[:end], rest[len(" payload: ") :]
             if rest.strip() == "":
                 return tail[:end], None
     # an error text instead of a key (unknown type, bad bytes): no JSON to cut at
@@ -126,6 +130,7 @@ def _maybe_json(text: str | None):
 # Our side vs Kafka's, record by record
 # ---------------------------------------------------------------------------------------------
 
+
 class Mismatch(AssertionError):
     pass
 
@@ -145,8 +150,10 @@ def _where(k: dict) -> str:
 
 def _check(k: dict, what: str, kafka_value, our_value) -> None:
     if kafka_value != our_value:
-        raise Mismatch(f"{_where(k)}: {what} differs\n  Kafka: {kafka_value!r}\n  ours:  {our_value!r}\n"
-                       f"  Kafka line: {k['line'][:2000]}")
+        raise Mismatch(
+            f"{_where(k)}: {what} differs\n  Kafka: {kafka_value!r}\n  ours:  {our_value!r}\n"
+            f"  Kafka line: {k['line'][:2000]}"
+        )
 
 
 def compare_record(k: dict, r: dict) -> None:
@@ -250,6 +257,7 @@ def compare_all(kafka: dict, ours: dict) -> None:
 # What the traffic produced (from Kafka's side, so independent of our decoder)
 # ---------------------------------------------------------------------------------------------
 
+
 def kinds(kafka: dict, groups: set[str] | None = None) -> collections.Counter:
     """Counter of 'TypeName' / 'TypeName tombstone' / 'marker COMMIT' ... over the records
     (of the given groups only, markers always)."""
@@ -287,11 +295,13 @@ def assert_traffic_coverage(kafka: dict, traffic, kip848: bool) -> None:
     # classic group: commits, one with metadata, and a rebalance from 2 members to 1
     commits = recs(traffic.classic_group, 1, tombstone=False)
     assert len(commits) >= 3, f"too few offset commits of {traffic.classic_group}: {len(commits)}"
-    assert any(c["payload"]["data"]["metadata"].startswith(traffic.metadata) for c in commits), \
+    assert any(c["payload"]["data"]["metadata"].startswith(traffic.metadata) for c in commits), (
         f"no commit of {traffic.classic_group} carries the metadata {traffic.metadata!r}"
+    )
     sizes = [len(g["payload"]["data"]["members"]) for g in recs(traffic.classic_group, 2, tombstone=False)]
-    assert 2 in sizes and 1 in sizes and sizes[-1] == 0, \
+    assert 2 in sizes and 1 in sizes and sizes[-1] == 0, (
         f"{traffic.classic_group}: expected group metadata with 2, then 1, then 0 members; got {sizes}"
+    )
     # standalone (non-ASCII id) commits
     assert recs(traffic.standalone_group, 1, tombstone=False), f"no commit of {traffic.standalone_group!r}"
     # deleted group: offset and group tombstones
@@ -314,10 +324,11 @@ def assert_traffic_coverage(kafka: dict, traffic, kip848: bool) -> None:
 # The test
 # ---------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("name", ["kafka4", "kafka39"])
 def test_dumplog_parity(request, spark, replay_logdir, tmp_path, monkeypatch, name):
     broker = request.getfixturevalue(name)
-    kip848 = int(re.match(r"\d+", broker.version).group()) >= 4   # KIP-848 groups are GA from 4.0
+    kip848 = int(re.match(r"\d+", broker.version).group()) >= 4  # KIP-848 groups are GA from 4.0
     timings = {}
 
     t0 = time.monotonic()
@@ -326,20 +337,34 @@ def test_dumplog_parity(request, spark, replay_logdir, tmp_path, monkeypatch, na
 
     t0 = time.monotonic()
     log_dir = snapshot_offsets_log_dir(broker, str(tmp_path / "logdir"))
-    segments = sorted(glob.glob(os.path.join(log_dir, "__consumer_offsets-*", "*.log")),
-                      key=lambda p: (int(_SEGMENT.search(os.path.dirname(p)).group(1)), os.path.basename(p)))
+    segments = sorted(
+        glob.glob(os.path.join(log_dir, "__consumer_offsets-*", "*.log")),
+        key=lambda p: (int(_SEGMENT.search(os.path.dirname(p)).group(1)), os.path.basename(p)),
+    )
     assert len(segments) >= broker.offsets_partitions, segments
     with monkeypatch.context() as m:
         # Kafka's JSON keeps non-ASCII characters raw: make the JVM print them as UTF-8
         # whatever the locale, so a '?' can never pass for a decoder difference.
-        m.setenv("JAVA_TOOL_OPTIONS", " ".join(filter(None, [
-            os.environ.get("JAVA_TOOL_OPTIONS"), "-Dfile.encoding=UTF-8", "-Dsun.stdout.encoding=UTF-8",
-            "-Dstdout.encoding=UTF-8"])))
+        m.setenv(
+            "JAVA_TOOL_OPTIONS",
+            " ".join(
+                filter(
+                    None,
+                    [
+                        os.environ.get("JAVA_TOOL_OPTIONS"),
+                        "-Dfile.encoding=UTF-8",
+                        "-Dsun.stdout.encoding=UTF-8",
+                        "-Dstdout.encoding=UTF-8",
+                    ],
+                )
+            ),
+        )
         out = dump_log_segments(broker.jar_dir, segments)
     kafka, dumped = parse_dump(out)
     timings["dump"] = time.monotonic() - t0
-    assert sorted(dumped) == sorted(os.path.abspath(s) for s in segments), \
+    assert sorted(dumped) == sorted(os.path.abspath(s) for s in segments), (
         f"DumpLogSegments dumped {dumped}, expected {segments}"
+    )
     assert traffic.standalone_group in out, "the non-ASCII group id is not in DumpLogSegments' output as UTF-8"
 
     t0 = time.monotonic()
@@ -350,8 +375,11 @@ def test_dumplog_parity(request, spark, replay_logdir, tmp_path, monkeypatch, na
 
     everything = kinds(kafka)
     mine = kinds(kafka, set(traffic.groups))
-    print(f"\n[{name}] Kafka {broker.version}: {len(kafka)} records in {len(segments)} segments; "
-          + ", ".join(f"{k} {v:.1f}s" for k, v in timings.items()) + f"; traffic steps {traffic.steps}")
+    print(
+        f"\n[{name}] Kafka {broker.version}: {len(kafka)} records in {len(segments)} segments; "
+        + ", ".join(f"{k} {v:.1f}s" for k, v in timings.items())
+        + f"; traffic steps {traffic.steps}"
+    )
     print(f"[{name}] whole log: " + ", ".join(f"{k}={v}" for k, v in sorted(everything.items())))
     print(f"[{name}] this test's groups: " + ", ".join(f"{k}={v}" for k, v in sorted(mine.items())))
 

@@ -1,5 +1,6 @@
 """Incremental runs on a real broker's log, copied at several points in time while clients
 keep working, equal one full replay of the last copy (issue: incremental runs)."""
+
 from __future__ import annotations
 
 import time
@@ -12,11 +13,14 @@ from tests.conftest import rows
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark]
 
-TABLES = {"offsets_log": ("offsets_partition", "log_offset"),
-          "group_offsets": ("group_id", "topic", "partition"),
-          "expired_offsets": ("group_id", "topic", "partition"),
-          "pending_transactional_offsets": ("producer_id", "group_id", "topic", "partition"),
-          "consumer_groups": ("group_id",), "expired_groups": ("group_id",)}
+TABLES = {
+    "offsets_log": ("offsets_partition", "log_offset"),
+    "group_offsets": ("group_id", "topic", "partition"),
+    "expired_offsets": ("group_id", "topic", "partition"),
+    "pending_transactional_offsets": ("producer_id", "group_id", "topic", "partition"),
+    "consumer_groups": ("group_id",),
+    "expired_groups": ("group_id",),
+}
 
 
 def table_rows(spark, warehouse, table):
@@ -32,10 +36,15 @@ def test_incremental_runs_on_real_log_equal_full_run(spark, replay_logdir, tmp_p
     clients = []
     steps = [
         lambda: clients.extend(S.classic_group_with_rebalances(b, "inc-classic", "inc-orders")),
-        lambda: (S.standalone_commit(b, "inc-standalone", "inc-events", {0: 1, 1: 2}),
-                 clients.extend(S.transactions(b, "inc-txn", "inc-events")[0])),
-        lambda: (S.group_then_leave(b, "inc-gone", "inc-events", 3), S.delete_groups(b, ["inc-gone"]),
-                 clients.extend(S.kip848_group(b, "inc-kip848", "inc-orders", 6))),
+        lambda: (
+            S.standalone_commit(b, "inc-standalone", "inc-events", {0: 1, 1: 2}),
+            clients.extend(S.transactions(b, "inc-txn", "inc-events")[0]),
+        ),
+        lambda: (
+            S.group_then_leave(b, "inc-gone", "inc-events", 3),
+            S.delete_groups(b, ["inc-gone"]),
+            clients.extend(S.kip848_group(b, "inc-kip848", "inc-orders", 6)),
+        ),
     ]
     try:
         for i, step in enumerate(steps):

@@ -1,5 +1,6 @@
 """The live topic as a source: replaying __consumer_offsets fetched from the running broker
 gives the same tables as replaying a copy of the broker's segment files."""
+
 from __future__ import annotations
 
 import time
@@ -12,14 +13,19 @@ from tests.conftest import rows
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark]
 
-TABLES = {"offsets_log": ("offsets_partition", "log_offset"),
-          "group_offsets": ("group_id", "topic", "partition"),
-          "pending_transactional_offsets": ("producer_id", "group_id", "topic", "partition"),
-          "consumer_groups": ("group_id",), "expired_groups": ("group_id",),
-          "replay_checkpoints": ("offsets_partition",)}
+TABLES = {
+    "offsets_log": ("offsets_partition", "log_offset"),
+    "group_offsets": ("group_id", "topic", "partition"),
+    "pending_transactional_offsets": ("producer_id", "group_id", "topic", "partition"),
+    "consumer_groups": ("group_id",),
+    "expired_groups": ("group_id",),
+    "replay_checkpoints": ("offsets_partition",),
+}
 # where the input was read from (files: the last segment's signature and byte position)
-IGNORED = {"offsets_log": {"segment_file"}, "replay_checkpoints": {"run_id", "finished_at", "high_watermark",
-                                                                        "source_signature", "next_byte_position"}}
+IGNORED = {
+    "offsets_log": {"segment_file"},
+    "replay_checkpoints": {"run_id", "finished_at", "high_watermark", "source_signature", "next_byte_position"},
+}
 
 
 @pytest.fixture(scope="module")
@@ -54,4 +60,7 @@ def test_live_topic_and_segment_files_give_the_same_tables(spark, tmp_path, quie
         assert table(spark, tmp_path / "live", name) == table(spark, tmp_path / "files", name), f"{name} differs"
     pending = table(spark, tmp_path / "live", "pending_transactional_offsets")
     assert [(r["group_id"], r["committed_offset"]) for r in pending] == [("live-txn", 33)]
-    assert {r["group_id"] for r in table(spark, tmp_path / "live", "consumer_groups")} >= {"live-kip848", "live-classic"}
+    assert {r["group_id"] for r in table(spark, tmp_path / "live", "consumer_groups")} >= {
+        "live-kip848",
+        "live-classic",
+    }
