@@ -17,11 +17,12 @@ export PYSPARK_PYTHON        := $(CURDIR)/$(PY)
 export PYSPARK_DRIVER_PYTHON := $(CURDIR)/$(PY)
 export PYTHONPATH            := $(CURDIR)
 
-.PHONY: help setup run test bench clean jars venv submit airflow-venv report browser soak
+.PHONY: help setup run test lint bench clean jars venv submit airflow-venv report browser soak
 
 help:
 	@echo "make run    - set up, replay the bundled sample log into ./$(WAREHOUSE) and print a summary"
 	@echo "make test   - set up, run every test"
+	@echo "make lint   - ruff (lint and format check) and mypy over the tree"
 	@echo "make report - set up, write the HTML report of ./$(WAREHOUSE) (replays the sample first if it is empty)"
 	@echo "make bench  - set up, generate a log of RECORDS records and measure the replay"
 	@echo "make bench-scale - the full replay's rate on a 50M-record log"
@@ -76,6 +77,12 @@ $(JARS)/kafka39/.stamp: conf/maven/pom.xml
 
 run: setup
 	$(PY) -m jobs.replay_offsets --input $(SAMPLE) --warehouse $(WAREHOUSE) --full $(if $(SAMPLE_NOW),--now $(SAMPLE_NOW),)
+
+# Lint and type checks (settings in pyproject.toml); .ci/run runs this before the tests.
+lint: venv
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+	$(PY) -m mypy
 
 test: setup airflow-venv browser
 	$(PY) -m pytest

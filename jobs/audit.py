@@ -75,7 +75,8 @@ def main(argv=None) -> int:
         if args.query and args.sql:
             raise AuditError("give a query name or --sql, not both")
         raw = parse_param_args(args.param)
-        query = bound = None
+        query = None
+        bound: dict = {}
         if args.query:
             query = get_query(args.query, queries)
             bound = bind(query, raw)

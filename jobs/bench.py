@@ -199,7 +199,7 @@ def bench_decode(log_dir: str, sample_records: int) -> dict:
     cpu = time.process_time() - t0
     wall = time.monotonic() - w0
     assert decoded == total, (decoded, total)
-    out = {
+    out: dict[str, tuple[float, str]] = {
         "decode_sample_records": (total, "records"),
         "decode_records_per_s_per_core": (round(total / cpu), "records/s/core (CPU time, one process)"),
         "decode_records_per_s_wall": (round(total / wall), "records/s (one process)"),
@@ -284,7 +284,7 @@ def replay_process(log_dir: str, warehouse: str, now_ms: int) -> dict:
         peaks["python_mb"] = max(peaks["python_mb"], round(procs.get(proc.pid, (0, 0, ""))[1] / 1024, 1))
         peaks["worker_mb"] = max(peaks["worker_mb"], round(max(workers, default=0) / 1024, 1))
         time.sleep(0.1)
-    out = proc.stdout.read()
+    out = proc.stdout.read() if proc.stdout is not None else ""
     assert proc.returncode == 0, out
     shutil.rmtree(warehouse, ignore_errors=True)
     return {**peaks, "wall_s": round(time.monotonic() - t0, 2)}
@@ -355,6 +355,8 @@ def _cut_log(src: str, dest: str, fraction: float) -> int:
 
     (log,) = find_partitions(src)
     end, _ = scan_segment_end(log.segments[-1].path)
+    if end is None:
+        raise ValueError(f"{log.path} holds no records")
     target = int(end * fraction)
     shutil.rmtree(dest, ignore_errors=True)
     folder = os.path.join(dest, os.path.basename(log.path))

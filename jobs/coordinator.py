@@ -27,7 +27,7 @@ def main(argv=None) -> int:
     from lib.coordinator.group_coordinator import GroupCoordinator, NotCoordinatorError
 
     coordinator = GroupCoordinator(args.warehouse, args.bootstrap_servers, log_dir=args.input)
-    for partition in parse_partitions(args.partitions):
+    for partition in parse_partitions(args.partitions) or []:
         state = coordinator.immigrate(partition)
         print(
             f"partition {partition}: {state.loaded_from_tables} entries from the tables, "
@@ -48,8 +48,8 @@ def main(argv=None) -> int:
             f"\n{group}: {desc['group_type'] if desc else 'no such group'}"
             + (f", {desc['state']}, generation {desc['generation']}, {len(desc['members'])} members" if desc else "")
         )
-        for (topic, part), e in sorted(offsets.items()):
-            print(f"  {topic}-{part}: {e['committed_offset']} (metadata {e['metadata']!r})")
+        for (topic, part), entry in sorted(offsets.items()):
+            print(f"  {topic}-{part}: {entry['committed_offset']} (metadata {entry['metadata']!r})")
     return 0
 
 

@@ -155,7 +155,7 @@ def print_summary(args, result, s: dict | None, wall: float) -> None:
         f"into {args.warehouse} in {wall:.1f}s (run {result.run_id})"
         + (f"; QUARANTINED {result.quarantined} undecodable batches/records" if result.quarantined else "")
     )
-    if args.quiet:
+    if args.quiet or s is None:
         return
     print(
         f"  as of {format_ms(result.now_ms)}, retention {result.retention_minutes} min; stages: "

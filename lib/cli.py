@@ -24,7 +24,7 @@ def parse_time_ms(text: str | None) -> int:
 def parse_partitions(text: str | None) -> list[int] | None:
     if not text:
         return None
-    out = []
+    out: list[int] = []
     for part in text.split(","):
         part = part.strip()
         if "-" in part:

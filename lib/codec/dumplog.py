@@ -78,6 +78,8 @@ def key_and_payload(key: bytes | None, value: bytes | None, offset: int) -> tupl
 
 def control_text(key: bytes, value: bytes | None) -> str:
     """` endTxnMarker: COMMIT coordinatorEpoch: N` as printed for a control record."""
+    if value is None:
+        raise DecodeError("control record without a value")
     _, ctype = struct.unpack_from(">hh", key, 0)
     epoch = struct.unpack_from(">i", value, 2)[0]
     return f"endTxnMarker: {'COMMIT' if ctype == 1 else 'ABORT'} coordinatorEpoch: {epoch}"

@@ -20,7 +20,7 @@ def read_message(r: Reader, message: Message, version: int) -> dict:
 
 # (id of a fields tuple, version, flexible) -> what reading it needs, worked out once: the schema
 # helpers (version ranges, names) cost more than the reading itself when run per record.
-_PLANS: dict[tuple[int, int, bool], tuple[list, dict]] = {}
+_PLANS: dict[tuple, tuple[list, dict]] = {}
 
 
 def _plan(fields, version: int, flexible: bool) -> tuple[list, dict]:

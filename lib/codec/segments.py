@@ -322,7 +322,7 @@ def _parse_v2_records(
     buf, pos: int, end: int, count: int, base_offset: int, last_delta: int, base_ts: int, log_append_ts: int | None
 ) -> list:
     """DefaultRecord layout (spec 1.6). Inlined varint decoding: this is the hot loop."""
-    records = []
+    records: list = []
     append = records.append
     for _ in range(count):
         # length (varint)
@@ -361,7 +361,7 @@ def _parse_v2_records(
                 raise DecodeError("timestamp delta varlong longer than 10 bytes")
         ts_delta = (v >> 1) ^ -(v & 1)
         # offsetDelta, keyLength, [key], valueLength, [value], headerCount
-        vals = []
+        vals: list = []
         for what in ("offset delta", "key length", "value length", "header count"):
             v = 0
             shift = 0

@@ -12,6 +12,7 @@ import os
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import Literal, overload
 
 from lib.replay.groups import GroupFold
 from lib.replay.offsets import PartitionOffsets
@@ -94,6 +95,7 @@ class GroupCoordinator:
         if self._partition_count is None:
             from lib.source.live import OffsetsTopicReader
 
+            assert self.bootstrap is not None, "the constructor takes a log dir or a bootstrap"
             reader = OffsetsTopicReader(self.bootstrap)
             try:
                 self._partition_count = len(reader.partitions())
@@ -103,6 +105,11 @@ class GroupCoordinator:
 
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.partition_count)
+
+    @overload
+    def immigrate(self, partition: int, background: Literal[False] = False) -> PartitionState: ...
+    @overload
+    def immigrate(self, partition: int, background: Literal[True]) -> threading.Thread: ...
 
     def immigrate(self, partition: int, background: bool = False) -> PartitionState | threading.Thread:
         with self._lock:
@@ -131,7 +138,7 @@ class GroupCoordinator:
         # the tail; the state kept for lookups is taken from it once at the end
         engine = PartitionReplay(partition)
         if self.warehouse:
-            self._load_tables(partition, state, engine)
+            self._load_tables(self.warehouse, partition, state, engine)
         self._replay_tail(partition, state, engine)
         self._take_engine_state(engine, state)
         state.load_seconds = time.monotonic() - t0
@@ -141,11 +148,11 @@ class GroupCoordinator:
                 self._states[partition] = OWNED
         return state
 
-    def _load_tables(self, partition: int, state: PartitionState, engine) -> None:
+    def _load_tables(self, warehouse: str, partition: int, state: PartitionState, engine) -> None:
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        checkpoints = _read(self.warehouse, "replay_checkpoints", partition)
+        checkpoints = _read(warehouse, "replay_checkpoints", partition)
         if not checkpoints:
             return  # never replayed: the whole partition comes from the topic
         state.next_offset = checkpoints[0]["next_log_offset"]
@@ -155,14 +162,14 @@ class GroupCoordinator:
         )
         # Kafka holds every offset still in the log: expiry is a prediction of tombstones
         # not yet written, so expired offsets are loaded too.
-        committed = [
+        parts = [
             t
-            for t in (_read_arrow(self.warehouse, name, partition) for name in ("group_offsets", "expired_offsets"))
+            for t in (_read_arrow(warehouse, name, partition) for name in ("group_offsets", "expired_offsets"))
             if t is not None
         ]
-        committed = pa.concat_tables(committed) if committed else None
-        pending = _read_arrow(self.warehouse, "pending_transactional_offsets", partition)
-        folds = _read_arrow(self.warehouse, "group_fold_state", partition)
+        committed = pa.concat_tables(parts) if parts else None
+        pending = _read_arrow(warehouse, "pending_transactional_offsets", partition)
+        folds = _read_arrow(warehouse, "group_fold_state", partition)
         engine.load(committed, pending, folds)
         state.loaded_from_tables = sum(t.num_rows for t in (committed, pending, folds) if t is not None)
         if committed is not None and committed.num_rows:
@@ -176,6 +183,7 @@ class GroupCoordinator:
         from lib.decode import SegmentDecoder
         from lib.source.live import OffsetsTopicReader
 
+        assert self.bootstrap is not None, "the constructor takes a log dir or a bootstrap"
         reader = OffsetsTopicReader(self.bootstrap)
         try:
             end = reader.end_offset(partition)
@@ -203,9 +211,10 @@ class GroupCoordinator:
         from lib.lake.partition_task import read_segments
         from lib.source.logdir import find_partitions, segments_from
 
+        assert self.log_dir is not None
         (log,) = find_partitions(self.log_dir, [partition])
         segs = segments_from(log, state.next_offset)
-        task = {
+        task: dict = {
             "partition": partition,
             "start_offset": state.next_offset,
             "segments": [(seg.path, seg.base_offset) for seg in segs],
@@ -213,7 +222,7 @@ class GroupCoordinator:
         position, base = getattr(state, "next_position", (None, None))
         if position is not None and segs and base == str(segs[0].base_offset):
             task["start_position"] = position
-        summary = {"records": 0, "next_offset": None, "trailing_bytes": 0, "end_position": None}
+        summary: dict = {"records": 0, "next_offset": None, "trailing_bytes": 0, "end_position": None}
 
         def consume(batches):
             for batch in batches:
@@ -274,6 +283,8 @@ class GroupCoordinator:
             state = self._partitions[p]
             for g, fold in sorted(state.groups.items()):
                 row = fold.result(state.topic_names)
+                if row is None:  # deleted (a tombstone) but still folded
+                    continue
                 out.append(
                     {
                         "group_id": g,

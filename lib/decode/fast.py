@@ -1071,7 +1071,7 @@ class _PythonRange:
         except DecodeError as e:
             raise _shift(e, self.base) from None
         finally:
-            if self.own_quarantine is not None:
+            if self.own_quarantine is not None and sub.quarantine is not None:
                 for row in sub.quarantine:
                     if row.get("byte_position") is not None:
                         row["byte_position"] += self.base

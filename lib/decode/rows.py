@@ -142,10 +142,13 @@ def _append_record(cols: dict, partition: int, batch: Batch, rec, segment_file: 
                     version, group_metadata = value_version(value), fast
                     data = None
                 else:
-                    version, data = decode_value(record_type, value)
+                    decoded = decode_value(record_type, value)
+                    assert decoded is not None, "a value, not a tombstone"
+                    version, data = decoded
                 if fast is not None:
                     pass
                 elif record_type == 2:
+                    assert data is not None, "decode_value read it"
                     group_metadata = decode_group_metadata(data)
                 else:
                     value_json = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
@@ -223,6 +226,7 @@ class PythonDecoder:
         self._rows = rows
 
     def _quarantine(self, e: DecodeError, level: str, name: str, raw_bytes=None, raw_key=None, raw_value=None):
+        assert self.quarantine is not None, "called only when quarantining"
         self.quarantine.append(
             {
                 "offsets_partition": self.partition,

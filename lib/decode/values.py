@@ -24,8 +24,8 @@ def clamp_ms(value: int) -> int | None:
 
 
 def micros(ms: int) -> int | None:
-    ms = clamp_ms(ms)
-    return None if ms is None else ms * 1000
+    clamped = clamp_ms(ms)
+    return None if clamped is None else clamped * 1000
 
 
 def member_row(

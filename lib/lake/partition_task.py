@@ -89,8 +89,8 @@ class _FileWriter:
         self.run_id = run_id
         self.schema = _file_schema(table, drop)
         self.files: list[dict] = []
-        self._writer = None
-        self._path = None
+        self._writer: pq.ParquetWriter | None = None
+        self._path: str | None = None
         self._rows = 0
         self._min: dict = {}
         self._max: dict = {}
@@ -103,6 +103,7 @@ class _FileWriter:
             name = f"part-{self.run_id}-{uuid.uuid4().hex[:12]}.snappy.parquet"
             self._path = os.path.join(self.folder, name)
             names = set(self.schema.names)
+            options: dict[str, bool | list[str]]
             if self.table is T.OFFSETS_LOG:
                 options = {
                     "use_dictionary": [c for c in DICTIONARY_COLUMNS if c in names],
@@ -113,6 +114,7 @@ class _FileWriter:
                 # and no statistics halve the cost of such a file (a file is read whole)
                 options = {"use_dictionary": False, "write_statistics": False}
             self._writer = pq.ParquetWriter(self._path, self.schema, compression="snappy", **options)
+        assert self._writer is not None
         data = batch.select(self.schema.names)
         # a row group per batch: holding batches for larger row groups was a few % faster to
         # write, but made a worker's memory grow with its partition's size
@@ -134,6 +136,7 @@ class _FileWriter:
         if self._writer is None:
             return
         self._writer.close()
+        assert self._path is not None
         stats = {
             "numRecords": self._rows,
             "minValues": dict(self._min),
@@ -205,7 +208,7 @@ class _LogWriter:
         return self.plain.files + self.groups.files
 
 
-def _read_state(paths: list[str], table: T.Table, partition: int) -> pa.Table | None:
+def _read_state(paths: list[str] | None, table: T.Table, partition: int) -> pa.Table | None:
     if not paths:
         return None
     schema = _file_schema(table, ())
@@ -268,8 +271,8 @@ def replay_partition(task: dict) -> dict:
         )
     lap("read_state")
     log_writer = _LogWriter(warehouse, p, run_id)
-    quarantine = [] if task.get("quarantine") else None
-    summary = {"records": 0, "next_offset": None, "trailing_bytes": 0, "end_position": None}
+    quarantine: list[dict] | None = [] if task.get("quarantine") else None
+    summary: dict = {"records": 0, "next_offset": None, "trailing_bytes": 0, "end_position": None}
 
     def consume(batches):
         for batch in batches:

@@ -24,7 +24,7 @@ from numba import njit
 
 from lib.decode.numba_bytes import copy_bytes, load_u64
 from lib.replay.expiry import offset_rule
-from lib.replay.groups import ClassicGroup, GroupFold, GroupReplayError, _topic_ids
+from lib.replay.groups import ClassicGroup, GroupFold, GroupReplayError, ModernGroup, _topic_ids
 from schemas.tables import CONSUMER_GROUPS, GROUP_FOLD_STATE, GROUP_OFFSETS, PENDING_TRANSACTIONAL_OFFSETS
 
 VALUE_COLUMNS = GROUP_OFFSETS.column_names
@@ -484,7 +484,7 @@ class PartitionReplay:
             self.gstate[g] = NO_GROUP
         elif isinstance(grp, ClassicGroup) and grp.simple:
             self.gstate[g] = SIMPLE
-            self.gtouch[g] = fold.log_offset
+            self.gtouch[g] = fold.log_offset if fold.log_offset is not None else -1
         else:
             self.gstate[g] = OTHER
 
@@ -539,7 +539,7 @@ class PartitionReplay:
         self.epoch += 1
         touched = np.empty(n + 1, np.int64)
         n_touched = 0
-        group_rows = None
+        group_rows: dict[int, dict] = {}
         if group_rec.any():
             idx = np.flatnonzero(group_rec)
             if group_metadata is None:
@@ -551,7 +551,7 @@ class PartitionReplay:
                     value = group_metadata.get(i)
                     row["group_metadata"] = value if value is not None else nested[i].as_py()
             group_rows = dict(zip(idx.tolist(), rows))
-        is_commit = None
+        is_commit: np.ndarray | None = None
         r = 0
         while True:
             r, n_touched = _apply(
@@ -725,7 +725,7 @@ class PartitionReplay:
             row = fold.result(names)
             if row is None:
                 continue
-            if not fold.untouched and not isinstance(fold.group, ClassicGroup):
+            if not fold.untouched and isinstance(fold.group, ModernGroup):
                 unresolved |= _topic_ids(fold.group) - set(fold.group.topic_names) - {None}
             groups[fold.group_id] = row
             if fold_states:
@@ -743,7 +743,8 @@ class PartitionReplay:
         expired_offsets = offsets.filter(exp_mask)
         with_live = set(live_offsets.column("group_id").to_pylist())
         open_txn = set(pending.column("group_id").to_pylist())
-        live_groups, deleted_groups = [], []
+        live_groups: list[dict] = []
+        deleted_groups: list[dict] = []
         for gid, row in groups.items():
             deleted = (
                 gid not in with_live
@@ -803,7 +804,7 @@ class PartitionReplay:
                 eligible_pair[i, :] = True
             elif kind == "unsubscribed":
                 eligible_pair[i, :] = [t not in subscribed for t in topics]
-            if use and group.get("current_state_timestamp") is not None:
+            if use and group is not None and group.get("current_state_timestamp") is not None:
                 use_state[i] = True
                 state_ms[i] = _floor_ms(group["current_state_timestamp"])
         # offsets with a pending transactional commit are not expired (Kafka skips their keys)

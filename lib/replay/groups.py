@@ -42,7 +42,11 @@ MODERN_STABLE = 0
 
 
 class GroupReplayError(Exception):
-    """A record sequence Kafka's loader rejects (it fails the partition load)."""
+    """A record sequence Kafka's loader rejects (it fails the partition load). The engine
+    sets where: `partition` and `offset`."""
+
+    partition: int | None = None
+    offset: int | None = None
 
 
 # Epochs of a modern group created without its type-3/6 (11/12, 17/20) record: 1/1 since
@@ -139,7 +143,7 @@ class GroupFold:
     @staticmethod
     def is_simple_state(state: str | None) -> bool:
         """Whether a state is a simple classic group's (the last field of ClassicGroup, `simple`)."""
-        return bool(state) and state.startswith('{"kind":"classic"') and state.endswith('"simple":true}}')
+        return state is not None and state.startswith('{"kind":"classic"') and state.endswith('"simple":true}}')
 
     # --- helpers -------------------------------------------------------------------------
     def _modern(self, group_type: str, create: bool) -> ModernGroup | None:
@@ -159,6 +163,7 @@ class GroupFold:
 
     def _type_name(self) -> str:
         g = self.group
+        assert g is not None, "only asked of an existing group"
         return CLASSIC if isinstance(g, ClassicGroup) else g.group_type
 
     # --- replay ------------------------------------------------------------------------------
@@ -221,6 +226,11 @@ class GroupFold:
                 g.topology = None
             return
         g = self._modern(family, create=True)
+        assert g is not None, "create=True makes the group"
+        if value is None:
+            raise GroupReplayError(
+                f"{family} record of group {self.group_id!r} at offset {row['log_offset']} has no decoded value"
+            )
         if rtype in (3, 11, 17):
             g.epoch = value.get("epoch", 0)
             g.metadata_hash = value.get("metadataHash", 0)
@@ -251,6 +261,7 @@ class GroupFold:
     def result(self, topic_names: dict | None = None) -> dict | None:
         """The consumer_groups row, or None when the group does not exist."""
         if self._state is not None:
+            assert self._row is not None, "set with _state"
             return dict(self._row)
         g = self.group
         if g is None:
@@ -300,7 +311,7 @@ def _decode_bytes(obj: dict):
     return obj
 
 
-def _regex_of(row: dict) -> str:
+def _regex_of(row: dict) -> str | None:
     return decode_key(row["raw_key"]).regular_expression
 
 

@@ -184,6 +184,8 @@ def coerce(param: Param, raw: str | None, now_ms: int | None = None):
         if raw == "now":
             ms = now_ms if now_ms is not None else parse_time_ms(None)
             return dt.datetime.fromtimestamp(ms / 1000, dt.UTC)
+    if raw is None:  # an optional parameter without a default binds null
+        return None
     try:
         if param.type == "string":
             return raw
@@ -373,10 +375,10 @@ def format_rows(columns: list[str], rows: list[dict], fmt: str = "table") -> str
     cells = [[_cell(r[c]) for c in columns] for r in rows]
     widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(columns)]
     line = lambda vals: " | ".join(v.ljust(w) for v, w in zip(vals, widths)).rstrip()  # noqa: E731
-    out = [line(columns), "-+-".join("-" * w for w in widths)]
-    out += [line(row) for row in cells]
-    out.append(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
-    return "\n".join(out)
+    lines = [line(columns), "-+-".join("-" * w for w in widths)]
+    lines += [line(row) for row in cells]
+    lines.append(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
+    return "\n".join(lines)
 
 
 # --- interactive prompt -------------------------------------------------------------------

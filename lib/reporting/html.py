@@ -47,7 +47,7 @@ def relative(ms: int, now_ms: int) -> str:
     return f"in {text}" if delta >= 0 else f"{text} ago"
 
 
-def table(table_id: str, headers: list[str], rows: list[list], numeric: set[int] = frozenset()) -> str:
+def table(table_id: str, headers: list[str], rows: list[list], numeric: frozenset[int] | set[int] = frozenset()) -> str:
     out = [f'<table id="{escape(table_id)}"><thead><tr>']
     out += [f"<th>{escape(h)}</th>" for h in headers]
     out.append("</tr></thead><tbody>")

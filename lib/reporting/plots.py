@@ -74,7 +74,7 @@ def commit_rate_svg(plot: GroupPlot, index: int) -> str:
     ax = fig.add_subplot()
     xs = [_utc(b) for b, _ in plot.rate]
     ys = [r for _, r in plot.rate]
-    ax.bar(xs, ys, width=plot.bucket_ms / DAY_MS, align="edge", color=BAR_COLOR, edgecolor="white", linewidth=0.3)
+    ax.bar(xs, ys, width=plot.bucket_ms / DAY_MS, align="edge", color=BAR_COLOR, edgecolor="white", linewidth=0.3)  # type: ignore[arg-type]  # matplotlib takes datetimes; its stubs list numbers only
     ax.set_ylim(bottom=0)
     ax.set_ylabel("commits / hour")
     ax.set_title(
@@ -93,9 +93,9 @@ def offsets_svg(plot: GroupPlot, index: int) -> str:
         xs = [_utc(b) for b, _ in s.points]
         ys = [o for _, o in s.points]
         if len(xs) == 1:  # one bucket: a dot, not an invisible step
-            ax.plot(xs, ys, marker="o", markersize=4, linestyle="none", label=f"{s.topic}-{s.partition}")
+            ax.plot(xs, ys, marker="o", markersize=4, linestyle="none", label=f"{s.topic}-{s.partition}")  # type: ignore[arg-type]  # matplotlib takes datetimes; its stubs list numbers only
         else:
-            ax.step(xs, ys, where="post", marker="o", markersize=2.5, linewidth=1.2, label=f"{s.topic}-{s.partition}")
+            ax.step(xs, ys, where="post", marker="o", markersize=2.5, linewidth=1.2, label=f"{s.topic}-{s.partition}")  # type: ignore[arg-type]  # matplotlib takes datetimes; its stubs list numbers only
     shown = (
         f"{len(plot.series)} of {plot.series_total} partitions"
         if plot.series_total > len(plot.series)

@@ -16,10 +16,14 @@ import os
 import re
 import shutil
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from lib.reporting.model import QUALITY_DIR
 from schemas import quality as Q
 from schemas import tables as T
+
+if TYPE_CHECKING:  # imported where used: GX is slow to import
+    import great_expectations as gx
 
 RESULTS_FILE = "results.json"
 DOCS_DIR = "data_docs"
@@ -221,11 +225,15 @@ def check_inputs(spark, warehouse: str, suites) -> None:
 # --- Great Expectations ----------------------------------------------------------------------
 def _context(docs_dir: str):
     import great_expectations as gx
-    from great_expectations.data_context.types.base import DataContextConfig, InMemoryStoreBackendDefaults
+    from great_expectations.data_context.types.base import (
+        DataContextConfig,
+        InMemoryStoreBackendDefaults,
+        ProgressBarsConfig,
+    )
 
     config = DataContextConfig(
         analytics_enabled=False,
-        progress_bars={"globally": False},
+        progress_bars=ProgressBarsConfig(globally=False),
         store_backend_defaults=InMemoryStoreBackendDefaults(),
     )
     ctx = gx.get_context(mode="ephemeral", project_config=config)
@@ -240,7 +248,7 @@ def _context(docs_dir: str):
     return ctx
 
 
-def build_suite(name: str, checks) -> gx.ExpectationSuite:  # noqa: F821
+def build_suite(name: str, checks) -> gx.ExpectationSuite:
     """A GX ExpectationSuite of `checks`: our name, severity and doc ride in each expectation's meta."""
     import great_expectations as gx
 

@@ -202,7 +202,7 @@ def collect_report(
     union = parts[0]
     for part in parts[1:]:
         union = union.unionByName(part)
-    totals = dict.fromkeys(counted, 0)
+    totals: dict[str, int | None] = dict.fromkeys(counted, 0)
     totals["last_run_ms"] = None
     for r in union.groupBy("k").agg(F.count("*").alias("n"), F.max("at").alias("at")).collect():
         totals[r["k"]] = r["n"]

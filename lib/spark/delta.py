@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Sequence
 
 from pyspark.sql import DataFrame, SparkSession
 
@@ -35,7 +36,7 @@ def tagged_run(user_metadata: str | None) -> str | None:
 
 
 def tagged_checkpoint(user_metadata: str | None) -> dict[int, int] | None:
-    if tagged_run(user_metadata) is None or " " not in user_metadata[len(RUN_TAG) :]:
+    if user_metadata is None or tagged_run(user_metadata) is None or " " not in user_metadata[len(RUN_TAG) :]:
         return None
     data = json.loads(user_metadata[len(RUN_TAG) :].split(" ", 1)[1])
     return {int(p): o for p, o in data["next_log_offsets"].items()}
@@ -64,7 +65,7 @@ def read_table(spark: SparkSession, warehouse: str, table: Table | str) -> DataF
     return spark.read.format("delta").load(table_path(warehouse, table))
 
 
-def completed_runs(spark: SparkSession, checkpoints_path: str) -> set[str]:
+def completed_runs(spark: SparkSession | None, checkpoints_path: str) -> set[str]:
     """Runs that reached their commit point: each commit of replay_checkpoints names one."""
     if not table_exists(spark, checkpoints_path):
         return set()
@@ -72,7 +73,7 @@ def completed_runs(spark: SparkSession, checkpoints_path: str) -> set[str]:
 
 
 def roll_back_incomplete_runs(
-    spark: SparkSession | None, warehouse: str, tables: list[Table], checkpoints: Table
+    spark: SparkSession | None, warehouse: str, tables: Sequence[Table], checkpoints: Table
 ) -> list[dict]:
     """Undo the commits of runs that died before their checkpoint commit: each table whose
     newest commits name such a run goes back (RESTORE, itself a new commit) to the version
@@ -150,7 +151,7 @@ def commit_files(
     them (spares loading the table to find that there is nothing to replace). Returns whether
     a commit was made."""
     from deltalake import CommitProperties, DeltaTable
-    from deltalake.transaction import AddAction, create_table_with_add_actions
+    from deltalake.transaction import AddAction, RemoveAction, create_table_with_add_actions
 
     adds = [
         AddAction(
@@ -178,11 +179,12 @@ def commit_files(
     if replace and not adds and current is not None and not any(current.get(p) for p in replace):
         return False
     dt = DeltaTable(path)
+    actions: list[AddAction | RemoveAction] = [*adds]
     if replace:
         if not adds and not any(partition_files(path, replace).values()):
             return False
         dt.create_write_transaction(
-            adds,
+            actions,
             mode="overwrite",
             schema=delta_schema(table),
             partition_by=list(table.partition_by) or None,
@@ -193,7 +195,7 @@ def commit_files(
     if not adds:
         return False
     dt.create_write_transaction(
-        adds,
+        actions,
         mode="append",
         schema=delta_schema(table),
         partition_by=list(table.partition_by) or None,

@@ -194,11 +194,11 @@ def _run_locked(
             T.EXPIRED_GROUPS,
         ):
             previous_files[table.name] = partition_files(table_path(warehouse, table), todo_ids)
-    tasks = []
+    sized_tasks: list[tuple[int, dict]] = []
     for pl in todo:
         p = pl.partition
         segs = segments_from(pl, start_offsets[p])
-        task = {
+        task: dict = {
             "partition": p,
             "start_offset": int(start_offsets[p]),
             "warehouse": os.path.abspath(warehouse),
@@ -225,8 +225,8 @@ def _run_locked(
             ):
                 task["start_position"] = int(row["next_byte_position"])
             size = sum(os.path.getsize(s.path) for s in segs) - task.get("start_position", 0)
-        tasks.append((size, task))
-    groups = _pack(tasks, spark.sparkContext.defaultParallelism)
+        sized_tasks.append((size, task))
+    groups = _pack(sized_tasks, spark.sparkContext.defaultParallelism)
     tasks = [t for g in groups for t in g]
     result.stage_seconds["plan"] = time.monotonic() - t0
 

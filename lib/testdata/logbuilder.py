@@ -5,6 +5,7 @@ hand-made scenarios; every byte layout is the one the reader checks against spec
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 
 from lib.codec.serde import CoordinatorKey, encode_assignment, encode_key, encode_subscription, encode_value
 from lib.codec.writer import encode_batch, encode_control_batch, encode_legacy_message
@@ -81,7 +82,7 @@ def group_metadata_value(
     protocol: str | None = "range",
     leader: str | None = None,
     state_ts: int = -1,
-    members: list[dict] = (),
+    members: Sequence[dict] = (),
     version: int = 3,
 ) -> bytes:
     members = list(members)

@@ -30,6 +30,7 @@ import tempfile
 import time
 import uuid
 import zipfile
+from typing import IO
 
 JAVA = os.environ.get("JAVA", shutil.which("java") or "java")
 HEAP = "512m"
@@ -227,7 +228,7 @@ class KafkaBroker:
         self.controller_port: int | None = None
         self.start_seconds: float | None = None
         self._proc: subprocess.Popen | None = None
-        self._console = None
+        self._console: IO[bytes] | None = None
 
     # -- public ---------------------------------------------------------------------------------
 
@@ -389,7 +390,7 @@ class KafkaBroker:
             if self._proc is None or self._proc.poll() is not None:
                 code = None if self._proc is None else self._proc.returncode
                 raise RuntimeError(f"Kafka {self.version} exited with {code} while starting\n{self.log_tail()}")
-            if _port_open(self.port):
+            if self.port is not None and _port_open(self.port):
                 try:
                     admin = self.admin(bootstrap_timeout_ms=5000, request_timeout_ms=5000)
                     try:
