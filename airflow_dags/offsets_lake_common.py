@@ -30,7 +30,7 @@ DEFAULTS: dict = {
     "warehouse": "warehouse",
     "source": {"input": None, "bootstrap_servers": None},
     "partitions": None,
-    "retention_minutes": 10080,
+    "retention_minutes": 10080,  # lib.replay.expiry.DEFAULT_RETENTION_MINUTES (tests/test_architecture.py)
     "spark_submit": {
         "binary": "spark-submit",
         "spark_home": None,

@@ -63,7 +63,11 @@ PARTITIONS_PATTERN = r"^(\s*\d+(-\d+)?\s*)(,\s*\d+(-\d+)?\s*)*$|^$"
             False, type="boolean", title="Full", description="rebuild the partitions from their first segment"
         ),
         "retention_minutes": Param(
-            10080, type="integer", minimum=1, title="Retention minutes", description="offsets.retention.minutes"
+            olc.DEFAULTS["retention_minutes"],
+            type="integer",
+            minimum=1,
+            title="Retention minutes",
+            description="offsets.retention.minutes",
         ),
     },
 )

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from lib.cli import add_conf_argument, failer, spark_overrides
 from lib.reporting.audit import (
     FORMATS,
     AuditError,
@@ -30,6 +31,8 @@ from lib.reporting.audit import (
     warehouse_tables,
 )
 
+fail = failer("audit")
+
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="audit", description=__doc__.splitlines()[0])
@@ -45,13 +48,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="query parameter (timestamps: ISO-8601 or epoch ms; durations: 7d, 36h, P7D)",
     )
     p.add_argument("--format", default="table", choices=FORMATS)
-    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting")
+    add_conf_argument(p)
     return p.parse_args(argv)
-
-
-def fail(message: str) -> int:
-    print(f"audit: error: {message}", file=sys.stderr)
-    return 2
 
 
 def quiet_sql_errors() -> None:
@@ -85,8 +83,8 @@ def main(argv=None) -> int:
         if not args.warehouse:
             raise AuditError("--warehouse is required")
         warehouse_tables(args.warehouse)
-        overrides = dict(kv.split("=", 1) for kv in args.conf if "=" in kv)
-    except AuditError as e:
+        overrides = spark_overrides(args.conf)
+    except (AuditError, ValueError) as e:
         return fail(str(e))
 
     from lib.spark.session import build_session

@@ -7,9 +7,9 @@ For each table (default: every table of schemas/tables.py that exists): OPTIMIZE
 compaction), then VACUUM of the files no version younger than the retention references. The
 retention defaults to 168 hours, Delta's own default; a shorter one is refused unless
 --allow-short-retention is given, which is the only case where Delta's retention check is
-switched off. Readers time-travelling to older versions (the replay reads the state "as of"
-the last completed run) need the files VACUUM would delete: keep the retention longer than
-the longest gap between two runs of any partition.
+switched off. Readers time-travelling to older versions (queries AS OF a version or time;
+the roll-back of a run that died restores the version before it) need the files VACUUM would
+delete. Incremental replays read only the latest versions.
 
 Must not run while a replay writes the same warehouse (the Airflow DAGs share one pool).
 Works the same under spark-submit. Exit code 0 on success, 2 on bad arguments."""
@@ -20,6 +20,10 @@ import argparse
 import os
 import sys
 import time
+
+from lib.cli import add_conf_argument, failer, spark_overrides
+
+fail = failer("maintenance", nothing_changed=True)
 
 DEFAULT_VACUUM_HOURS = 168  # Delta's default delta.deletedFileRetentionDuration (7 days)
 
@@ -41,14 +45,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--tables", help="comma-separated table names (default: every table)")
     p.add_argument("--no-optimize", action="store_true", help="skip OPTIMIZE")
     p.add_argument("--no-vacuum", action="store_true", help="skip VACUUM")
-    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting")
+    add_conf_argument(p)
     return p.parse_args(argv)
-
-
-def fail(message: str) -> int:
-    print(f"maintenance: error: {message}", file=sys.stderr)
-    print("maintenance: no table was changed", file=sys.stderr)
-    return 2
 
 
 def choose_tables(text: str | None) -> list[str]:
@@ -76,6 +74,7 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     try:
         tables = choose_tables(args.tables)
+        extra = spark_overrides(args.conf)
     except ValueError as e:
         return fail(str(e))
     if not os.path.isdir(args.warehouse):
@@ -85,7 +84,7 @@ def main(argv=None) -> int:
     if args.vacuum_hours < DEFAULT_VACUUM_HOURS and not args.allow_short_retention and not args.no_vacuum:
         return fail(
             f"--vacuum-hours {args.vacuum_hours:g} is below Delta's default retention of "
-            f"{DEFAULT_VACUUM_HOURS} h: older versions (which incremental replays read) would lose "
+            f"{DEFAULT_VACUUM_HOURS} h: older versions (time travel: VERSION AS OF, the roll-back of a run that died) would lose "
             "their files; pass --allow-short-retention if that is really wanted"
         )
 
@@ -97,7 +96,7 @@ def main(argv=None) -> int:
     # VACUUM lists the table's folder with this many tasks (Spark's default: 10000, which costs
     # minutes even on a one-file table); a small number suits these tables.
     overrides = {"spark.sql.sources.parallelPartitionDiscovery.parallelism": "8"}
-    overrides.update(kv.split("=", 1) for kv in args.conf)
+    overrides.update(extra)
     if args.vacuum_hours < DEFAULT_VACUUM_HOURS and not args.no_vacuum:
         overrides["spark.databricks.delta.retentionDurationCheck.enabled"] = "false"
     from lib.lake.lock import WarehouseBusyError, WarehouseLock

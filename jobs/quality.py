@@ -12,8 +12,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from lib.cli import parse_partitions
+from lib.cli import add_conf_argument, failer, parse_partitions, spark_overrides
 from schemas.quality import DEFAULT_PARTITION_COUNT
+
+fail = failer("quality")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -27,43 +29,15 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="partition count of __consumer_offsets, for partitionFor(group_id) (default 50)",
     )
     p.add_argument("--tables", help="only these tables, e.g. group_offsets,consumer_groups (default: all)")
-    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting")
+    add_conf_argument(p)
     return p.parse_args(argv)
-
-
-def fail(message: str) -> int:
-    print(f"quality: error: {message}", file=sys.stderr)
-    return 2
-
-
-def report(result, out=sys.stdout) -> int:
-    """Print the per-table lines and the failures; return the exit code."""
-    for t in result.tables:
-        passed = sum(e.success for e in t.expectations)
-        failed = len(t.expectations) - passed
-        status = "ok" if t.success else "FAILED"
-        warn = f", {len(t.warnings)} warning(s)" if t.warnings else ""
-        print(f"{t.table:<30} {status:<6} {passed:>3} passed, {failed:>2} failed{warn}  ({t.rows} rows)", file=out)
-        for e in t.errors + t.warnings:
-            print(
-                f"    {e.severity}: {e.name} ({e.expectation_type}"
-                f"{', column ' + e.column if e.column else ''}): {e.details}",
-                file=out,
-            )
-    print(f"data docs: {result.docs_path}", file=out)
-    print(f"results:   {result.results_path}", file=out)
-    if result.success:
-        return 0
-    names = ", ".join(f"{table}.{e.name}" for table, e in result.failures)
-    print(f"quality: error-level expectations failed: {names}", file=sys.stderr)
-    return 1
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
     try:
         partitions = parse_partitions(args.partitions)
-        overrides = dict(kv.split("=", 1) for kv in args.conf)
+        overrides = spark_overrides(args.conf)
     except ValueError as e:
         return fail(f"bad argument: {e}")
     from schemas.quality import SUITES
@@ -79,7 +53,7 @@ def main(argv=None) -> int:
     if not os.path.isdir(args.warehouse):
         return fail(f"warehouse {args.warehouse} does not exist")
 
-    from lib.reporting.quality import QualityInputError, run_suites
+    from lib.reporting.quality import QualityInputError, print_results, run_suites
     from lib.spark.session import build_session
 
     spark = build_session("quality", overrides)
@@ -87,7 +61,7 @@ def main(argv=None) -> int:
         result = run_suites(spark, args.warehouse, partitions, args.partition_count, tables)
     except QualityInputError as e:
         return fail(str(e))
-    return report(result)
+    return print_results(result)
 
 
 if __name__ == "__main__":

@@ -11,9 +11,19 @@ import argparse
 import sys
 import time
 
-from lib.cli import format_ms, parse_partitions, parse_time_ms
+from lib.cli import (
+    EXIT_BUSY,
+    add_conf_argument,
+    failer,
+    format_ms,
+    parse_partitions,
+    parse_time_ms,
+    spark_overrides,
+)
 from lib.replay.expiry import DEFAULT_RETENTION_MINUTES
 from lib.source.logdir import LogDirError, find_partitions, live_partitions
+
+fail = failer("replay_offsets", nothing_changed=True)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -31,7 +41,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         "--retention-minutes",
         type=int,
         default=DEFAULT_RETENTION_MINUTES,
-        help="offsets.retention.minutes (default 10080)",
+        help=f"offsets.retention.minutes (default {DEFAULT_RETENTION_MINUTES})",
     )
     p.add_argument("--partitions", help="only these offsets partitions, e.g. 0,7,12 or 0-9")
     p.add_argument(
@@ -39,7 +49,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         action="store_true",
         help="rebuild the partitions from their first segment instead of continuing from the checkpoints",
     )
-    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting")
+    add_conf_argument(p)
     p.add_argument(
         "--on-corrupt",
         choices=("fail", "quarantine"),
@@ -69,21 +79,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-EXIT_BAD_INPUT = 2
-EXIT_BUSY = 75  # EX_TEMPFAIL: another run holds the warehouse; retrying later is right
-
-
-def fail(message: str, code: int = EXIT_BAD_INPUT) -> int:
-    print(f"replay_offsets: error: {message}", file=sys.stderr)
-    print("replay_offsets: no table was changed", file=sys.stderr)
-    return code
-
-
 def main(argv=None) -> int:
     args = parse_args(argv)
     try:
         now_ms = parse_time_ms(args.now)
         partitions = parse_partitions(args.partitions)
+        overrides = spark_overrides(args.conf)
         if args.bootstrap_servers:
             logs = live_partitions(args.bootstrap_servers, partitions)
             args.input = args.bootstrap_servers
@@ -97,7 +98,6 @@ def main(argv=None) -> int:
     from lib.spark.pipeline import ReplayError, WarehouseBusyError, run_replay, summarize
     from lib.spark.session import REPLAY_DEFAULTS, build_session
 
-    overrides = dict(kv.split("=", 1) for kv in args.conf)
     started = time.monotonic()
     spark = build_session("replay_offsets", overrides, REPLAY_DEFAULTS)
     try:
@@ -125,11 +125,10 @@ def main(argv=None) -> int:
 
 
 def run_checks(spark, args, partitions) -> int:
-    from jobs.quality import report
-    from lib.reporting.quality import run_suites
+    from lib.reporting.quality import print_results, run_suites
 
     print("\nquality checks:")
-    if report(run_suites(spark, args.warehouse, partitions, args.partition_count)) == 0:
+    if print_results(run_suites(spark, args.warehouse, partitions, args.partition_count)) == 0:
         return 0
     print("replay_offsets: the tables were written but failed error-level quality checks", file=sys.stderr)
     return 1

@@ -1,6 +1,6 @@
 """Write the warehouse report: one self-contained HTML page, WAREHOUSE/report/index.html.
 
-    python -m jobs.report --warehouse WH [--now TIME] [--top 20] [--days 7] [--retention-minutes 10080]
+    python -m jobs.report --warehouse WH [--now TIME] [--top 20] [--days 7] [--retention-minutes MINUTES]
 
 Prints the page's path."""
 
@@ -9,8 +9,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from lib.cli import parse_time_ms
+from lib.cli import add_conf_argument, failer, parse_time_ms, spark_overrides
 from lib.replay.expiry import DEFAULT_RETENTION_MINUTES
+
+fail = failer("report")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -23,9 +25,9 @@ def parse_args(argv=None) -> argparse.Namespace:
         "--retention-minutes",
         type=int,
         default=DEFAULT_RETENTION_MINUTES,
-        help="offsets.retention.minutes the expiry is judged with (default 10080)",
+        help=f"offsets.retention.minutes the expiry is judged with (default {DEFAULT_RETENTION_MINUTES})",
     )
-    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting")
+    add_conf_argument(p)
     return p.parse_args(argv)
 
 
@@ -33,17 +35,16 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     try:
         now_ms = parse_time_ms(args.now)
+        overrides = spark_overrides(args.conf)
     except ValueError as e:
-        print(f"report: error: {e}", file=sys.stderr)
-        return 2
+        return fail(str(e))
     if args.top <= 0 or args.days < 0 or args.retention_minutes <= 0:
-        print("report: error: --top and --retention-minutes must be positive, --days not negative", file=sys.stderr)
-        return 2
+        return fail("--top and --retention-minutes must be positive, --days not negative")
 
     from lib.reporting.report import write_report
     from lib.spark.session import build_session
 
-    spark = build_session("report", dict(kv.split("=", 1) for kv in args.conf))
+    spark = build_session("report", overrides)
     try:
         path = write_report(
             spark, args.warehouse, now_ms, top=args.top, days=args.days, retention_minutes=args.retention_minutes

@@ -1,5 +1,5 @@
 """offsets-lake library: pure, importable without side effects. One subpackage per layer; a
-layer imports only the layers above it in this list (tests/test_layering.py checks the
+layer imports only the layers above it in this list (tests/test_architecture.py checks the
 pyspark-free ones):
 
 lib.codec        bytes <-> records: segments, batches, compression, Kafka's record serde (stdlib only)

@@ -1,8 +1,42 @@
-"""Argument helpers shared by the jobs."""
+"""What the job CLIs share: exit codes, error reporting, --conf, time and partition arguments."""
 
 from __future__ import annotations
 
+import argparse
 import datetime as dt
+import sys
+from collections.abc import Callable
+
+EXIT_BAD_INPUT = 2  # bad arguments or bad input: nothing was changed
+EXIT_BUSY = 75  # EX_TEMPFAIL: another run holds the warehouse; retrying later is right
+
+
+def failer(job: str, *, nothing_changed: bool = False) -> Callable[..., int]:
+    """The job's `fail(message, code=EXIT_BAD_INPUT)`: prints "JOB: error: ..." (and, for jobs
+    that write tables, that no table was changed) and returns the exit code."""
+
+    def fail(message: str, code: int = EXIT_BAD_INPUT) -> int:
+        print(f"{job}: error: {message}", file=sys.stderr)
+        if nothing_changed:
+            print(f"{job}: no table was changed", file=sys.stderr)
+        return code
+
+    return fail
+
+
+def add_conf_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting")
+
+
+def spark_overrides(pairs: list[str]) -> dict[str, str]:
+    """--conf KEY=VALUE arguments as Spark settings; ValueError names a malformed one."""
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--conf wants KEY=VALUE, got {pair!r}")
+        out[key.strip()] = value
+    return out
 
 
 def parse_time_ms(text: str | None) -> int:

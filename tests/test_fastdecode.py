@@ -9,7 +9,6 @@ the fast path's rows against values worked out by hand."""
 from __future__ import annotations
 
 import glob
-import inspect
 import os
 import struct
 import zlib
@@ -39,7 +38,6 @@ kernels = pytest.importorskip("lib.testdata.kernels")
 PART = 7
 T = 1_700_000_000_000
 TOPIC_ID = "ASNFZ4mrze8BI0VniavN7w"  # 0123456789abcdef0123456789abcdef
-HAS_QUARANTINE = "quarantine" in inspect.signature(SegmentDecoder.__init__).parameters
 
 
 def _run(fast: bool, path: str, quarantine: bool = False, **kw):
@@ -396,8 +394,7 @@ def test_bad_input_same_outcome(tmp_path, name):
         assert_same(path, chunk_rows=chunk)
     assert_same(path, verify_crc=False)
     assert_same(path, start_offset=2)
-    if HAS_QUARANTINE:
-        assert_same(path, quarantine=True, chunk_rows=2)
+    assert_same(path, quarantine=True, chunk_rows=2)
 
 
 def test_bad_input_is_reported_as_before(tmp_path):
@@ -492,8 +489,7 @@ def test_random_commits_same_as_python(log, chunk, start_delta):
     data, first, end = log
     start = max(0, first + start_delta) if start_delta >= 0 else 0
     assert_same("random.log", data=data, source_name="random.log", chunk_rows=chunk, start_offset=start)
-    if HAS_QUARANTINE:
-        assert_same("random.log", quarantine=True, data=data, source_name="random.log", chunk_rows=chunk)
+    assert_same("random.log", quarantine=True, data=data, source_name="random.log", chunk_rows=chunk)
 
 
 # --- the measuring function ----------------------------------------------------------------------

@@ -6,7 +6,6 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from lib.replay.expiry import DEFAULT_RETENTION_MINUTES  # noqa: F401 - one home for the default
 from schemas.tables import GROUP_OFFSETS
 
 

@@ -15,6 +15,7 @@ import logging
 import os
 import re
 import shutil
+import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -392,3 +393,27 @@ def run_suites(
         f.write("\n")
     os.replace(tmp, result.results_path)
     return result
+
+
+def print_results(result, out=None) -> int:
+    """Print the per-table lines and the failures (to stdout by default); return the exit code."""
+    out = out if out is not None else sys.stdout
+    for t in result.tables:
+        passed = sum(e.success for e in t.expectations)
+        failed = len(t.expectations) - passed
+        status = "ok" if t.success else "FAILED"
+        warn = f", {len(t.warnings)} warning(s)" if t.warnings else ""
+        print(f"{t.table:<30} {status:<6} {passed:>3} passed, {failed:>2} failed{warn}  ({t.rows} rows)", file=out)
+        for e in t.errors + t.warnings:
+            print(
+                f"    {e.severity}: {e.name} ({e.expectation_type}"
+                f"{', column ' + e.column if e.column else ''}): {e.details}",
+                file=out,
+            )
+    print(f"data docs: {result.docs_path}", file=out)
+    print(f"results:   {result.results_path}", file=out)
+    if result.success:
+        return 0
+    names = ", ".join(f"{table}.{e.name}" for table, e in result.failures)
+    print(f"quality: error-level expectations failed: {names}", file=sys.stderr)
+    return 1

@@ -34,6 +34,7 @@ import datetime as dt
 import json
 import os
 
+from lib.replay.expiry import DEFAULT_RETENTION_MINUTES
 from lib.reporting.html import render_html
 from lib.reporting.model import (
     BUCKET_LADDER_MS,
@@ -154,7 +155,13 @@ def _read_quality(warehouse: str) -> tuple[dict | None, str | None, str | None]:
 
 
 def collect_report(
-    spark, warehouse: str, now_ms: int, *, top: int = 20, days: int = 7, retention_minutes: int = 10080
+    spark,
+    warehouse: str,
+    now_ms: int,
+    *,
+    top: int = 20,
+    days: int = 7,
+    retention_minutes: int = DEFAULT_RETENTION_MINUTES,
 ) -> ReportData:
     """Aggregate the warehouse's tables into the (small) data the page shows."""
     from pyspark.sql import Window
@@ -383,7 +390,13 @@ def write_html(data: ReportData, warehouse: str) -> str:
 
 
 def write_report(
-    spark, warehouse: str, now_ms: int, *, top: int = 20, days: int = 7, retention_minutes: int = 10080
+    spark,
+    warehouse: str,
+    now_ms: int,
+    *,
+    top: int = 20,
+    days: int = 7,
+    retention_minutes: int = DEFAULT_RETENTION_MINUTES,
 ) -> str:
     """Collect, render and write WAREHOUSE/report/index.html; returns its path."""
     data = collect_report(spark, warehouse, now_ms, top=top, days=days, retention_minutes=retention_minutes)

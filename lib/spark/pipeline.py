@@ -22,6 +22,7 @@ from pyspark.sql import functions as F
 
 from lib.lake.lock import WarehouseBusyError, WarehouseLock  # noqa: F401 - re-exported for jobs
 from lib.lake.worker_errors import worker_error_from
+from lib.replay.expiry import DEFAULT_RETENTION_MINUTES
 from lib.source.logdir import PartitionLog, segments_from
 from lib.spark.delta import (
     commit_files,
@@ -99,7 +100,7 @@ def run_replay(
     logs: list[PartitionLog],
     warehouse: str,
     now_ms: int,
-    retention_minutes: int = 10080,
+    retention_minutes: int = DEFAULT_RETENTION_MINUTES,
     full: bool = False,
     end_offsets: dict[int, int] | None = None,
     lock_wait_seconds: float = 0.0,

@@ -93,3 +93,14 @@ def test_the_jvm_free_layers_do_not_load_pyspark():
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_the_retention_default_outside_python_agrees_with_its_home():
+    """The Airflow DAGs (parsed without lib on their path) and the SQL audit's parameter
+    default carry offsets.retention.minutes' default as text: it must be the one constant."""
+    from lib.replay.expiry import DEFAULT_RETENTION_MINUTES
+
+    common = (REPO / "airflow_dags" / "offsets_lake_common.py").read_text(encoding="utf-8")
+    assert f'"retention_minutes": {DEFAULT_RETENTION_MINUTES},' in common
+    sql = (REPO / "sql" / "audits" / "groups_expiring_within.sql").read_text(encoding="utf-8")
+    assert f"-- param retention_minutes int = {DEFAULT_RETENTION_MINUTES}:" in sql
