@@ -12,6 +12,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO not in sys.path:
     sys.path.insert(0, REPO)
 
+from lib.replay.expiry import DEFAULT_RETENTION_MINUTES  # noqa: E402 - after the path
+
 
 @pytest.fixture(scope="session")
 def spark():
@@ -31,23 +33,13 @@ def spark():
     session.stop()
 
 
-def rows(spark, warehouse: str, table: str, order_by: tuple = ()) -> list[dict]:
-    """A small Delta table as a list of dicts (tests only: fixtures are tiny)."""
-    from lib.spark.delta import table_path
-
-    df = spark.read.format("delta").load(table_path(warehouse, table))
-    if order_by:
-        df = df.orderBy(*order_by)
-    return [r.asDict(recursive=True) for r in df.collect()]
-
-
 @pytest.fixture(scope="session")
 def replay_logdir(spark):
-    """replay_logdir(log_dir, warehouse, now_ms, retention_minutes=10080, partitions=None) -> RunResult"""
+    """replay_logdir(log_dir, warehouse, now_ms, retention_minutes=DEFAULT_RETENTION_MINUTES, partitions=None) -> RunResult"""
     from lib.source.logdir import find_partitions
     from lib.spark.pipeline import run_replay
 
-    def run(log_dir, warehouse, now_ms, retention_minutes=10080, partitions=None):
+    def run(log_dir, warehouse, now_ms, retention_minutes=DEFAULT_RETENTION_MINUTES, partitions=None):
         return run_replay(spark, find_partitions(str(log_dir), partitions), str(warehouse), now_ms, retention_minutes)
 
     return run

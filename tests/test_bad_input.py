@@ -10,7 +10,7 @@ import pytest
 
 from jobs import replay_offsets
 from lib.testdata.logbuilder import T0, PartitionLogBuilder, offset_commit_key
-from tests.conftest import rows
+from tests.helpers import rows
 
 TABLES = (
     "offsets_log",

@@ -17,6 +17,7 @@ from lib.codec import serde as co
 from lib.codec import writer
 from lib.codec.errors import DecodeError, UnknownRecordTypeError, UnknownRecordVersionError
 from lib.codec.segments import SegmentReader
+from tests.helpers import crc32c
 
 
 def h(text: str) -> bytes:
@@ -110,23 +111,6 @@ NOTAGS = b"\x00"
 
 def b64(raw: bytes) -> str:
     return base64.b64encode(raw).decode("ascii")
-
-
-# --- CRC-32C (Castagnoli), independent table implementation ---------------------------------
-
-_CRC32C_TABLE = []
-for _i in range(256):
-    _c = _i
-    for _ in range(8):
-        _c = (_c >> 1) ^ 0x82F63B78 if _c & 1 else _c >> 1
-    _CRC32C_TABLE.append(_c)
-
-
-def crc32c(data: bytes) -> int:
-    c = 0xFFFFFFFF
-    for x in data:
-        c = _CRC32C_TABLE[(c ^ x) & 0xFF] ^ (c >> 8)
-    return c ^ 0xFFFFFFFF
 
 
 def hand_record(offset_delta, ts_delta, key, value):

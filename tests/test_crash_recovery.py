@@ -21,8 +21,7 @@ import sys
 import pytest
 
 from lib.spark.delta import commit_history, completed_runs, tagged_checkpoint, tagged_run
-from tests.conftest import REPO, rows
-from tests.test_incremental import NOW, STATE_TABLES, phases, snapshot
+from tests.helpers import NOW, REPO, STATE_TABLES, phases, rows, snapshot
 
 pytestmark = pytest.mark.spark
 
@@ -118,8 +117,9 @@ def test_kill_at_a_crash_point_then_recover(spark, replay_logdir, states, tmp_pa
     wh = tmp_path / "wh"
     shutil.copytree(states["before_wh"], wh)
     proc = job(states["log2"], wh, {"OFFSETS_LAKE_KILL_AT": point})
-    proc.communicate(timeout=300)
+    _, err = proc.communicate(timeout=300)
     assert proc.returncode == -signal.SIGKILL
+    assert err.rstrip().endswith(f"offsets-lake: SIGKILL at crash point {point}"), err[-2000:]
     where = assert_each_table_before_or_after(spark, wh, states)
     committed = point.split(":", 1)[1] if ":" in point else None
     order = [
@@ -150,22 +150,37 @@ def test_kill_at_a_crash_point_then_recover(spark, replay_logdir, states, tmp_pa
 
 
 def test_kill_at_random_moments_then_recover(spark, replay_logdir, states, tmp_path):
+    """Two kills at moments drawn over an uninterrupted run's duration; a draw that lands after
+    the run ended is drawn again, not counted as a kill."""
+    import time
+
+    shutil.copytree(states["before_wh"], tmp_path / "timed")
+    started = time.monotonic()
+    proc = job(states["log2"], tmp_path / "timed")
+    proc.communicate(timeout=300)
+    duration = time.monotonic() - started
+    assert proc.returncode == 0
     rng = random.Random(20261122)
-    for i in range(2):
-        wh = tmp_path / f"wh{i}"
+    kills, draws = 0, 0
+    while kills < 2:
+        draws += 1
+        assert draws <= 8, f"{draws - 1} draws, {kills} kills: the run ends before the drawn moments"
+        wh = tmp_path / f"wh{draws}"
         shutil.copytree(states["before_wh"], wh)
         proc = job(states["log2"], wh, start_new_session=True)
-        delay = rng.uniform(6, 16)
+        delay = rng.uniform(0.2, 0.95) * duration
         try:
             proc.wait(timeout=delay)
+            continue  # finished before the moment: draw again
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)  # the whole process group: driver JVM included
             proc.wait()
-        if proc.returncode == 0 or checkpoints(spark, wh) == states["after_cp"]:
-            # finished, or killed after its commit point (while printing its summary): the after state
+        assert proc.returncode == -signal.SIGKILL
+        kills += 1
+        if checkpoints(spark, wh) == states["after_cp"]:
+            # killed after its commit point (while stopping Spark): the after state
             assert snapshot(spark, wh) == states["after"]
         else:
-            assert proc.returncode == -signal.SIGKILL
             assert_each_table_before_or_after(spark, wh, states)
         replay_logdir(states["log2"], wh, NOW)
         assert snapshot(spark, wh) == states["after"], f"delay {delay:.1f}s"
@@ -188,20 +203,26 @@ def test_a_live_writer_makes_a_second_run_fail_clearly(spark, states, tmp_path):
     assert snapshot(spark, wh) == states["before"]
 
 
-def test_two_replays_at_once_do_not_corrupt_the_tables(spark, states, tmp_path):
+def test_a_second_replay_while_the_first_holds_the_lock_exits_75(spark, states, tmp_path):
+    """The first run is held inside its locked section (before its commits) until the second
+    has started and ended: the second must exit 75 naming the first, the first must finish."""
+    import time
+
     wh = tmp_path / "wh"
     shutil.copytree(states["before_wh"], wh)
-    procs = [job(states["log2"], wh) for _ in range(2)]
-    outcomes = []
-    for p in procs:
-        out, err = p.communicate(timeout=300)
-        outcomes.append((p.returncode, err))
-    codes = sorted(c for c, _ in outcomes)
-    # Either they overlapped (the loser exits 75 naming the winner) or ran one after the other.
-    assert codes in ([0, 75], [0, 0]), outcomes
-    for code, err in outcomes:
-        if code == 75:
-            assert "is being written by replay run" in err
+    pause = str(tmp_path / "hold")
+    first = job(states["log2"], wh, {"OFFSETS_LAKE_PAUSE_AT": "before_commit", "OFFSETS_LAKE_PAUSE_FILE": pause})
+    deadline = time.monotonic() + 300
+    while not os.path.exists(pause + ".paused"):
+        assert first.poll() is None, first.communicate()
+        assert time.monotonic() < deadline, "the first run never reached its commits"
+        time.sleep(0.1)
+    second = job(states["log2"], wh)
+    _, second_err = second.communicate(timeout=300)
+    open(pause + ".go", "w").close()
+    _, first_err = first.communicate(timeout=300)
+    assert (first.returncode, second.returncode) == (0, 75), (first_err, second_err)
+    assert "is being written by replay run" in second_err
     assert snapshot(spark, wh) == states["after"]
     assert checkpoints(spark, wh) == states["after_cp"]
     assert not (wh / "_writer.lock").exists()

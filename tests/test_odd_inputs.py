@@ -21,7 +21,7 @@ import os
 import pytest
 
 from lib.testdata.logbuilder import T0, PartitionLogBuilder, consumer_member
-from tests.conftest import rows
+from tests.helpers import rows
 
 pytestmark = pytest.mark.spark
 

@@ -356,7 +356,7 @@ def test_a_full_rebuild_may_move_checkpoints_back(spark, tmp_path):
     from lib.reporting.quality import run_suites
     from lib.source.logdir import find_partitions
     from lib.spark.pipeline import run_replay
-    from tests.conftest import rows
+    from tests.helpers import rows
 
     g = "reset-me"
     p = partition_for(g, N)

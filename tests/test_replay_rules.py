@@ -17,7 +17,7 @@ from lib.testdata.logbuilder import (
     offset_commit_key,
     offset_commit_value,
 )
-from tests.conftest import rows
+from tests.helpers import rows
 
 pytestmark = pytest.mark.spark
 

@@ -19,6 +19,7 @@ import xxhash
 
 from lib.codec.errors import CorruptBatchError, DecodeError
 from lib.codec.segments import SegmentReader
+from tests.helpers import crc32c
 
 
 def h(text: str) -> bytes:
@@ -61,21 +62,6 @@ def zz32(n):
 
 def zz64(n):
     return uv(((n << 1) ^ (n >> 63)) & 0xFFFFFFFFFFFFFFFF)
-
-
-_TABLE = []
-for _i in range(256):
-    _c = _i
-    for _ in range(8):
-        _c = (_c >> 1) ^ 0x82F63B78 if _c & 1 else _c >> 1
-    _TABLE.append(_c)
-
-
-def crc32c(data: bytes) -> int:
-    c = 0xFFFFFFFF
-    for x in data:
-        c = _TABLE[(c ^ x) & 0xFF] ^ (c >> 8)
-    return c ^ 0xFFFFFFFF
 
 
 def rec(offset_delta, ts_delta, key, value, headers=(), length_adjust=0, extra=b""):

@@ -87,12 +87,24 @@ def new_run_id() -> str:
 
 
 def _crash_point(name: str) -> None:
-    """Test hook for the kill test: OFFSETS_LAKE_KILL_AT=<name> makes the process SIGKILL
-    itself here, as a lost executor host or an OOM killer would."""
+    """Test hooks (tests/test_crash_recovery.py) at the named points of a run.
+    OFFSETS_LAKE_KILL_AT=<name> makes the process SIGKILL itself here, as a lost executor host
+    or an OOM killer would, saying so on stderr first (so the test knows where it died).
+    OFFSETS_LAKE_PAUSE_AT=<name> with OFFSETS_LAKE_PAUSE_FILE=<path> holds the run here (with
+    the warehouse lock) after creating <path>.paused, until <path>.go exists."""
     if os.environ.get("OFFSETS_LAKE_KILL_AT") == name:
         import signal
+        import sys
 
+        sys.stderr.write(f"offsets-lake: SIGKILL at crash point {name}\n")
+        sys.stderr.flush()
         os.kill(os.getpid(), signal.SIGKILL)
+    if os.environ.get("OFFSETS_LAKE_PAUSE_AT") == name:
+        path = os.environ["OFFSETS_LAKE_PAUSE_FILE"]
+        open(path + ".paused", "w").close()
+        deadline = time.monotonic() + 600
+        while not os.path.exists(path + ".go") and time.monotonic() < deadline:
+            time.sleep(0.05)
 
 
 def run_replay(

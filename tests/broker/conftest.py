@@ -41,14 +41,3 @@ def kafka39(tmp_path_factory):
     broker = _broker("kafka39", tmp_path_factory)
     yield broker
     broker.stop()
-
-
-def own_kafka4(tmp_path_factory, name: str, offsets_partitions: int):
-    """A module's own 4.x broker (a generator for a fixture): no other test's clients write to
-    it while the module compares two reads of its log."""
-    broker = KafkaBroker(
-        os.path.join(JARS, "kafka4"), str(tmp_path_factory.mktemp(name)), offsets_partitions=offsets_partitions
-    )
-    broker.start()
-    yield broker
-    broker.stop()

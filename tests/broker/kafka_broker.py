@@ -33,6 +33,7 @@ import zipfile
 from typing import IO
 
 JAVA = os.environ.get("JAVA", shutil.which("java") or "java")
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HEAP = "512m"
 START_TIMEOUT_S = 90.0
 STOP_TIMEOUT_S = 30.0
@@ -471,3 +472,14 @@ def _wait_for_rewrite(path: str, timeout: float) -> None:
         if now is not None and now != before and now[0] >= started_ns:
             return
         time.sleep(0.05)
+
+
+def own_kafka4(tmp_path_factory, name: str, offsets_partitions: int):
+    """A module's own 4.x broker (a generator for a fixture): no other test's clients write to
+    it while the module compares two reads of its log."""
+    broker = KafkaBroker(
+        os.path.join(REPO, ".jars", "kafka4"), str(tmp_path_factory.mktemp(name)), offsets_partitions=offsets_partitions
+    )
+    broker.start()
+    yield broker
+    broker.stop()

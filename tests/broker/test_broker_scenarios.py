@@ -13,7 +13,7 @@ import pytest
 from tests.broker import scenarios as S
 from tests.broker.compare import broker_view, differences, replay_view
 from tests.broker.kafka_broker import KafkaBroker, snapshot_offsets_log_dir
-from tests.conftest import rows
+from tests.helpers import rows
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark]
 
@@ -77,7 +77,7 @@ def test_replay_agrees_with_broker(request, spark, replay_logdir, tmp_path, name
 @pytest.fixture(scope="module")
 def kafka4_default_partitions(tmp_path_factory):
     """A second 4.x broker with the default 50 __consumer_offsets partitions."""
-    from tests.broker.conftest import own_kafka4
+    from tests.broker.kafka_broker import own_kafka4
 
     yield from own_kafka4(tmp_path_factory, "kafka4-50", 50)
 

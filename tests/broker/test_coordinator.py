@@ -11,7 +11,7 @@ from lib.coordinator.group_coordinator import CoordinatorLoadInProgressError, Gr
 from tests.broker import scenarios as S
 from tests.broker.compare import broker_view, differences, replay_view
 from tests.broker.kafka_broker import snapshot_offsets_log_dir
-from tests.conftest import rows
+from tests.helpers import rows
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark]
 PARTITIONS = 4
@@ -19,7 +19,7 @@ PARTITIONS = 4
 
 @pytest.fixture(scope="module")
 def own_broker(tmp_path_factory):
-    from tests.broker.conftest import own_kafka4
+    from tests.broker.kafka_broker import own_kafka4
 
     yield from own_kafka4(tmp_path_factory, "kafka4-coord", PARTITIONS)
 

@@ -35,7 +35,7 @@ from lib.codec.dumplog import control_text, key_and_payload
 from schemas.records import RECORD_TYPES
 from tests.broker.kafka_broker import dump_log_segments, snapshot_offsets_log_dir
 from tests.broker.parity_traffic import generate
-from tests.conftest import rows
+from tests.helpers import rows
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark]
 

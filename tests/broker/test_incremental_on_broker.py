@@ -9,7 +9,7 @@ import pytest
 
 from tests.broker import scenarios as S
 from tests.broker.kafka_broker import snapshot_offsets_log_dir
-from tests.conftest import rows
+from tests.helpers import rows
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark]
 

@@ -9,7 +9,7 @@ import pytest
 
 from tests.broker import scenarios as S
 from tests.broker.kafka_broker import snapshot_offsets_log_dir
-from tests.conftest import rows
+from tests.helpers import rows
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark]
 
@@ -31,7 +31,7 @@ IGNORED = {
 @pytest.fixture(scope="module")
 def quiet_broker(tmp_path_factory):
     """A broker of its own, so no other test's clients write while the two sources are read."""
-    from tests.broker.conftest import own_kafka4
+    from tests.broker.kafka_broker import own_kafka4
 
     yield from own_kafka4(tmp_path_factory, "kafka4-live", 4)
 

@@ -1,0 +1,126 @@
+"""What several test modules share (one home; test modules never import each other): the
+repository root, tables as rows, an independent CRC-32C, and the growing log of the
+incremental and crash-recovery tests."""
+
+from __future__ import annotations
+
+import os
+
+from lib.testdata.logbuilder import PartitionLogBuilder, consumer_member
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def rows(spark, warehouse: str, table: str, order_by: tuple = ()) -> list[dict]:
+    """A small Delta table as a list of dicts (tests only: fixtures are tiny)."""
+    from lib.spark.delta import table_path
+
+    df = spark.read.format("delta").load(table_path(warehouse, table))
+    if order_by:
+        df = df.orderBy(*order_by)
+    return [r.asDict(recursive=True) for r in df.collect()]
+
+
+# --- CRC-32C (Castagnoli), independent table implementation ---------------------------------
+
+_CRC32C_TABLE = []
+for _i in range(256):
+    _c = _i
+    for _ in range(8):
+        _c = (_c >> 1) ^ 0x82F63B78 if _c & 1 else _c >> 1
+    _CRC32C_TABLE.append(_c)
+
+
+def crc32c(data: bytes) -> int:
+    c = 0xFFFFFFFF
+    for x in data:
+        c = _CRC32C_TABLE[(c ^ x) & 0xFF] ^ (c >> 8)
+    return c ^ 0xFFFFFFFF
+
+
+# --- a log that grows in phases (tests/test_incremental.py, tests/test_crash_recovery.py) ---
+
+DAY = 86_400_000
+NOW = 1_700_000_000_000 + 30 * DAY
+T = NOW - 2 * DAY
+STATE_TABLES = (
+    "offsets_log",
+    "group_offsets",
+    "expired_offsets",
+    "pending_transactional_offsets",
+    "consumer_groups",
+    "expired_groups",
+    "group_fold_state",
+)
+KEYS = {
+    "offsets_log": ("offsets_partition", "log_offset"),
+    "group_offsets": ("group_id", "topic", "partition"),
+    "expired_offsets": ("group_id", "topic", "partition"),
+    "pending_transactional_offsets": ("producer_id", "group_id", "topic", "partition"),
+    "consumer_groups": ("group_id",),
+    "expired_groups": ("group_id",),
+    "group_fold_state": ("group_id",),
+}
+
+
+def phases():
+    b0, b1 = PartitionLogBuilder(0), PartitionLogBuilder(1)
+
+    def phase1():
+        b0.group("g", T, generation=1, members=[consumer_member("m1", ["t"], {"t": [0, 1]})])
+        b0.commit("g", "t", 0, 10, T).commit("g", "t", 1, 11, T)
+        b0.commit("g", "t", 0, 50, T, producer_id=7)  # marker comes in phase 2
+        b0.commit("g", "t", 2, 55, T, producer_id=7)  # ... and is all that sets t-2
+        b0.commit("g", "t", 1, 60, T, producer_id=8)  # aborted in phase 3
+        b1.commit("s", "x", 0, 1, T).commit("s", "x", 1, 2, T)
+        b1.record(3, {"group_id": "k"}, {"epoch": 2}, T)
+        b1.record(
+            5,
+            {"group_id": "k", "member_id": "a"},
+            {"clientId": "c", "clientHost": "/h", "subscribedTopicNames": ["x"], "classicMemberMetadata": None},
+            T,
+        )
+        b1.record(6, {"group_id": "k"}, {"assignmentEpoch": 2}, T)
+        b1.record(
+            8,
+            {"group_id": "k", "member_id": "a"},
+            {
+                "memberEpoch": 2,
+                "previousMemberEpoch": 1,
+                "state": 0,
+                "assignedPartitions": [],
+                "partitionsPendingRevocation": [],
+            },
+            T,
+        )
+
+    def phase2():
+        b0.marker(7, True, T + 1)
+        b0.commit("g", "t", 0, 20, T + 2)  # newer than the txn record: wins
+        b1.offset_tombstone("s", "x", 0, T + 3)
+        b1.roll()
+        b1.commit("old", "y", 0, 3, NOW - 9 * DAY)  # expires
+        b0.group(
+            "g",
+            T + 4,
+            generation=2,
+            members=[consumer_member("m1", ["t"], {"t": [0]}), consumer_member("m2", ["t"], {"t": [1]})],
+        )
+
+    def phase3():
+        b0.marker(8, False, T + 5)
+        b0.commit("g", "t", 1, 70, T + 6, producer_id=9)  # still open at the end
+        b1.offset_tombstone("s", "x", 1, T + 7)  # s loses its last offset
+        b1.record(8, {"group_id": "k", "member_id": "a"}, None, T + 8)  # k is deleted, Kafka's order
+        b1.record(5, {"group_id": "k", "member_id": "a"}, None, T + 8)
+        b1.record(6, {"group_id": "k"}, None, T + 8)
+        b1.record(3, {"group_id": "k"}, None, T + 8)
+        b0.group("g", T + 9, generation=3, state_ts=T + 9, members=[])  # g becomes Empty
+
+    return (b0, b1), (phase1, phase2, phase3)
+
+
+def snapshot(spark, warehouse) -> dict:
+    return {
+        t: sorted(rows(spark, str(warehouse), t), key=lambda r: tuple(str(r[k]) for k in KEYS[t])) for t in STATE_TABLES
+    }
