@@ -6,6 +6,8 @@ value = int16 version + value struct. RECORD_TYPES maps the type id to (name, ke
 
 from __future__ import annotations
 
+from enum import IntEnum
+
 from schemas.dsl import EMPTY, F, M
 
 # --- control records (transaction markers), spec 1.8 ---------------------------------------
@@ -318,8 +320,38 @@ STREAMS_GROUP_TOPOLOGY_VALUE = M(
     ),
 )
 
+
 # --- the type table (generated CoordinatorRecordType in Kafka 4.x), spec 2.3 --------------------
 # type id -> (name, key schema, value schema, group family)
+class RecordType(IntEnum):
+    """The coordinator record types (the key's type id), named as Kafka's
+    CoordinatorRecordType; RECORD_TYPES below maps each to its schemas."""
+
+    LEGACY_OFFSET_COMMIT = 0
+    OFFSET_COMMIT = 1
+    GROUP_METADATA = 2
+    CONSUMER_GROUP_METADATA = 3
+    CONSUMER_GROUP_PARTITION_METADATA = 4
+    CONSUMER_GROUP_MEMBER_METADATA = 5
+    CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA = 6
+    CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER = 7
+    CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT = 8
+    SHARE_GROUP_PARTITION_METADATA = 9  # retired
+    SHARE_GROUP_MEMBER_METADATA = 10
+    SHARE_GROUP_METADATA = 11
+    SHARE_GROUP_TARGET_ASSIGNMENT_METADATA = 12
+    SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER = 13
+    SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT = 14
+    SHARE_GROUP_STATE_PARTITION_METADATA = 15
+    CONSUMER_GROUP_REGULAR_EXPRESSION = 16
+    STREAMS_GROUP_METADATA = 17
+    STREAMS_GROUP_MEMBER_METADATA = 19
+    STREAMS_GROUP_TARGET_ASSIGNMENT_METADATA = 20
+    STREAMS_GROUP_TARGET_ASSIGNMENT_MEMBER = 21
+    STREAMS_GROUP_CURRENT_MEMBER_ASSIGNMENT = 22
+    STREAMS_GROUP_TOPOLOGY = 23
+
+
 RECORD_TYPES = {
     0: ("LegacyOffsetCommit", OFFSET_COMMIT_KEY, LEGACY_OFFSET_COMMIT_VALUE, "offsets"),
     1: ("OffsetCommit", OFFSET_COMMIT_KEY, OFFSET_COMMIT_VALUE, "offsets"),
@@ -431,5 +463,5 @@ RETIRED_RECORD_TYPES = {
     ),
 }
 
-OFFSET_COMMIT_TYPES = (0, 1)
-GROUP_METADATA_TYPE = 2
+OFFSET_COMMIT_TYPES = (RecordType.LEGACY_OFFSET_COMMIT, RecordType.OFFSET_COMMIT)
+GROUP_METADATA_TYPE = RecordType.GROUP_METADATA

@@ -12,7 +12,7 @@ from lib.codec.errors import DecodeError, UnknownRecordTypeError, UnknownRecordV
 from lib.codec.generic import read_message
 from lib.codec.primitives import Reader
 from lib.codec.serde import _decode_consumer_protocol, decode_key, key_data, record_type_of, value_version
-from schemas.records import CONSUMER_PROTOCOL_ASSIGNMENT, CONSUMER_PROTOCOL_SUBSCRIPTION, RECORD_TYPES
+from schemas.records import CONSUMER_PROTOCOL_ASSIGNMENT, CONSUMER_PROTOCOL_SUBSCRIPTION, RECORD_TYPES, RecordType
 
 _CONTROL_ESCAPE = re.compile(r"\\u00([0-9a-f]{2})")
 
@@ -69,7 +69,7 @@ def key_and_payload(key: bytes | None, value: bytes | None, offset: int) -> tupl
             f"Error at offset {offset}, skipping. Could not read record with version {version} "
             f"from value's buffer due to: {e.message}."
         ), None
-    if record_type == 2 and data.get("protocolType") == "consumer":
+    if record_type == RecordType.GROUP_METADATA and data.get("protocolType") == "consumer":
         for m in data.get("members") or []:
             m["subscription"] = _consumer_bytes(m.get("subscription"), CONSUMER_PROTOCOL_SUBSCRIPTION)
             m["assignment"] = _consumer_bytes(m.get("assignment"), CONSUMER_PROTOCOL_ASSIGNMENT)

@@ -11,7 +11,13 @@ from dataclasses import dataclass
 from lib.codec.errors import DecodeError, UnknownRecordTypeError, UnknownRecordVersionError
 from lib.codec.generic import encode_message, read_message
 from lib.codec.primitives import Reader, uuid_text
-from schemas.records import CONSUMER_PROTOCOL_ASSIGNMENT, CONSUMER_PROTOCOL_SUBSCRIPTION, RECORD_TYPES
+from schemas.records import (
+    CONSUMER_PROTOCOL_ASSIGNMENT,
+    CONSUMER_PROTOCOL_SUBSCRIPTION,
+    OFFSET_COMMIT_TYPES,
+    RECORD_TYPES,
+    RecordType,
+)
 
 _H = struct.Struct(">h")
 _OC_V0 = struct.Struct(">q")
@@ -40,14 +46,14 @@ def record_type_of(key: bytes) -> int:
 def decode_key(key: bytes) -> CoordinatorKey:
     """Decode a key. Raises UnknownRecordTypeError for a type this decoder does not know."""
     record_type = record_type_of(key)
-    if record_type in (0, 1):
+    if record_type in OFFSET_COMMIT_TYPES:
         group, topic, partition = _offset_commit_key(key)
         return CoordinatorKey(record_type, group, topic, partition)
     spec = RECORD_TYPES.get(record_type)
     if spec is None:
         raise UnknownRecordTypeError(record_type)
     data = read_message(Reader(key, 2), spec[1], 0)
-    if record_type == 2:
+    if record_type == RecordType.GROUP_METADATA:
         return CoordinatorKey(2, data["group"])
     return CoordinatorKey(
         record_type, data["groupId"], member_id=data.get("memberId"), regular_expression=data.get("regularExpression")
@@ -56,9 +62,9 @@ def decode_key(key: bytes) -> CoordinatorKey:
 
 def key_data(key: CoordinatorKey) -> dict:
     """The key as Kafka's JsonConverter prints it."""
-    if key.record_type in (0, 1):
+    if key.record_type in OFFSET_COMMIT_TYPES:
         return {"group": key.group_id, "topic": key.topic, "partition": key.partition}
-    if key.record_type == 2:
+    if key.record_type == RecordType.GROUP_METADATA:
         return {"group": key.group_id}
     out = {"groupId": key.group_id}
     if key.member_id is not None:

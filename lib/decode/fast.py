@@ -35,9 +35,13 @@ from lib.codec.errors import DecodeError
 from lib.decode.numba_bytes import copy_bytes
 from lib.decode.rows import SCHEMA, PythonDecoder, _Columns
 from lib.decode.values import MAX_TIMESTAMP_MS
-from schemas.records import CONTROL_TYPES, RECORD_TYPES
+from schemas.records import CONTROL_TYPES, RECORD_TYPES, RecordType
 
 FAST, COMP, SLOW, SKIP, TAIL = 0, 1, 2, 3, 4
+# record types as plain ints (numba folds module-level ints into the kernels as constants)
+LEGACY_OFFSET_COMMIT = int(RecordType.LEGACY_OFFSET_COMMIT)
+OFFSET_COMMIT = int(RecordType.OFFSET_COMMIT)
+GROUP_METADATA = int(RecordType.GROUP_METADATA)
 _MIN_RECORD_BYTES = 7  # length varint + attributes + 5 one-byte varints
 
 # --- CRC-32C (Castagnoli), slicing-by-8 ------------------------------------------------------
@@ -472,9 +476,9 @@ def _records(
                 ok = False
                 break
             rtype = _i16(buf, kpos)
-            if rtype == 2:
+            if rtype == GROUP_METADATA:
                 # GroupMetadata: the key here; the value (v0-v3) is read in Python (fast_group)
-                r_rtype[r] = 2
+                r_rtype[r] = GROUP_METADATA
                 r_kver[r] = 0
                 p, ln, q, ok = _str16(buf, kpos + 2, kend)
                 if not ok:
@@ -492,7 +496,7 @@ def _records(
                     r_vver[r] = version
                 r += 1
                 continue
-            if rtype != 0 and rtype != 1:
+            if rtype != LEGACY_OFFSET_COMMIT and rtype != OFFSET_COMMIT:
                 ok = False
                 break
             r_rtype[r] = rtype
@@ -519,7 +523,7 @@ def _records(
                 ok = False
                 break
             version = _i16(buf, vpos)
-            if version < 0 or version > (0 if rtype == 0 else 4):
+            if version < 0 or version > (0 if rtype == LEGACY_OFFSET_COMMIT else 4):
                 ok = False
                 break
             r_vver[r] = version
@@ -903,7 +907,7 @@ class _Rows:
         tomb = self.val_len[s] < 0
         vver = self.vver[s]
         rtype = self.rtype[s]
-        commit = data & (rtype <= 1)  # offset commits (the other data rows: GroupMetadata)
+        commit = data & (rtype <= OFFSET_COMMIT)  # offset commits (the other data rows: GroupMetadata)
         oc = commit & ~tomb
         seg, extra = self.seg, self.extra
         cols = {}
@@ -951,7 +955,7 @@ class _Rows:
         tid = np.where(oc, self.tid[s], -1)
         cols["topic_id"] = _uuids(seg, extra, tid)
         gm_type = schema.field("group_metadata").type
-        gm_rows = np.flatnonzero(data & (rtype == 2) & ~tomb)
+        gm_rows = np.flatnonzero(data & (rtype == GROUP_METADATA) & ~tomb)
         if len(gm_rows):
             values = pa.array([self.group_metadata[r0 + int(i)] for i in gm_rows], gm_type)
             cols["group_metadata"] = _spread(values, gm_rows, n)
@@ -974,7 +978,7 @@ def _group_values(seg, extra, rows) -> tuple[dict, set]:
     entry, val_off, val_len, rtype = rows[1][:total], rows[6][:total], rows[7][:total], rows[8][:total]
     out, odd = {}, set()
     seglen = len(seg)
-    for r in np.flatnonzero((rtype == 2) & (val_len >= 0)).tolist():
+    for r in np.flatnonzero((rtype == GROUP_METADATA) & (val_len >= 0)).tolist():
         o, n = int(val_off[r]), int(val_len[r])
         raw = seg[o : o + n] if o < seglen else extra[o - seglen : o - seglen + n]
         value = group_metadata(raw.tobytes())

@@ -25,7 +25,7 @@ from lib.codec.serde import (
 )
 from lib.decode.group_metadata import group_metadata as fast_group_metadata
 from lib.decode.values import clamp_ms, decode_consumer_member, member_row, micros
-from schemas.records import CONTROL_TYPES, RECORD_TYPES
+from schemas.records import CONTROL_TYPES, OFFSET_COMMIT_TYPES, RECORD_TYPES, RecordType
 from schemas.tables import OFFSETS_LOG
 
 SCHEMA = OFFSETS_LOG.arrow_schema
@@ -125,7 +125,7 @@ def _append_record(cols: dict, partition: int, batch: Batch, rec, segment_file: 
             type_name = RECORD_TYPES[record_type][0]
             group_id = ckey.group_id
             member_id = ckey.member_id
-            if record_type in (0, 1):
+            if record_type in OFFSET_COMMIT_TYPES:
                 topic, tp = ckey.topic, ckey.partition
                 if value is not None:
                     oc = decode_offset_commit_value(record_type, value)
@@ -137,7 +137,7 @@ def _append_record(cols: dict, partition: int, batch: Batch, rec, segment_file: 
                         oc.topic_id,
                     )
             elif value is not None:
-                fast = fast_group_metadata(value) if record_type == 2 else None
+                fast = fast_group_metadata(value) if record_type == RecordType.GROUP_METADATA else None
                 if fast is not None:
                     version, group_metadata = value_version(value), fast
                     data = None
@@ -147,7 +147,7 @@ def _append_record(cols: dict, partition: int, batch: Batch, rec, segment_file: 
                     version, data = decoded
                 if fast is not None:
                     pass
-                elif record_type == 2:
+                elif record_type == RecordType.GROUP_METADATA:
                     assert data is not None, "decode_value read it"
                     group_metadata = decode_group_metadata(data)
                 else:

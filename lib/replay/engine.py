@@ -25,7 +25,10 @@ from numba import njit
 from lib.decode.numba_bytes import copy_bytes, load_u64
 from lib.replay.expiry import offset_rule
 from lib.replay.groups import ClassicGroup, GroupFold, GroupReplayError, ModernGroup, _topic_ids
+from schemas.records import OFFSET_COMMIT_TYPES
 from schemas.tables import CONSUMER_GROUPS, GROUP_FOLD_STATE, GROUP_OFFSETS, PENDING_TRANSACTIONAL_OFFSETS
+
+_OFFSET_COMMIT_TYPES = [int(t) for t in OFFSET_COMMIT_TYPES]
 
 VALUE_COLUMNS = GROUP_OFFSETS.column_names
 # one schema for every retained table (the decoded batches' columns are all nullable)
@@ -523,7 +526,7 @@ class PartitionReplay:
         rtype = col("record_type").fill_null(-1).to_numpy()
         tomb = col("is_tombstone").to_numpy(zero_copy_only=False)
         pid = col("producer_id").to_numpy()
-        oc = ok & ~control & ((rtype == 0) | (rtype == 1))
+        oc = ok & ~control & np.isin(rtype, _OFFSET_COMMIT_TYPES)
         kind = np.full(n, SKIP, np.int8)
         kind[oc & ~tomb & (pid == NO_PRODUCER)] = PLAIN
         kind[oc & tomb] = TOMBSTONE
@@ -531,7 +534,7 @@ class PartitionReplay:
         ctype = col("control_type")
         marker = control & pc.is_in(ctype, pa.array(["COMMIT", "ABORT"])).to_numpy(zero_copy_only=False)
         kind[marker] = PYTHON
-        group_rec = ok & ~control & (rtype != -1) & (rtype != 0) & (rtype != 1)
+        group_rec = ok & ~control & (rtype != -1) & ~oc
         kind[group_rec] = PYTHON
         row_key = self._intern_rows(np.where(oc, PLAIN, SKIP).astype(np.int8), col("raw_key"))
         log_offset = col("log_offset").to_numpy()

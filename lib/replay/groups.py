@@ -10,32 +10,71 @@ import json
 from dataclasses import dataclass, field
 
 from lib.codec.serde import decode_key
+from schemas.records import OFFSET_COMMIT_TYPES, RecordType
 
 CLASSIC, CONSUMER, SHARE, STREAMS = "classic", "consumer", "share", "streams"
+T = RecordType
 FAMILY_OF_TYPE = {
-    2: CLASSIC,
-    3: CONSUMER,
-    4: CONSUMER,
-    5: CONSUMER,
-    6: CONSUMER,
-    7: CONSUMER,
-    8: CONSUMER,
-    16: CONSUMER,
-    10: SHARE,
-    11: SHARE,
-    12: SHARE,
-    13: SHARE,
-    14: SHARE,
-    15: SHARE,
-    17: STREAMS,
-    19: STREAMS,
-    20: STREAMS,
-    21: STREAMS,
-    22: STREAMS,
-    23: STREAMS,
+    T.GROUP_METADATA: CLASSIC,
+    **dict.fromkeys(
+        (
+            T.CONSUMER_GROUP_METADATA,
+            T.CONSUMER_GROUP_PARTITION_METADATA,
+            T.CONSUMER_GROUP_MEMBER_METADATA,
+            T.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA,
+            T.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER,
+            T.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT,
+            T.CONSUMER_GROUP_REGULAR_EXPRESSION,
+        ),
+        CONSUMER,
+    ),
+    **dict.fromkeys(
+        (
+            T.SHARE_GROUP_MEMBER_METADATA,
+            T.SHARE_GROUP_METADATA,
+            T.SHARE_GROUP_TARGET_ASSIGNMENT_METADATA,
+            T.SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER,
+            T.SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT,
+            T.SHARE_GROUP_STATE_PARTITION_METADATA,
+        ),
+        SHARE,
+    ),
+    **dict.fromkeys(
+        (
+            T.STREAMS_GROUP_METADATA,
+            T.STREAMS_GROUP_MEMBER_METADATA,
+            T.STREAMS_GROUP_TARGET_ASSIGNMENT_METADATA,
+            T.STREAMS_GROUP_TARGET_ASSIGNMENT_MEMBER,
+            T.STREAMS_GROUP_CURRENT_MEMBER_ASSIGNMENT,
+            T.STREAMS_GROUP_TOPOLOGY,
+        ),
+        STREAMS,
+    ),
 }
+# The same role in each modern family (consumer, share, streams).
+GROUP_METADATA_TYPES = (T.CONSUMER_GROUP_METADATA, T.SHARE_GROUP_METADATA, T.STREAMS_GROUP_METADATA)
+MEMBER_METADATA_TYPES = (
+    T.CONSUMER_GROUP_MEMBER_METADATA,
+    T.SHARE_GROUP_MEMBER_METADATA,
+    T.STREAMS_GROUP_MEMBER_METADATA,
+)
+CURRENT_ASSIGNMENT_TYPES = (
+    T.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT,
+    T.SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT,
+    T.STREAMS_GROUP_CURRENT_MEMBER_ASSIGNMENT,
+)
+TARGET_MEMBER_TYPES = (
+    T.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER,
+    T.SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER,
+    T.STREAMS_GROUP_TARGET_ASSIGNMENT_MEMBER,
+)
+TARGET_METADATA_TYPES = (
+    T.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA,
+    T.SHARE_GROUP_TARGET_ASSIGNMENT_METADATA,
+    T.STREAMS_GROUP_TARGET_ASSIGNMENT_METADATA,
+)
 # Types whose tombstone removes the whole group.
-GROUP_TOMBSTONE_TYPES = {2, 3, 11, 17}
+GROUP_TOMBSTONE_TYPES = {T.GROUP_METADATA, *GROUP_METADATA_TYPES}
 STREAMS_STABLE = 1
 DEFAULT_CONSUMER_ASSIGNOR = "uniform"
 MODERN_STABLE = 0
@@ -170,7 +209,7 @@ class GroupFold:
     def apply(self, row: dict) -> None:
         rtype = row["record_type"]
         tomb = row["is_tombstone"]
-        if rtype in (0, 1):
+        if rtype in OFFSET_COMMIT_TYPES:
             if not tomb and self.group is None:
                 self.group = ClassicGroup(None, 0, None, None, None, [], simple=True)
                 self._touch(row)
@@ -179,7 +218,7 @@ class GroupFold:
         if family is None:
             return  # unknown types are skipped, as Kafka does
         self._touch(row)
-        if rtype == 2:
+        if rtype == T.GROUP_METADATA:
             if tomb:
                 self.group = None
             else:
@@ -211,18 +250,18 @@ class GroupFold:
                 return
             if rtype in GROUP_TOMBSTONE_TYPES:
                 self.group = None
-            elif rtype in (5, 10, 19):
+            elif rtype in MEMBER_METADATA_TYPES:
                 g.members.pop(member, None)
                 g.current.pop(member, None)
-            elif rtype in (8, 14, 22):
+            elif rtype in CURRENT_ASSIGNMENT_TYPES:
                 g.current.pop(member, None)
-            elif rtype in (7, 13, 21):
+            elif rtype in TARGET_MEMBER_TYPES:
                 g.target.pop(member, None)
-            elif rtype in (6, 12, 20):
+            elif rtype in TARGET_METADATA_TYPES:
                 g.assignment_epoch = -1
-            elif rtype == 16:
+            elif rtype == T.CONSUMER_GROUP_REGULAR_EXPRESSION:
                 g.regexes.pop(_regex_of(row), None)
-            elif rtype == 23:
+            elif rtype == T.STREAMS_GROUP_TOPOLOGY:
                 g.topology = None
             return
         g = self._modern(family, create=True)
@@ -231,25 +270,25 @@ class GroupFold:
             raise GroupReplayError(
                 f"{family} record of group {self.group_id!r} at offset {row['log_offset']} has no decoded value"
             )
-        if rtype in (3, 11, 17):
+        if rtype in GROUP_METADATA_TYPES:
             g.epoch = value.get("epoch", 0)
             g.metadata_hash = value.get("metadataHash", 0)
-            if rtype == 17:
+            if rtype == T.STREAMS_GROUP_METADATA:
                 g.validated_topology_epoch = value.get("validatedTopologyEpoch", -1)
-        elif rtype in (5, 10, 19):
+        elif rtype in MEMBER_METADATA_TYPES:
             g.members[member] = value
-        elif rtype in (8, 14, 22):
+        elif rtype in CURRENT_ASSIGNMENT_TYPES:
             g.current[member] = value
             g.members.setdefault(member, {})
-        elif rtype in (7, 13, 21):
+        elif rtype in TARGET_MEMBER_TYPES:
             g.target[member] = value
-        elif rtype in (6, 12, 20):
+        elif rtype in TARGET_METADATA_TYPES:
             g.assignment_epoch = value.get("assignmentEpoch", -1)
-        elif rtype == 16:
+        elif rtype == T.CONSUMER_GROUP_REGULAR_EXPRESSION:
             g.regexes[_regex_of(row)] = value.get("topics") or []
-        elif rtype == 23:
+        elif rtype == T.STREAMS_GROUP_TOPOLOGY:
             g.topology = value
-        elif rtype == 4:
+        elif rtype == T.CONSUMER_GROUP_PARTITION_METADATA:
             for t in value.get("topics") or []:
                 g.topic_names[t["topicId"]] = t["topicName"]
 

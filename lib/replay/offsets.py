@@ -4,6 +4,8 @@ the compiled one-pass replay (lib.replay.engine), and the coordinator's in-memor
 
 from __future__ import annotations
 
+from schemas.records import OFFSET_COMMIT_TYPES
+
 NO_PRODUCER = -1
 
 
@@ -24,7 +26,7 @@ class PartitionOffsets:
             if row["control_type"] in ("COMMIT", "ABORT"):
                 self.end_transaction(row["producer_id"], row["control_type"] == "COMMIT")
             return
-        if row["record_type"] not in (0, 1) or row["decode_status"] != "ok":
+        if row["record_type"] not in OFFSET_COMMIT_TYPES or row["decode_status"] != "ok":
             return
         key = (row["group_id"], row["topic"], row["partition"])
         if row["is_tombstone"]:

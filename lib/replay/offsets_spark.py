@@ -15,6 +15,8 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from schemas.records import OFFSET_COMMIT_TYPES
+
 KEY = ["offsets_partition", "group_id", "topic", "partition"]
 VALUE_COLUMNS = [
     "committed_offset",
@@ -29,7 +31,11 @@ NO_PRODUCER = -1
 
 
 def offset_commit_records(log: DataFrame) -> DataFrame:
-    return log.filter(F.col("record_type").isin(0, 1) & (F.col("decode_status") == "ok") & ~F.col("is_control")).select(
+    return log.filter(
+        F.col("record_type").isin(*map(int, OFFSET_COMMIT_TYPES))
+        & (F.col("decode_status") == "ok")
+        & ~F.col("is_control")
+    ).select(
         "offsets_partition",
         "log_offset",
         "producer_id",

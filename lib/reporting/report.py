@@ -50,6 +50,7 @@ from lib.reporting.model import (
     ReportData,
     Series,
 )
+from schemas.records import OFFSET_COMMIT_TYPES
 
 
 def bucket_width(span_ms: int, max_buckets: int = MAX_BUCKETS) -> int:
@@ -70,7 +71,7 @@ def applied_commits(log):
     from lib.replay.offsets_spark import NO_PRODUCER, classify_transactional
 
     values = log.filter(
-        F.col("record_type").isin(0, 1)
+        F.col("record_type").isin(*map(int, OFFSET_COMMIT_TYPES))
         & (F.col("decode_status") == "ok")
         & ~F.col("is_control")
         & ~F.col("is_tombstone")
