@@ -180,32 +180,14 @@ class GroupCoordinator:
         if self.log_dir is not None:
             self._replay_tail_from_files(partition, state, engine)
             return
-        from lib.decode import SegmentDecoder
-        from lib.source.live import OffsetsTopicReader
+        from lib.lake.partition_task import LiveTopicRead
 
         assert self.bootstrap is not None, "the constructor takes a log dir or a bootstrap"
-        reader = OffsetsTopicReader(self.bootstrap)
-        try:
-            end = reader.end_offset(partition)
-            offset = state.next_offset
-            while offset < end:
-                chunk = reader.fetch(partition, offset)
-                decoder = SegmentDecoder(
-                    f"{self.bootstrap} __consumer_offsets-{partition}@{offset}",
-                    partition,
-                    start_offset=offset,
-                    data=chunk.data,
-                    source_name=f"fetch:{offset}",
-                )
-                for batch in decoder:
-                    engine.feed(batch, decoder.batch_group_metadata)
-                if decoder.next_offset is None or decoder.next_offset <= offset:
-                    break
-                state.tail_records += decoder.records
-                offset = decoder.next_offset
-            state.next_offset = offset
-        finally:
-            reader.close()
+        live = LiveTopicRead(self.bootstrap, partition, state.next_offset)
+        for batch in live:
+            engine.feed(batch, live.batch_group_metadata)
+        state.tail_records += live.records
+        state.next_offset = live.next_offset
 
     def _replay_tail_from_files(self, partition: int, state: PartitionState, engine) -> None:
         from lib.lake.partition_task import read_segments

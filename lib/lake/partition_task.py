@@ -14,6 +14,7 @@ import json
 import os
 import time
 import uuid
+from collections.abc import Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -396,39 +397,71 @@ def read_segments(task: dict, summary: dict, quarantine, consume) -> None:
         summary["next_offset"] = nxt if summary["next_offset"] is None else max(summary["next_offset"], nxt)
 
 
+class LiveTopicRead:
+    """The live topic's partition from `start_offset` up to its high watermark as the read
+    began (or `end_offset` if lower), fetched chunk by chunk and decoded: iterate for the
+    batches; `batch_group_metadata` is the decoder's for the batch just yielded (None when
+    the batch was cut at the end). After iteration: `next_offset` and `records`. One loop for
+    the Spark tasks and the coordinator."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        partition: int,
+        start_offset: int,
+        end_offset: int | None = None,
+        quarantine: list | None = None,
+    ):
+        self.bootstrap, self.partition = bootstrap, partition
+        self.start_offset, self.end_offset = start_offset, end_offset
+        self.quarantine = quarantine
+        self.next_offset = start_offset
+        self.records = 0
+        self.batch_group_metadata: dict | None = None
+
+    def __iter__(self) -> Iterator[pa.RecordBatch]:
+        import pyarrow.compute as pc
+
+        from lib.decode import SegmentDecoder
+        from lib.source.live import OffsetsTopicReader
+
+        p = self.partition
+        reader = OffsetsTopicReader(self.bootstrap)
+        offset = self.start_offset
+        try:
+            end = reader.end_offset(p)
+            if self.end_offset is not None and self.end_offset >= 0:
+                end = min(end, self.end_offset)
+            while offset < end:
+                chunk = reader.fetch(p, offset)
+                decoder = SegmentDecoder(
+                    f"{self.bootstrap} __consumer_offsets-{p} fetched at offset {offset}",
+                    p,
+                    start_offset=offset,
+                    data=chunk.data,
+                    source_name=f"fetch:{offset}",
+                    quarantine=self.quarantine,
+                )
+                for batch in decoder:
+                    self.batch_group_metadata = decoder.batch_group_metadata
+                    if batch.num_rows and batch.column("log_offset")[-1].as_py() >= end:
+                        batch = batch.filter(pc.less(batch.column("log_offset"), end))
+                        self.batch_group_metadata = None  # its row numbers no longer hold
+                    if batch.num_rows:
+                        self.records += batch.num_rows
+                        yield batch
+                if decoder.next_offset is None or decoder.next_offset <= offset:
+                    break  # nothing more below the high watermark
+                offset = min(decoder.next_offset, end)
+        finally:
+            reader.close()
+        self.next_offset = offset
+
+
 def _fetch(task: dict, summary: dict, quarantine, consume) -> None:
     """The live topic from start_offset to its high watermark as the task began (or
     end_offset if lower)."""
-    import pyarrow.compute as pc
-
-    from lib.decode import SegmentDecoder
-    from lib.source.live import OffsetsTopicReader
-
-    bootstrap, p = task["bootstrap"], task["partition"]
-    reader = OffsetsTopicReader(bootstrap)
-    offset = task["start_offset"]
-    try:
-        end = reader.end_offset(p)
-        if task.get("end_offset") is not None and task["end_offset"] >= 0:
-            end = min(end, task["end_offset"])
-        while offset < end:
-            chunk = reader.fetch(p, offset)
-            where = f"{bootstrap} __consumer_offsets-{p} fetched at offset {offset}"
-            decoder = SegmentDecoder(
-                where, p, start_offset=offset, data=chunk.data, source_name=f"fetch:{offset}", quarantine=quarantine
-            )
-
-            def below(batches):
-                for b in batches:
-                    b = b.filter(pc.less(b.column("log_offset"), end))
-                    if b.num_rows:
-                        summary["records"] += b.num_rows
-                        yield b
-
-            consume(below(decoder))
-            if decoder.next_offset is None or decoder.next_offset <= offset:
-                break  # nothing more below the high watermark
-            offset = min(decoder.next_offset, end)
-    finally:
-        reader.close()
-    summary["next_offset"] = offset
+    live = LiveTopicRead(task["bootstrap"], task["partition"], task["start_offset"], task.get("end_offset"), quarantine)
+    consume(live)
+    summary["records"] += live.records
+    summary["next_offset"] = live.next_offset

@@ -13,6 +13,33 @@ def _ms(col):
     return F.unix_millis(col)
 
 
+# Columns of an offset joined with its group's _type, _protocol_type, _state and _state_ts.
+def _based_on_state_timestamp():
+    """A classic group with a protocol that is Empty: its offsets expire from the time it
+    became empty (ClassicGroup's currentStateTimestamp), else from their commit."""
+    return (F.col("_type") == "classic") & F.col("_protocol_type").isNotNull() & (F.col("_state") == "Empty")
+
+
+def base_ms_column():
+    """The instant retention counts from, in epoch ms."""
+    commit_ms = _ms(F.col("commit_timestamp"))
+    return F.when(_based_on_state_timestamp(), F.coalesce(_ms(F.col("_state_ts")), commit_ms)).otherwise(commit_ms)
+
+
+def due_ms_column(retention_ms: int):
+    """When an eligible offset expires, in epoch ms: its explicit expiry, else base + retention."""
+    return F.coalesce(_ms(F.col("expire_timestamp")), base_ms_column() + F.lit(retention_ms))
+
+
+def due_reason_column():
+    """Which rule gives due_ms_column, in words."""
+    return (
+        F.when(F.col("expire_timestamp").isNotNull(), "expire_timestamp")
+        .when(_based_on_state_timestamp(), "empty since + retention")
+        .otherwise("commit + retention")
+    )
+
+
 def judge_offsets(
     offsets: DataFrame, groups: DataFrame, pending: DataFrame, now_ms: int, retention_ms: int
 ) -> DataFrame:
@@ -38,7 +65,6 @@ def judge_offsets(
     )
     is_simple = (F.col("_type") == "classic") & F.col("_protocol_type").isNull()
     subscribed = F.coalesce(F.array_contains(F.col("_subscribed"), F.col("topic")), F.lit(False))
-    commit_ms = _ms(F.col("commit_timestamp"))
     # (eligible, base timestamp) per group kind, as in each group's offsetExpirationCondition
     eligible = (
         F.when(F.col("_type").isNull(), False)
@@ -56,10 +82,7 @@ def judge_offsets(
         .when(F.col("_type") == "streams", (F.col("_state") == "Empty") | ~subscribed)
         .otherwise(False)
     )
-    base_ms = F.when(
-        (F.col("_type") == "classic") & F.col("_protocol_type").isNotNull() & (F.col("_state") == "Empty"),
-        F.coalesce(_ms(F.col("_state_ts")), commit_ms),
-    ).otherwise(commit_ms)
+    base_ms = base_ms_column()
     is_expired = (
         eligible
         & F.col("_pending").isNull()

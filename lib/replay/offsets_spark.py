@@ -1,14 +1,8 @@
-"""Committed and pending offsets from the offsets_log, with Kafka 4.x's rules (spec 4.3-4.4),
-in Spark's built-in functions.
-
-The sequential rules reduce to a per-key maximum. Replayed in log order, the committed value
-of a key is always the *effective* event with the greatest record offset, where effective
-events are: non-transactional commits, tombstones (any producer), and transactional commits
-whose producer's next marker is a COMMIT with no tombstone of that key in between (a tombstone
-clears pending entries; the COMMIT keeps a pending entry only if its record offset is greater
-than the committed one's, which is the same maximum). A transactional commit with neither a
-later marker nor a later tombstone is still pending.
-"""
+"""Offset commits and transaction markers of the offsets_log as Spark columns, for queries
+across partitions (the report, the audits): which rows are offset commits, and what became
+of each transactional commit (committed / aborted / pending / cleared). The rules are those
+of lib.replay.offsets (spec 4.3-4.4): a transactional commit takes effect at its producer's
+next COMMIT marker, unless a tombstone of its key comes first."""
 
 from __future__ import annotations
 
@@ -31,6 +25,8 @@ NO_PRODUCER = -1
 
 
 def offset_commit_records(log: DataFrame) -> DataFrame:
+    """The decoded offset commit records (values and tombstones) of the log: the one filter
+    for every Spark rule on offsets (lib.replay.offsets is its record-by-record twin)."""
     return log.filter(
         F.col("record_type").isin(*map(int, OFFSET_COMMIT_TYPES))
         & (F.col("decode_status") == "ok")
@@ -38,6 +34,7 @@ def offset_commit_records(log: DataFrame) -> DataFrame:
     ).select(
         "offsets_partition",
         "log_offset",
+        "log_timestamp",
         "producer_id",
         "is_tombstone",
         "group_id",
@@ -96,48 +93,3 @@ def classify_transactional(log: DataFrame) -> DataFrame:
         .when(F.col("marker_type") == "ABORT", "aborted")
         .otherwise("pending"),
     )
-
-
-def replay_offsets(log: DataFrame) -> tuple[DataFrame, DataFrame]:
-    """(committed offsets, pending transactional offsets) after replaying `log`."""
-    commits = offset_commit_records(log)
-    txn = classify_transactional(log)
-    effective = commits.filter((F.col("producer_id") == NO_PRODUCER) | F.col("is_tombstone")).unionByName(
-        txn.filter(F.col("txn_status") == "committed").select(*commits.columns)
-    )
-    latest = (
-        effective.groupBy(*KEY)
-        .agg(F.max_by(F.struct("is_tombstone", *VALUE_COLUMNS), F.col("log_offset")).alias("v"))
-        .filter(~F.col("v.is_tombstone"))
-        .select(
-            "group_id",
-            "topic",
-            "partition",
-            *[F.col(f"v.{c}").alias(c) for c in VALUE_COLUMNS[:-1]],
-            "offsets_partition",
-            F.col("v.log_offset").alias("log_offset"),
-        )
-    )
-    pending = (
-        txn.filter(F.col("txn_status") == "pending")
-        .groupBy("offsets_partition", "producer_id", "group_id", "topic", "partition")
-        .agg(
-            F.max_by(
-                F.struct("committed_offset", "leader_epoch", "metadata", "commit_timestamp", "log_offset"),
-                F.col("log_offset"),
-            ).alias("v")
-        )
-        .select(
-            "producer_id",
-            "group_id",
-            "topic",
-            "partition",
-            "v.committed_offset",
-            "v.leader_epoch",
-            "v.metadata",
-            "v.commit_timestamp",
-            "offsets_partition",
-            "v.log_offset",
-        )
-    )
-    return latest, pending

@@ -50,7 +50,6 @@ from lib.reporting.model import (
     ReportData,
     Series,
 )
-from schemas.records import OFFSET_COMMIT_TYPES
 
 
 def bucket_width(span_ms: int, max_buckets: int = MAX_BUCKETS) -> int:
@@ -68,15 +67,9 @@ def applied_commits(log):
     offsets_partition, log_offset (see the module doc)."""
     from pyspark.sql import functions as F
 
-    from lib.replay.offsets_spark import NO_PRODUCER, classify_transactional
+    from lib.replay.offsets_spark import NO_PRODUCER, classify_transactional, offset_commit_records
 
-    values = log.filter(
-        F.col("record_type").isin(*map(int, OFFSET_COMMIT_TYPES))
-        & (F.col("decode_status") == "ok")
-        & ~F.col("is_control")
-        & ~F.col("is_tombstone")
-        & F.col("group_id").isNotNull()
-    )
+    values = offset_commit_records(log).filter(~F.col("is_tombstone") & F.col("group_id").isNotNull())
     cols = [
         "group_id",
         "topic",
@@ -99,31 +92,6 @@ def applied_commits(log):
         .select(*cols)
     )
     return plain.unionByName(txn).filter(F.col("ts").isNotNull())
-
-
-def _due_ms_column(retention_ms: int):
-    """Due time (epoch ms) of an offset joined with its group's _type/_protocol_type/_state/_state_ts."""
-    from pyspark.sql import functions as F
-
-    commit_ms = F.unix_millis("commit_timestamp")
-    base = F.when(
-        (F.col("_type") == "classic") & F.col("_protocol_type").isNotNull() & (F.col("_state") == "Empty"),
-        F.coalesce(F.unix_millis("_state_ts"), commit_ms),
-    ).otherwise(commit_ms)
-    return F.coalesce(F.unix_millis("expire_timestamp"), base + F.lit(retention_ms))
-
-
-def _due_reason_column():
-    from pyspark.sql import functions as F
-
-    return (
-        F.when(F.col("expire_timestamp").isNotNull(), "expire_timestamp")
-        .when(
-            (F.col("_type") == "classic") & F.col("_protocol_type").isNotNull() & (F.col("_state") == "Empty"),
-            "empty since + retention",
-        )
-        .otherwise("commit + retention")
-    )
 
 
 def _ms(value) -> int | None:
@@ -168,7 +136,7 @@ def collect_report(
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    from lib.replay.expiry_spark import judge_groups, judge_offsets
+    from lib.replay.expiry_spark import due_ms_column, due_reason_column, judge_groups, judge_offsets
     from lib.spark.delta import read_table, table_exists, table_path
 
     def table(name):
@@ -326,8 +294,8 @@ def collect_report(
             "commit_timestamp",
             "expire_timestamp",
             "offsets_partition",
-            _due_ms_column(retention_ms).alias("due_ms"),
-            _due_reason_column().alias("reason"),
+            due_ms_column(retention_ms).alias("due_ms"),
+            due_reason_column().alias("reason"),
             F.col("_state").alias("group_state"),
         )
         .persist()
