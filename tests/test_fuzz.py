@@ -44,6 +44,7 @@ PATH = "/logs/__consumer_offsets-7/00000000000000000000.log"
 PARTITION = 7
 INT32 = (-(2**31), 2**31 - 1)
 INT64 = (-(2**63), 2**63 - 1)
+EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)  # exact: fromtimestamp(ms / 1000) rounds through a float
 MAX_TS_MS = (2**63 - 1) // 1000  # the largest millisecond count a TIMESTAMP (us) column holds
 
 
@@ -284,7 +285,7 @@ def group_metadata(draw, max_members: int = 3):
             "generation": data["generation"],
             "protocol": data["protocol"],
             "leader": data["leader"],
-            "current_state_timestamp": (None if state_ts < 0 else dt.datetime.fromtimestamp(state_ts / 1000, dt.UTC)),
+            "current_state_timestamp": (None if state_ts < 0 else EPOCH + dt.timedelta(milliseconds=state_ts)),
             "members": expected_members,
         },
     }

@@ -19,6 +19,7 @@ import xxhash
 import zstandard
 
 from lib.codec.errors import DecodeError
+from lib.codec.primitives import read_uvarint
 
 CODEC_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 XERIAL_MAGIC = b"\x82SNAPPY\x00"
@@ -77,12 +78,10 @@ def _snappy_block(block: bytes) -> bytes:
     allocates up front; no element expands more than 64 bytes out of 3 in, so a block claiming
     over 22 times its size is corrupt (a 6-byte block claiming 4 GiB killed a memory-limited
     worker instead of raising)."""
-    claimed, shift = 0, 0
-    for i in range(min(5, len(block))):
-        claimed |= (block[i] & 0x7F) << shift
-        shift += 7
-        if block[i] < 0x80:
-            break
+    try:
+        claimed, _ = read_uvarint(block, 0, len(block), 5, "snappy block length")
+    except DecodeError:
+        claimed = 0  # cramjam rejects the block with its own words
     if claimed > 22 * len(block):
         raise DecodeError(f"snappy block of {len(block)} bytes claims {claimed} bytes uncompressed")
     return bytes(cramjam.snappy.decompress_raw(block))

@@ -15,6 +15,34 @@ _I64 = struct.Struct(">q")
 _F64 = struct.Struct(">d")
 
 
+def read_uvarint(buf, pos: int, end: int, max_bytes: int, what: str, at: int | None = None) -> tuple[int, int]:
+    """(value, position after it) of the unsigned varint of at most `max_bytes` bytes at `pos`
+    (5: int32, 10: int64); the one varint reader of the Python decode path (lib.decode.fast
+    has the compiled twin). DecodeError names `what` (and position `at`) when it runs past
+    `end` or is too long."""
+    value = 0
+    shift = 0
+    limit = 7 * (max_bytes - 1)
+    while True:
+        if pos >= end:
+            raise DecodeError(f"truncated {what}" + (f" at position {at}" if at is not None else ""))
+        b = buf[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            return value, pos
+        shift += 7
+        if shift > limit:
+            raise DecodeError(
+                f"{what} longer than {max_bytes} bytes" + (f" at position {at}" if at is not None else "")
+            )
+
+
+def zigzag(v: int) -> int:
+    """The signed value of a zig-zag encoded varint or varlong."""
+    return (v >> 1) ^ -(v & 1)
+
+
 class Reader:
     """A cursor over a bytes-like object. Every read checks bounds and raises DecodeError."""
 
@@ -59,49 +87,19 @@ class Reader:
 
     def uvarint(self) -> int:
         """Unsigned varint (no zig-zag), at most 5 bytes."""
-        result = 0
-        shift = 0
-        buf, pos, end = self.buf, self.pos, self.end
-        while True:
-            if pos >= end:
-                raise DecodeError(f"truncated varint at position {self.pos}")
-            b = buf[pos]
-            pos += 1
-            result |= (b & 0x7F) << shift
-            if not b & 0x80:
-                break
-            shift += 7
-            if shift > 28:
-                raise DecodeError(f"varint longer than 5 bytes at position {self.pos}")
-        self.pos = pos
-        return result
+        value, self.pos = read_uvarint(self.buf, self.pos, self.end, 5, "varint", self.pos)
+        return value
 
     def varint(self) -> int:
         """Zig-zag signed varint (int32)."""
-        v = self.uvarint()
-        return (v >> 1) ^ -(v & 1)
+        return zigzag(self.uvarint())
 
     def uvarlong(self) -> int:
-        result = 0
-        shift = 0
-        buf, pos, end = self.buf, self.pos, self.end
-        while True:
-            if pos >= end:
-                raise DecodeError(f"truncated varlong at position {self.pos}")
-            b = buf[pos]
-            pos += 1
-            result |= (b & 0x7F) << shift
-            if not b & 0x80:
-                break
-            shift += 7
-            if shift > 63:
-                raise DecodeError(f"varlong longer than 10 bytes at position {self.pos}")
-        self.pos = pos
-        return result
+        value, self.pos = read_uvarint(self.buf, self.pos, self.end, 10, "varlong", self.pos)
+        return value
 
     def varlong(self) -> int:
-        v = self.uvarlong()
-        return (v >> 1) ^ -(v & 1)
+        return zigzag(self.uvarlong())
 
     def uuid(self) -> str:
         return uuid_text(self.raw(16, "uuid"))

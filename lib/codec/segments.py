@@ -18,6 +18,7 @@ import crc32c as _crc32c
 
 from lib.codec.compression import decompress
 from lib.codec.errors import CorruptBatchError, DecodeError
+from lib.codec.primitives import Reader, read_uvarint, zigzag
 
 LOG_OVERHEAD = 12
 HEADER_SIZE_UP_TO_MAGIC = 17
@@ -318,71 +319,37 @@ def _legacy_bytes(buf, pos: int, end: int, what: str):
     return bytes(buf[pos : pos + n]), pos + n
 
 
+_KEY_LENGTH, _VALUE_LENGTH = "record key length", "record value length"
+_RECORD_FIELDS = ("record offset delta", _KEY_LENGTH, _VALUE_LENGTH, "record header count")
+
+
 def _parse_v2_records(
     buf, pos: int, end: int, count: int, base_offset: int, last_delta: int, base_ts: int, log_append_ts: int | None
 ) -> list:
-    """DefaultRecord layout (spec 1.6). Inlined varint decoding: this is the hot loop."""
+    """DefaultRecord layout (spec 1.6)."""
     records: list = []
     append = records.append
     for _ in range(count):
-        # length (varint)
-        v = 0
-        shift = 0
-        while True:
-            if pos >= end:
-                raise DecodeError("truncated record length")
-            b = buf[pos]
-            pos += 1
-            v |= (b & 0x7F) << shift
-            if b < 0x80:
-                break
-            shift += 7
-            if shift > 28:
-                raise DecodeError("record length varint longer than 5 bytes")
-        length = (v >> 1) ^ -(v & 1)
+        v, pos = read_uvarint(buf, pos, end, 5, "record length")
+        length = zigzag(v)
         body_start = pos
         body_end = pos + length
         if length < 0 or body_end > end:
             raise DecodeError(f"record length {length} runs past the end of the batch")
         pos += 1  # attributes
-        # timestampDelta (varlong)
-        v = 0
-        shift = 0
-        while True:
-            if pos >= body_end:
-                raise DecodeError("truncated record timestamp delta")
-            b = buf[pos]
-            pos += 1
-            v |= (b & 0x7F) << shift
-            if b < 0x80:
-                break
-            shift += 7
-            if shift > 63:
-                raise DecodeError("timestamp delta varlong longer than 10 bytes")
-        ts_delta = (v >> 1) ^ -(v & 1)
+        v, pos = read_uvarint(buf, pos, body_end, 10, "record timestamp delta")
+        ts_delta = zigzag(v)
         # offsetDelta, keyLength, [key], valueLength, [value], headerCount
         vals: list = []
-        for what in ("offset delta", "key length", "value length", "header count"):
-            v = 0
-            shift = 0
-            while True:
-                if pos >= body_end:
-                    raise DecodeError(f"truncated record {what}")
-                b = buf[pos]
-                pos += 1
-                v |= (b & 0x7F) << shift
-                if b < 0x80:
-                    break
-                shift += 7
-                if shift > 28:
-                    raise DecodeError(f"record {what} varint longer than 5 bytes")
-            n = (v >> 1) ^ -(v & 1)
-            if what == "key length" or what == "value length":
+        for what in _RECORD_FIELDS:
+            v, pos = read_uvarint(buf, pos, body_end, 5, what)
+            n = zigzag(v)
+            if what is _KEY_LENGTH or what is _VALUE_LENGTH:
                 if n < 0:
                     vals.append(None)
                 else:
                     if pos + n > body_end:
-                        raise DecodeError(f"record {what} {n} runs past the end of the record")
+                        raise DecodeError(f"{what} {n} runs past the end of the record")
                     vals.append(bytes(buf[pos : pos + n]))
                     pos += n
             else:
@@ -406,8 +373,6 @@ def _parse_v2_records(
 
 
 def _skip_headers(buf, pos: int, end: int, count: int) -> int:
-    from lib.codec.primitives import Reader
-
     r = Reader(buf, pos, end)
     for _ in range(count):
         klen = r.varint()
