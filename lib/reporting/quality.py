@@ -19,6 +19,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from lib.lake.run_tags import tagged_run
 from lib.reporting.model import QUALITY_DIR
 from schemas import quality as Q
 from schemas import tables as T
@@ -28,7 +29,6 @@ if TYPE_CHECKING:  # imported where used: GX is slow to import
 
 RESULTS_FILE = "results.json"
 DOCS_DIR = "data_docs"
-RUN_TAG = "offsets-lake run "  # lib.spark.delta.RUN_TAG (not imported: keeps this module's import light)
 DETAIL_FORMAT = {"result_format": "SUMMARY", "partial_unexpected_count": 5}
 GX_SEVERITY = {Q.ERROR: "critical", Q.WARNING: "warning"}
 
@@ -124,11 +124,10 @@ def _full_rebuilds(spark, warehouse: str) -> set[tuple[str, int | None]]:
     for r in (
         DeltaTable.forPath(spark, path).history().select("operation", "operationParameters", "userMetadata").collect()
     ):
-        meta = r["userMetadata"] or ""
+        run_id = tagged_run(r["userMetadata"])
         params = r["operationParameters"] or {}
-        if not meta.startswith(RUN_TAG) or r["operation"] != "WRITE" or params.get("mode") != "Overwrite":
+        if run_id is None or r["operation"] != "WRITE" or params.get("mode") != "Overwrite":
             continue
-        run_id = meta[len(RUN_TAG) :].split(" ", 1)[0]  # "<run id> {checkpoint json}"
         predicate = params.get("predicate") or ""
         m = re.search(r"offsets_partition IN \(([-\d, ]*)\)", predicate)
         if m:

@@ -1,11 +1,10 @@
 """Writing and reading the Delta tables.
 
 Delta commits one table at a time, so a run's commit point is its replay_checkpoints commit,
-written last. Every data commit carries, in its userMetadata, the run id and the checkpoint
-(next log offset per partition) its rows reflect: the checkpoint travels in the same commit as
-the data. A run is complete when replay_checkpoints has a commit of it; a later run rolls back
-(RESTORE) any table whose newest commits belong to a run that never completed, so the latest
-versions always hold what the completed runs left."""
+written last. Every commit names its run in its userMetadata (lib.lake.run_tags). A run is
+complete when replay_checkpoints has a commit of it; a later run rolls back (RESTORE) any
+table whose newest commits belong to a run that never completed, so the latest versions
+always hold what the completed runs left."""
 
 from __future__ import annotations
 
@@ -16,30 +15,8 @@ from collections.abc import Sequence
 
 from pyspark.sql import DataFrame, SparkSession
 
+from lib.lake.run_tags import ROLLBACK_TAG, RUN_TAG, run_tag, tagged_run  # noqa: F401 - used here and by callers
 from schemas.tables import Table
-
-RUN_TAG = "offsets-lake run "
-ROLLBACK_TAG = "offsets-lake rollback of run "
-
-
-def run_tag(run_id: str, next_offsets: dict[int, int]) -> str:
-    """userMetadata of a run's commits: `offsets-lake run <id> {"next_log_offsets": {...}}`."""
-    checkpoint = {str(p): int(o) for p, o in sorted(next_offsets.items())}
-    return f"{RUN_TAG}{run_id} " + json.dumps({"next_log_offsets": checkpoint}, separators=(",", ":"))
-
-
-def tagged_run(user_metadata: str | None) -> str | None:
-    """The run id a commit's userMetadata names, or None for commits made by anything else."""
-    if not user_metadata or not user_metadata.startswith(RUN_TAG):
-        return None
-    return user_metadata[len(RUN_TAG) :].split(" ", 1)[0]
-
-
-def tagged_checkpoint(user_metadata: str | None) -> dict[int, int] | None:
-    if user_metadata is None or tagged_run(user_metadata) is None or " " not in user_metadata[len(RUN_TAG) :]:
-        return None
-    data = json.loads(user_metadata[len(RUN_TAG) :].split(" ", 1)[1])
-    return {int(p): o for p, o in data["next_log_offsets"].items()}
 
 
 def commit_history(spark: SparkSession | None, path: str, limit: int | None = None) -> list[tuple[int, str | None]]:

@@ -301,9 +301,7 @@ def _run_locked(
                 "next_byte_position": s.get("end_position"),
             }
         )
-    next_offsets = dict(prev.next_offsets) if prev is not None else {}
-    next_offsets.update({r["offsets_partition"]: r["next_log_offset"] for r in checkpoint_rows})
-    tag = run_tag(run_id, next_offsets)
+    tag = run_tag(run_id)
     try:
         for table in T.ALL_TABLES:
             path = table_path(warehouse, table)
