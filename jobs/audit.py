@@ -14,7 +14,7 @@ import argparse
 import sys
 
 from lib.cli import add_conf_argument, failer, spark_overrides
-from lib.reporting.audit import (
+from lib.reporting.audit_queries import (
     FORMATS,
     AuditError,
     bind,

@@ -1,4 +1,4 @@
-"""Check the Delta tables with Great Expectations (suites in schemas/quality.py).
+"""Check the Delta tables with Great Expectations (suites in schemas/quality_checks.py).
 
     python -m jobs.quality --warehouse WAREHOUSE [--partitions 0,7] [--partition-count 50]
         [--tables t1,t2] [--conf key=value ...]
@@ -13,7 +13,7 @@ import argparse
 import sys
 
 from lib.cli import add_conf_argument, failer, parse_partitions, spark_overrides
-from schemas.quality import DEFAULT_PARTITION_COUNT
+from schemas.quality_checks import DEFAULT_PARTITION_COUNT
 
 fail = failer("quality")
 
@@ -40,7 +40,7 @@ def main(argv=None) -> int:
         overrides = spark_overrides(args.conf)
     except ValueError as e:
         return fail(f"bad argument: {e}")
-    from schemas.quality import SUITES
+    from schemas.quality_checks import SUITES
 
     tables = [t.strip() for t in args.tables.split(",") if t.strip()] if args.tables else None
     unknown = [t for t in tables or [] if t not in SUITES]
@@ -53,7 +53,7 @@ def main(argv=None) -> int:
     if not os.path.isdir(args.warehouse):
         return fail(f"warehouse {args.warehouse} does not exist")
 
-    from lib.reporting.quality import QualityInputError, print_results, run_suites
+    from lib.reporting.quality_suites import QualityInputError, print_results, run_suites
     from lib.spark.session import build_session
 
     spark = build_session("quality", overrides)

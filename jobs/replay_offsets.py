@@ -125,7 +125,7 @@ def main(argv=None) -> int:
 
 
 def run_checks(spark, args, partitions) -> int:
-    from lib.reporting.quality import print_results, run_suites
+    from lib.reporting.quality_suites import print_results, run_suites
 
     print("\nquality checks:")
     if print_results(run_suites(spark, args.warehouse, partitions, args.partition_count)) == 0:

@@ -41,7 +41,7 @@ def main(argv=None) -> int:
     if args.top <= 0 or args.days < 0 or args.retention_minutes <= 0:
         return fail("--top and --retention-minutes must be positive, --days not negative")
 
-    from lib.reporting.report import write_report
+    from lib.reporting.report_builder import write_report
     from lib.spark.session import build_session
 
     spark = build_session("report", overrides)

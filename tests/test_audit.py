@@ -1,4 +1,4 @@
-"""SQL audits (lib/reporting/audit.py, sql/audits/*.sql, jobs/audit.py) on one hand-built log.
+"""SQL audits (lib/reporting/audit_queries.py, sql/audits/*.sql, jobs/audit.py) on one hand-built log.
 
 The log is replayed in two runs (the second, incremental, adds one commit) so that Delta
 time travel has two versions to tell apart. Every canned query runs through the code path
@@ -16,7 +16,7 @@ import sys
 import pytest
 
 from lib.replay.partitioning import partition_for
-from lib.reporting.audit import AuditError, bind, collect, load_queries, open_catalog, plain, run_query
+from lib.reporting.audit_queries import AuditError, bind, collect, load_queries, open_catalog, plain, run_query
 from lib.testdata.logbuilder import PartitionLogBuilder, consumer_member, offset_commit_key, offset_commit_value
 
 pytestmark = pytest.mark.spark
@@ -801,7 +801,7 @@ def test_interactive_prompt_via_stdin(audit):
 
 
 def test_durations_statements_and_output_helpers():
-    from lib.reporting.audit import format_rows, iso_duration, parse_duration, split_statements
+    from lib.reporting.audit_queries import format_rows, iso_duration, parse_duration, split_statements
 
     td = dt.timedelta
     assert [parse_duration(t) for t in ("7d", "36h", "1d12h30m", "500ms", "2w", "P7D", "PT36H", "P1DT12H")] == [

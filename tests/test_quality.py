@@ -1,4 +1,4 @@
-"""Great Expectations suites (schemas/quality.py, lib/reporting/quality.py, jobs/quality.py).
+"""Great Expectations suites (schemas/quality_checks.py, lib/reporting/quality_suites.py, jobs/quality.py).
 
 A small hand-built log (4 offsets partitions) is replayed once; every suite must pass on it.
 Then each important rule gets a deliberately broken copy of one table, and exactly the
@@ -144,7 +144,7 @@ def build_log(log_dir) -> None:
 @pytest.fixture(scope="module")
 def clean(spark, replay_logdir, tmp_path_factory):
     """A replayed warehouse and the result of running every suite on it."""
-    from lib.reporting.quality import run_suites
+    from lib.reporting.quality_suites import run_suites
 
     root = tmp_path_factory.mktemp("quality")
     build_log(root / "log")
@@ -276,7 +276,7 @@ def test_broken_group_offsets_fail_exactly_their_rules_and_the_cli_exits_1(spark
 def test_warnings_alone_do_not_fail(spark, clean, tmp_path):
     from pyspark.sql import functions as F
 
-    from lib.reporting.quality import run_suites
+    from lib.reporting.quality_suites import run_suites
 
     wh = broken_copy(clean, tmp_path)
     df = spark.read.format("delta").load(os.path.join(wh, "expired_offsets"))
@@ -289,7 +289,7 @@ def test_warnings_alone_do_not_fail(spark, clean, tmp_path):
 def test_unexplained_undecoded_rows_fail(spark, clean, tmp_path):
     from pyspark.sql import functions as F
 
-    from lib.reporting.quality import run_suites
+    from lib.reporting.quality_suites import run_suites
 
     wh = broken_copy(clean, tmp_path)
     df = spark.read.format("delta").load(os.path.join(wh, "offsets_log"))
@@ -312,7 +312,7 @@ def test_unexplained_undecoded_rows_fail(spark, clean, tmp_path):
 def test_unknown_group_state_fails(spark, clean, tmp_path):
     from pyspark.sql import functions as F
 
-    from lib.reporting.quality import run_suites
+    from lib.reporting.quality_suites import run_suites
 
     wh = broken_copy(clean, tmp_path)
     df = spark.read.format("delta").load(os.path.join(wh, "consumer_groups"))
@@ -335,7 +335,7 @@ def test_unknown_group_state_fails(spark, clean, tmp_path):
 def test_a_checkpoint_moving_backwards_fails(spark, clean, tmp_path):
     from pyspark.sql import functions as F
 
-    from lib.reporting.quality import run_suites
+    from lib.reporting.quality_suites import run_suites
 
     wh = broken_copy(clean, tmp_path)
     path = os.path.join(wh, "replay_checkpoints")
@@ -353,7 +353,7 @@ def test_a_checkpoint_moving_backwards_fails(spark, clean, tmp_path):
 
 
 def test_a_full_rebuild_may_move_checkpoints_back(spark, tmp_path):
-    from lib.reporting.quality import run_suites
+    from lib.reporting.quality_suites import run_suites
     from lib.source.logdir import find_partitions
     from lib.spark.pipeline import run_replay
     from tests.helpers import rows

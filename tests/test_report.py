@@ -212,7 +212,7 @@ def body_rows(t: Tables, table_id: str) -> list[list[str]]:
 
 
 def test_bucket_width_ladder():
-    from lib.reporting.report import bucket_width
+    from lib.reporting.report_builder import bucket_width
 
     assert bucket_width(0) == HOUR
     assert bucket_width(71 * HOUR) == HOUR  # 72 buckets
@@ -229,7 +229,7 @@ def test_bucket_width_ladder():
 @pytest.fixture(scope="module")
 def report(spark, replay_logdir, tmp_path_factory):
     """(ReportData, path of the page, warehouse) for the log above."""
-    from lib.reporting.report import collect_report, write_html
+    from lib.reporting.report_builder import collect_report, write_html
 
     root = tmp_path_factory.mktemp("report")
     log_dir, warehouse = str(root / "logdir"), str(root / "warehouse")

@@ -120,7 +120,7 @@ def decode_offset_commit_value(record_type: int, value) -> OffsetCommit:
     version = _H.unpack_from(value, 0)[0]
     # Kafka 4.1+ accepts only LegacyOffsetCommitValue v0 under a type-0 key (4.0 read any
     # OffsetCommitValue version there; no broker ever wrote such a record).
-    if not 0 <= version <= (0 if record_type == 0 else 4):
+    if not 0 <= version <= (0 if record_type == RecordType.LEGACY_OFFSET_COMMIT else 4):
         raise UnknownRecordVersionError(record_type, version)
     r = Reader(value, 2)
     offset = r.int64()

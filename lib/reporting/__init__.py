@@ -1,2 +1,3 @@
-"""What operators read: SQL audits (audit), Great Expectations suites (quality), the HTML
-report (report gathers with Spark into model, html and plots render it)."""
+"""What operators read, with Spark SQL: the canned SQL audits (audit_queries), the Great
+Expectations suites (quality_suites), the HTML report (report_builder gathers into model;
+html and plots render it). May import every layer but lib.testdata."""

@@ -1,4 +1,4 @@
-"""Renders lib.reporting.report.ReportData as one self-contained HTML page: inline CSS and inline SVG,
+"""Renders lib.reporting.report_builder.ReportData as one self-contained HTML page: inline CSS and inline SVG,
 no scripts, nothing loaded from elsewhere when it is viewed. No pyspark here."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What the HTML report shows, as plain data (lib.reporting.report gathers it with Spark,
+"""What the HTML report shows, as plain data (lib.reporting.report_builder gathers it with Spark,
 lib.reporting.html and lib.reporting.plots render it)."""
 
 from __future__ import annotations

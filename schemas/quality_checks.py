@@ -9,7 +9,7 @@ The table-specific rules follow, each with a severity:
 - "warning": unusual but possible in a real log; reported, never fails the run.
 
 Rules that need a value Spark cannot read straight off a row are checked against a helper
-column (`Derived`) that lib/reporting/quality.py adds to the table's DataFrame before validation;
+column (`Derived`) that lib/reporting/quality_suites.py adds to the table's DataFrame before validation;
 helper column names start with `_q_`. `{partition_count}` in a helper's SQL is the suite
 parameter (the actual partition count of __consumer_offsets, default 50).
 
@@ -55,7 +55,7 @@ GROUP_STATES = {
 @dataclass(frozen=True)
 class Derived:
     """A helper column added before validation. kind "sql": `sql` is a Spark SQL expression
-    over the table's columns; other kinds are computed by lib/reporting/quality.py:
+    over the table's columns; other kinds are computed by lib/reporting/quality_suites.py:
     "previous_checkpoint" (the partition's next_log_offset in the previous Delta version of
     replay_checkpoints, null when that version is a legitimate reset) and "log_end" (the
     largest log_offset of the partition in offsets_log)."""

@@ -1,4 +1,4 @@
-"""Great Expectations checks on the Delta tables (suites in schemas/quality.py).
+"""Great Expectations checks on the Delta tables (suites in schemas/quality_checks.py).
 
 run_suites() reads every table with Spark, adds the suite's helper columns, validates it
 with GX Core (an ephemeral context: a Spark data source, one ExpectationSuite,
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from lib.lake.run_tags import tagged_run
 from lib.reporting.model import QUALITY_DIR
-from schemas import quality as Q
+from schemas import quality_checks as Q
 from schemas import tables as T
 
 if TYPE_CHECKING:  # imported where used: GX is slow to import
