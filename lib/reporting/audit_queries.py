@@ -32,6 +32,7 @@ import tempfile
 from dataclasses import dataclass, field
 
 from lib.cli import parse_time_ms
+from schemas.records import OFFSET_COMMIT_TYPES, RecordType
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SQL_DIR = os.path.join(REPO_ROOT, "sql", "audits")
@@ -82,10 +83,29 @@ _PARAM_LINE = re.compile(
 )
 
 
+_CONSTANT = re.compile(r"\$\{(RecordType\.[A-Z_]+|OFFSET_COMMIT_TYPES)\}")
+
+
+def _named_constants(text: str, path: str) -> str:
+    """The queries name record types as schemas.records does (`${RecordType.GROUP_METADATA}`,
+    `${OFFSET_COMMIT_TYPES}`): their numbers have one home."""
+
+    def value(m: re.Match) -> str:
+        name = m.group(1)
+        if name == "OFFSET_COMMIT_TYPES":
+            return ", ".join(str(int(t)) for t in OFFSET_COMMIT_TYPES)
+        member = name.split(".", 1)[1]
+        if member not in RecordType.__members__:
+            raise AuditError(f"{path}: unknown record type {name}")
+        return str(int(RecordType[member]))
+
+    return _CONSTANT.sub(value, text)
+
+
 def parse_query(path: str) -> Query:
     name = os.path.splitext(os.path.basename(path))[0]
     with open(path, encoding="utf-8") as f:
-        text = f.read()
+        text = _named_constants(f.read(), path)
     description, params, notes = None, [], []
     for line in text.splitlines():
         stripped = line.strip()

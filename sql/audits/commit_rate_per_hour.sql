@@ -13,7 +13,7 @@ SELECT group_id,
        count_if(producer_id <> -1) AS transactional_commits,
        count(DISTINCT topic, partition) AS topic_partitions
 FROM offsets_log
-WHERE NOT is_control AND record_type IN (0, 1) AND NOT is_tombstone AND decode_status = 'ok'
+WHERE NOT is_control AND record_type IN (${OFFSET_COMMIT_TYPES}) AND NOT is_tombstone AND decode_status = 'ok'
   AND (:group IS NULL OR group_id = :group)
   AND (:since IS NULL OR log_timestamp >= :since)
   AND (:until IS NULL OR log_timestamp < :until)

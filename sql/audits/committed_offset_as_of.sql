@@ -30,7 +30,7 @@ commits AS (
          lead(log_offset) OVER (
            PARTITION BY offsets_partition, group_id, topic, partition, producer_id ORDER BY log_offset) AS next_same_producer
   FROM log
-  WHERE NOT is_control AND record_type IN (0, 1) AND group_id = :group
+  WHERE NOT is_control AND record_type IN (${OFFSET_COMMIT_TYPES}) AND group_id = :group
     AND (:topic IS NULL OR topic = :topic) AND (:partition IS NULL OR partition = :partition)
 ),
 markers AS (

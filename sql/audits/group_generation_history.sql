@@ -17,7 +17,7 @@ WITH names AS (
     UNION ALL
     SELECT t.topicId, t.topicName
     FROM (SELECT explode(from_json(value_json, 'STRUCT<topics: ARRAY<STRUCT<topicId: STRING, topicName: STRING>>>').topics) AS t
-          FROM offsets_log WHERE record_type = 4 AND NOT is_control AND NOT is_tombstone AND decode_status = 'ok')
+          FROM offsets_log WHERE record_type = ${RecordType.CONSUMER_GROUP_PARTITION_METADATA} AND NOT is_control AND NOT is_tombstone AND decode_status = 'ok')
   ) GROUP BY topic_id
 ),
 classic_records AS (
@@ -26,7 +26,7 @@ classic_records AS (
            PARTITION BY offsets_partition, group_id ORDER BY log_offset
            ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS incarnation
   FROM offsets_log
-  WHERE NOT is_control AND record_type = 2 AND decode_status = 'ok' AND (:group IS NULL OR group_id = :group)
+  WHERE NOT is_control AND record_type = ${RecordType.GROUP_METADATA} AND decode_status = 'ok' AND (:group IS NULL OR group_id = :group)
 ),
 classic AS (
   SELECT offsets_partition, group_id, group_metadata.generation AS generation, min(log_timestamp) AS started_at,
@@ -49,19 +49,19 @@ classic_rows AS (
 cg AS (
   SELECT offsets_partition, group_id, member_id, log_offset, log_timestamp, record_type, is_tombstone, value_json
   FROM offsets_log
-  WHERE NOT is_control AND record_type IN (3, 5, 6, 7, 8) AND decode_status = 'ok'
+  WHERE NOT is_control AND record_type IN (${RecordType.CONSUMER_GROUP_METADATA}, ${RecordType.CONSUMER_GROUP_MEMBER_METADATA}, ${RecordType.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA}, ${RecordType.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER}, ${RecordType.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT}) AND decode_status = 'ok'
     AND (:group IS NULL OR group_id = :group)
 ),
 targets AS (
   SELECT offsets_partition, group_id, log_offset, log_timestamp,
          CAST(get_json_object(value_json, '$.assignmentEpoch') AS INT) AS epoch
-  FROM cg WHERE record_type = 6 AND NOT is_tombstone
+  FROM cg WHERE record_type = ${RecordType.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA} AND NOT is_tombstone
 ),
 target_members AS (   -- each member's latest type-7 record before the target's type-6 record
   SELECT t.offsets_partition, t.group_id, t.log_offset AS target_offset, t.epoch, m.member_id,
          m.is_tombstone, m.value_json
   FROM targets t
-  JOIN cg m ON m.record_type = 7 AND m.offsets_partition = t.offsets_partition AND m.group_id = t.group_id
+  JOIN cg m ON m.record_type = ${RecordType.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER} AND m.offsets_partition = t.offsets_partition AND m.group_id = t.group_id
            AND m.log_offset < t.log_offset
   QUALIFY row_number() OVER (PARTITION BY t.offsets_partition, t.group_id, t.log_offset, m.member_id
                              ORDER BY m.log_offset DESC) = 1
@@ -82,7 +82,7 @@ member_assignment AS (
 member_meta AS (   -- the member's latest metadata record before the target
   SELECT a.offsets_partition, a.group_id, a.target_offset, a.member_id, m.value_json AS meta
   FROM member_assignment a
-  JOIN cg m ON m.record_type = 5 AND NOT m.is_tombstone AND m.offsets_partition = a.offsets_partition
+  JOIN cg m ON m.record_type = ${RecordType.CONSUMER_GROUP_MEMBER_METADATA} AND NOT m.is_tombstone AND m.offsets_partition = a.offsets_partition
            AND m.group_id = a.group_id AND m.member_id = a.member_id AND m.log_offset < a.target_offset
   QUALIFY row_number() OVER (PARTITION BY a.offsets_partition, a.group_id, a.target_offset, a.member_id
                              ORDER BY m.log_offset DESC) = 1
@@ -90,7 +90,7 @@ member_meta AS (   -- the member's latest metadata record before the target
 member_reached AS (   -- when the member's current assignment first reached the epoch
   SELECT a.offsets_partition, a.group_id, a.target_offset, a.member_id, min(c.log_timestamp) AS reached_at
   FROM member_assignment a
-  JOIN cg c ON c.record_type = 8 AND NOT c.is_tombstone AND c.offsets_partition = a.offsets_partition
+  JOIN cg c ON c.record_type = ${RecordType.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT} AND NOT c.is_tombstone AND c.offsets_partition = a.offsets_partition
            AND c.group_id = a.group_id AND c.member_id = a.member_id AND c.log_offset > a.target_offset
            AND CAST(get_json_object(c.value_json, '$.memberEpoch') AS INT) >= a.epoch
   GROUP BY a.offsets_partition, a.group_id, a.target_offset, a.member_id
@@ -98,7 +98,7 @@ member_reached AS (   -- when the member's current assignment first reached the 
 epoch_start AS (
   SELECT t.offsets_partition, t.group_id, t.log_offset AS target_offset, min(g.log_timestamp) AS started_at
   FROM targets t
-  JOIN cg g ON g.record_type = 3 AND NOT g.is_tombstone AND g.offsets_partition = t.offsets_partition
+  JOIN cg g ON g.record_type = ${RecordType.CONSUMER_GROUP_METADATA} AND NOT g.is_tombstone AND g.offsets_partition = t.offsets_partition
            AND g.group_id = t.group_id AND g.log_offset <= t.log_offset
            AND CAST(get_json_object(g.value_json, '$.epoch') AS INT) = t.epoch
   GROUP BY t.offsets_partition, t.group_id, t.log_offset

@@ -7,8 +7,8 @@
 -- included) and group records (types 2-23) other than tombstones, with log_timestamp <= now.
 WITH activity AS (
   SELECT offsets_partition, group_id,
-         max(CASE WHEN record_type IN (0, 1) THEN log_timestamp END) AS last_commit,
-         max(CASE WHEN record_type NOT IN (0, 1) THEN log_timestamp END) AS last_group_record
+         max(CASE WHEN record_type IN (${OFFSET_COMMIT_TYPES}) THEN log_timestamp END) AS last_commit,
+         max(CASE WHEN record_type NOT IN (${OFFSET_COMMIT_TYPES}) THEN log_timestamp END) AS last_group_record
   FROM offsets_log
   WHERE NOT is_control AND NOT is_tombstone AND decode_status = 'ok' AND group_id IS NOT NULL
     AND log_timestamp <= :now

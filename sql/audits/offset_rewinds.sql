@@ -18,7 +18,7 @@ commits AS (
          lead(log_offset) OVER (
            PARTITION BY offsets_partition, group_id, topic, partition, producer_id ORDER BY log_offset) AS next_same_producer
   FROM log
-  WHERE NOT is_control AND record_type IN (0, 1)
+  WHERE NOT is_control AND record_type IN (${OFFSET_COMMIT_TYPES})
     AND (:group IS NULL OR group_id = :group) AND (:topic IS NULL OR topic = :topic)
 ),
 markers AS (

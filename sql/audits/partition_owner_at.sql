@@ -13,7 +13,7 @@
 -- (tasks, share partitions) are not covered.
 WITH log AS (
   SELECT * FROM offsets_log
-  WHERE NOT is_control AND decode_status = 'ok' AND record_type BETWEEN 2 AND 8 AND log_timestamp <= :at
+  WHERE NOT is_control AND decode_status = 'ok' AND record_type BETWEEN ${RecordType.GROUP_METADATA} AND ${RecordType.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT} AND log_timestamp <= :at
     AND (:group IS NULL OR group_id = :group)
 ),
 names AS (
@@ -22,17 +22,17 @@ names AS (
     UNION ALL
     SELECT t.topicId, t.topicName
     FROM (SELECT explode(from_json(value_json, 'STRUCT<topics: ARRAY<STRUCT<topicId: STRING, topicName: STRING>>>').topics) AS t
-          FROM offsets_log WHERE record_type = 4 AND NOT is_control AND NOT is_tombstone AND decode_status = 'ok')
+          FROM offsets_log WHERE record_type = ${RecordType.CONSUMER_GROUP_PARTITION_METADATA} AND NOT is_control AND NOT is_tombstone AND decode_status = 'ok')
   ) GROUP BY topic_id
 ),
 last_classic AS (
   SELECT offsets_partition, group_id,
          max_by(struct(log_offset, log_timestamp, is_tombstone, group_metadata), log_offset) AS r
-  FROM log WHERE record_type = 2 GROUP BY offsets_partition, group_id
+  FROM log WHERE record_type = ${RecordType.GROUP_METADATA} GROUP BY offsets_partition, group_id
 ),
 last_modern AS (
   SELECT offsets_partition, group_id, max(log_offset) AS modern_offset
-  FROM log WHERE record_type BETWEEN 3 AND 8 GROUP BY offsets_partition, group_id
+  FROM log WHERE record_type BETWEEN ${RecordType.CONSUMER_GROUP_METADATA} AND ${RecordType.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT} GROUP BY offsets_partition, group_id
 ),
 classic_owners AS (
   SELECT c.group_id, 'classic' AS group_type, m.member_id, m.group_instance_id, m.client_id, m.client_host,
@@ -47,11 +47,11 @@ classic_owners AS (
 last_current AS (
   SELECT offsets_partition, group_id, member_id,
          max_by(struct(log_offset, log_timestamp, is_tombstone, value_json), log_offset) AS r
-  FROM log WHERE record_type = 8 GROUP BY offsets_partition, group_id, member_id
+  FROM log WHERE record_type = ${RecordType.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT} GROUP BY offsets_partition, group_id, member_id
 ),
 last_meta AS (
   SELECT offsets_partition, group_id, member_id, max_by(value_json, log_offset) AS meta
-  FROM log WHERE record_type = 5 AND NOT is_tombstone GROUP BY offsets_partition, group_id, member_id
+  FROM log WHERE record_type = ${RecordType.CONSUMER_GROUP_MEMBER_METADATA} AND NOT is_tombstone GROUP BY offsets_partition, group_id, member_id
 ),
 current AS (
   SELECT c.offsets_partition, c.group_id, c.member_id, c.r.log_offset AS log_offset, c.r.log_timestamp AS since,
