@@ -20,7 +20,8 @@ import sys
 
 import pytest
 
-from lib.spark.delta import commit_history, completed_runs, tagged_run
+from lib.lake.run_tags import tagged_run
+from lib.spark.delta import commit_history, completed_runs
 from tests.helpers import NOW, REPO, STATE_TABLES, phases, rows, snapshot
 
 pytestmark = pytest.mark.spark
@@ -122,15 +123,7 @@ def test_kill_at_a_crash_point_then_recover(spark, replay_logdir, states, tmp_pa
     assert err.rstrip().endswith(f"offsets-lake: SIGKILL at crash point {point}"), err[-2000:]
     where = assert_each_table_before_or_after(spark, wh, states)
     committed = point.split(":", 1)[1] if ":" in point else None
-    order = [
-        "offsets_log",
-        "group_offsets",
-        "expired_offsets",
-        "pending_transactional_offsets",
-        "consumer_groups",
-        "expired_groups",
-        "group_fold_state",
-    ]
+    order = list(STATE_TABLES)  # commit order
     done = set(order[: order.index(committed) + 1]) if committed else set()
     for table in STATE_TABLES:
         if states["before"][table] != states["after"][table]:

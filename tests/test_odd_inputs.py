@@ -21,7 +21,7 @@ import os
 import pytest
 
 from lib.testdata.logbuilder import T0, PartitionLogBuilder, consumer_member
-from tests.helpers import rows
+from tests.helpers import STATE_TABLES, rows
 
 pytestmark = pytest.mark.spark
 
@@ -318,15 +318,7 @@ def test_empty_segment_between_two_others(spark, wh):
 
 @pytest.mark.parametrize("partition", EMPTY_PARTITIONS)
 def test_partition_whose_only_segment_is_empty(spark, wh, partition):
-    for name in (
-        "offsets_log",
-        "group_offsets",
-        "expired_offsets",
-        "pending_transactional_offsets",
-        "consumer_groups",
-        "expired_groups",
-        "group_fold_state",
-    ):
+    for name in STATE_TABLES:
         assert on(spark, wh, name, partition) == [], name
 
 

@@ -13,7 +13,21 @@ def _ms(col):
     return F.unix_millis(col)
 
 
-# Columns of an offset joined with its group's _type, _protocol_type, _state and _state_ts.
+def group_columns(groups: DataFrame) -> DataFrame:
+    """consumer_groups rows as the columns the expiry rules read once joined to offsets on
+    (offsets_partition, group_id): _type, _protocol_type, _state, _state_ts, _subscribed."""
+    return groups.select(
+        "offsets_partition",
+        "group_id",
+        F.col("group_type").alias("_type"),
+        F.col("protocol_type").alias("_protocol_type"),
+        F.col("state").alias("_state"),
+        F.col("current_state_timestamp").alias("_state_ts"),
+        F.col("subscribed_topics").alias("_subscribed"),
+    )
+
+
+# Columns of an offset joined with group_columns.
 def _based_on_state_timestamp():
     """A classic group with a protocol that is Empty: its offsets expire from the time it
     became empty (ClassicGroup's currentStateTimestamp), else from their commit."""
@@ -44,15 +58,7 @@ def judge_offsets(
     offsets: DataFrame, groups: DataFrame, pending: DataFrame, now_ms: int, retention_ms: int
 ) -> DataFrame:
     """The offsets with a boolean `expired` column: would the cleanup tombstone them at now_ms?"""
-    g = groups.select(
-        "offsets_partition",
-        "group_id",
-        F.col("group_type").alias("_type"),
-        F.col("protocol_type").alias("_protocol_type"),
-        F.col("state").alias("_state"),
-        F.col("current_state_timestamp").alias("_state_ts"),
-        F.col("subscribed_topics").alias("_subscribed"),
-    )
+    g = group_columns(groups)
     pending_keys = (
         pending.select("offsets_partition", "group_id", "topic", "partition")
         .distinct()

@@ -12,15 +12,6 @@ from pyspark.sql import functions as F
 from schemas.records import OFFSET_COMMIT_TYPES
 
 KEY = ["offsets_partition", "group_id", "topic", "partition"]
-VALUE_COLUMNS = [
-    "committed_offset",
-    "leader_epoch",
-    "metadata",
-    "commit_timestamp",
-    "expire_timestamp",
-    "topic_id",
-    "log_offset",
-]
 NO_PRODUCER = -1
 
 

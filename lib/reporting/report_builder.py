@@ -136,7 +136,7 @@ def collect_report(
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    from lib.replay.expiry_spark import due_ms_column, due_reason_column, judge_groups, judge_offsets
+    from lib.replay.expiry_spark import due_ms_column, due_reason_column, group_columns, judge_groups, judge_offsets
     from lib.spark.delta import read_table, table_exists, table_path
 
     def table(name):
@@ -275,17 +275,10 @@ def collect_report(
     # ---- expiring within `days`
     horizon = now_ms + days * DAY_MS
     judged = judge_offsets(offsets, groups, pending, horizon, retention_ms)
-    g = groups.select(
-        "offsets_partition",
-        "group_id",
-        F.col("group_type").alias("_type"),
-        F.col("protocol_type").alias("_protocol_type"),
-        F.col("state").alias("_state"),
-        F.col("current_state_timestamp").alias("_state_ts"),
-    )
+    group_view = group_columns(groups)
     due = (
         judged.filter("expired")
-        .join(g, ["offsets_partition", "group_id"], "left")
+        .join(group_view, ["offsets_partition", "group_id"], "left")
         .select(
             "group_id",
             "topic",

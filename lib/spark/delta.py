@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from pyspark.sql import DataFrame, SparkSession
 
-from lib.lake.run_tags import ROLLBACK_TAG, RUN_TAG, run_tag, tagged_run  # noqa: F401 - used here and by callers
+from lib.lake.run_tags import ROLLBACK_TAG, tagged_run
 from schemas.tables import Table
 
 
@@ -153,29 +153,17 @@ def commit_files(
             commit_properties=props,
         )
         return True
-    if replace and not adds and current is not None and not any(current.get(p) for p in replace):
-        return False
-    dt = DeltaTable(path)
-    actions: list[AddAction | RemoveAction] = [*adds]
-    if replace:
-        if not adds and not any(partition_files(path, replace).values()):
-            return False
-        dt.create_write_transaction(
-            actions,
-            mode="overwrite",
-            schema=delta_schema(table),
-            partition_by=list(table.partition_by) or None,
-            partition_filters=[("offsets_partition", "in", [str(p) for p in replace])],
-            commit_properties=props,
-        )
-        return True
     if not adds:
-        return False
-    dt.create_write_transaction(
+        replaced = current if current is not None else partition_files(path, replace) if replace else {}
+        if not any(replaced.get(p) for p in replace or ()):
+            return False
+    actions: list[AddAction | RemoveAction] = [*adds]
+    DeltaTable(path).create_write_transaction(
         actions,
-        mode="append",
+        mode="overwrite" if replace else "append",
         schema=delta_schema(table),
         partition_by=list(table.partition_by) or None,
+        partition_filters=[("offsets_partition", "in", [str(p) for p in replace])] if replace else None,
         commit_properties=props,
     )
     return True

@@ -21,6 +21,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from lib.lake.lock import WarehouseBusyError, WarehouseLock  # noqa: F401 - re-exported for jobs
+from lib.lake.run_tags import run_tag
 from lib.lake.worker_errors import worker_error_from
 from lib.replay.expiry import DEFAULT_RETENTION_MINUTES
 from lib.source.logdir import PartitionLog, segments_from
@@ -30,7 +31,6 @@ from lib.spark.delta import (
     partition_files,
     read_small_table,
     roll_back_incomplete_runs,
-    run_tag,
     table_path,
 )
 from schemas import tables as T

@@ -19,6 +19,8 @@ import sys
 
 import pytest
 
+from tests.helpers import STATE_TABLES
+
 pytestmark = pytest.mark.airflow
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -38,16 +40,7 @@ SAMPLE_GROUPS = {
     "sample-grüße-😀",
     "sample-kip848",
 }  # README's nine, minus sample-deleted
-TABLES = (
-    "offsets_log",
-    "group_offsets",
-    "expired_offsets",
-    "pending_transactional_offsets",
-    "consumer_groups",
-    "expired_groups",
-    "group_fold_state",
-    "replay_checkpoints",
-)
+TABLES = (*STATE_TABLES, "replay_checkpoints")
 
 if not os.path.exists(AIRFLOW_PY):
     pytest.skip("Airflow's virtualenv is missing: run `make airflow-venv`", allow_module_level=True)
