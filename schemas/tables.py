@@ -45,6 +45,10 @@ class Table:
     doc: str
     columns: tuple[Column, ...]
     key: tuple[str, ...] = ()  # unique per row
+    # offsets_log and quarantined_records grow with the log: partitioned by offsets_partition.
+    # The state tables are small and rewritten for every partition a run touches: unpartitioned,
+    # one file per Spark task (a partition's rows are one row group), found by their
+    # offsets_partition min/max stats; a file per partition cost more to write than its rows.
     partition_by: tuple[str, ...] = ()
 
     @property
@@ -127,14 +131,12 @@ GROUP_OFFSETS = Table(
     "Live committed offsets after replay and expiry.",
     OFFSET_COLUMNS,
     key=("group_id", "topic", "partition"),
-    partition_by=("offsets_partition",),
 )
 EXPIRED_OFFSETS = Table(
     "expired_offsets",
     "Offsets that expiry removed as of the run's --now.",
     OFFSET_COLUMNS,
     key=("group_id", "topic", "partition"),
-    partition_by=("offsets_partition",),
 )
 
 PENDING_TRANSACTIONAL_OFFSETS = Table(
@@ -153,7 +155,6 @@ PENDING_TRANSACTIONAL_OFFSETS = Table(
         C("log_offset", "BIGINT", "", False),
     ),
     key=("producer_id", "group_id", "topic", "partition"),
-    partition_by=("offsets_partition",),
 )
 
 GROUP_COLUMNS = (
@@ -175,14 +176,12 @@ CONSUMER_GROUPS = Table(
     "Groups after replay and expiry.",
     GROUP_COLUMNS,
     key=("group_id",),
-    partition_by=("offsets_partition",),
 )
 EXPIRED_GROUPS = Table(
     "expired_groups",
     "Groups that Kafka's cleanup would delete as of --now.",
     GROUP_COLUMNS,
     key=("group_id",),
-    partition_by=("offsets_partition",),
 )
 
 REPLAY_CHECKPOINTS = Table(
@@ -229,7 +228,6 @@ GROUP_FOLD_STATE = Table(
         C("fold_state", "STRING", "lib.replay.groups.GroupFold state", False),
     ),
     key=("offsets_partition", "group_id"),
-    partition_by=("offsets_partition",),
 )
 
 QUARANTINED_RECORDS = Table(

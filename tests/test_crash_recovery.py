@@ -230,10 +230,10 @@ def test_a_failed_commit_is_taken_back_at_once(spark, replay_logdir, states, tmp
     shutil.copytree(states["before_wh"], wh)
     real = pipeline.commit_files
 
-    def failing(path, table, files, tag, replace=None, current=None):
+    def failing(path, table, files, tag, **kwargs):
         if table.name == "consumer_groups":
             raise RuntimeError("simulated commit conflict")
-        return real(path, table, files, tag, replace, current)
+        return real(path, table, files, tag, **kwargs)
 
     monkeypatch.setattr(pipeline, "commit_files", failing)
     with pytest.raises(RuntimeError, match="simulated commit conflict"):

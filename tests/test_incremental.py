@@ -141,3 +141,115 @@ def test_an_incremental_run_starts_where_the_last_one_stopped(spark, replay_logd
     result = replay_logdir(tmp_path / "log", tmp_path / "wh", NOW)
     assert result.records == 1
     assert [r["committed_offset"] for r in rows(spark, str(tmp_path / "wh"), "group_offsets")] == [3]
+
+
+# --- the state tables' layout: one file per Spark task, a row group per partition -------------
+
+
+def _four_partitions(log_dir) -> list[PartitionLogBuilder]:
+    """Four partitions, each with one classic group and two offsets of its own."""
+    builders = []
+    for p in range(4):
+        b = PartitionLogBuilder(p)
+        b.group(f"g{p}", T, members=[consumer_member("m", ["t"], {"t": [p]})])
+        b.commit(f"g{p}", "t", p, 100 + p, T).commit(f"g{p}", "u", 0, 200 + p, T)
+        b.write(str(log_dir))
+        builders.append(b)
+    return builders
+
+
+def _expected_offsets(changed: dict) -> set:
+    """(group, topic, partition, committed offset) of _four_partitions, with `changed` applied."""
+    base = {(f"g{p}", "t", p): 100 + p for p in range(4)} | {(f"g{p}", "u", 0): 200 + p for p in range(4)}
+    return {(*k, v) for k, v in (base | changed).items()}
+
+
+def _offsets(spark, warehouse) -> set:
+    return {
+        (r["group_id"], r["topic"], r["partition"], r["committed_offset"])
+        for r in rows(spark, str(warehouse), "group_offsets")
+    }
+
+
+def _files(warehouse, table: str) -> list:
+    from lib.spark.delta import table_files
+
+    listing = table_files(str(warehouse / table))
+    assert listing is not None
+    return listing[1]
+
+
+def test_state_files_hold_a_task_and_keep_partitions_a_run_does_not_replay(spark, replay_logdir, tmp_path):
+    """A state table gets one file per Spark task. When a run replays one partition of such a
+    file, the file is replaced and the rows of its other partitions are written again as they
+    were: nothing lost, nothing doubled, and their checkpoints untouched."""
+    log_dir, wh = tmp_path / "log", tmp_path / "wh"
+    builders = _four_partitions(log_dir)
+    first = replay_logdir(log_dir, wh, NOW)
+    files = _files(wh, "group_offsets")
+    # fewer files than partitions: tasks of several partitions each (local[2]: two tasks)
+    assert len(files) == spark.sparkContext.defaultParallelism == 2
+    assert sorted((f.lo, f.hi) for f in files) in ([(0, 1), (2, 3)], [(0, 2), (1, 3)], [(0, 3), (1, 2)])
+    assert all(f.partition_value is None for f in files)
+    builders[1].commit("g1", "t", 1, 555, T + 1)
+    builders[1].write(str(log_dir))
+    second = replay_logdir(log_dir, wh, NOW)
+    assert (second.records, second.skipped_partitions) == (1, 3)
+    assert _offsets(spark, wh) == _expected_offsets({("g1", "t", 1): 555})
+    assert {r["group_id"] for r in rows(spark, str(wh), "consumer_groups")} == {"g0", "g1", "g2", "g3"}
+    assert len(rows(spark, str(wh), "group_fold_state")) == 4
+    runs = {r["offsets_partition"]: r["run_id"] for r in rows(spark, str(wh), "replay_checkpoints")}
+    assert runs == {0: first.run_id, 1: second.run_id, 2: first.run_id, 3: first.run_id}
+    # the replaced file's rows went into one new file; the other old file stays
+    assert len(_files(wh, "group_offsets")) == 2
+    assert len([f for f in _files(wh, "group_offsets") if f.path in {g.path for g in files}]) == 1
+
+
+def test_a_warehouse_with_partitioned_state_tables_keeps_its_layout(spark, replay_logdir, tmp_path):
+    """State tables partitioned by offsets_partition (as earlier versions made them) are read
+    and written in that layout: one file per partition, in its folder."""
+    log_dir, wh = tmp_path / "log", tmp_path / "wh"
+    builders = _four_partitions(log_dir)
+    replay_logdir(log_dir, wh, NOW)
+    for table in STATE_TABLES:
+        if table == "offsets_log":
+            continue
+        path = str(wh / table)
+        df = spark.read.format("delta").load(path)
+        (
+            df.write.format("delta")
+            .mode("overwrite")
+            .option("overwriteSchema", "true")
+            .partitionBy("offsets_partition")
+            .save(path)
+        )
+    builders[2].commit("g2", "u", 0, 777, T + 1)
+    builders[2].write(str(log_dir))
+    replay_logdir(log_dir, wh, NOW)
+    assert _offsets(spark, wh) == _expected_offsets({("g2", "u", 0): 777})
+    assert len(rows(spark, str(wh), "group_fold_state")) == 4
+    files = _files(wh, "group_offsets")
+    assert sorted(f.partition_value for f in files) == [0, 1, 2, 3]
+    assert all(f.path.startswith(f"offsets_partition={f.partition_value}/") for f in files)
+    from deltalake import DeltaTable
+
+    assert DeltaTable(str(wh / "group_offsets")).metadata().partition_columns == ["offsets_partition"]
+
+
+def test_an_optimized_state_table_is_read_and_carried(spark, replay_logdir, tmp_path):
+    """After OPTIMIZE a state table is one file whose row groups mix partitions: a run reads
+    its partition's rows out of it and carries the others."""
+    from delta.tables import DeltaTable
+
+    log_dir, wh = tmp_path / "log", tmp_path / "wh"
+    builders = _four_partitions(log_dir)
+    replay_logdir(log_dir, wh, NOW)
+    for table in ("group_offsets", "consumer_groups", "group_fold_state"):
+        DeltaTable.forPath(spark, str(wh / table)).optimize().executeCompaction()
+        assert len(_files(wh, table)) == 1
+    builders[3].commit("g3", "t", 3, 999, T + 1)
+    builders[3].write(str(log_dir))
+    replay_logdir(log_dir, wh, NOW)
+    assert _offsets(spark, wh) == _expected_offsets({("g3", "t", 3): 999})
+    assert {r["group_id"] for r in rows(spark, str(wh), "consumer_groups")} == {"g0", "g1", "g2", "g3"}
+    assert len(rows(spark, str(wh), "group_fold_state")) == 4

@@ -2,10 +2,12 @@
 
 Framing, CRC, decode (lib.decode / lib.decode.fast), the offsets replay and the group fold
 (lib.replay.engine) and expiry happen in one pass in the Python worker. The worker writes
-its rows as Parquet files straight into the Delta tables' folders (offsets_partition=P/),
-where the driver's commit adds them without rewriting; until that commit they are invisible
-to readers (and VACUUM removes them if the run dies). What goes back to the driver is one
-small summary per partition: counts, the checkpoint and the files to add, with their stats.
+its rows as Parquet files straight into the Delta tables' folders (offsets_log: one file per
+partition, in offsets_partition=P/; each state table: one file per Spark task, a row group
+per partition), where the driver's commit adds them without rewriting; until that commit
+they are invisible to readers (and VACUUM removes them if the run dies). What goes back to
+the driver is one small summary per partition (counts, the checkpoint) and the files to add,
+with their stats.
 No pyspark here: the same function runs without Spark (tests, the coordinator)."""
 
 from __future__ import annotations
@@ -34,8 +36,9 @@ STATE_TABLES = (
     T.EXPIRED_GROUPS,
     T.GROUP_FOLD_STATE,
 )
-# columns whose min/max go into the add action's stats (data skipping on the log's position)
-STATS_COLUMNS = ("log_offset", "batch_base_offset")
+# columns whose min/max go into the add action's stats: data skipping on the log's position, and
+# the offsets partitions of a state table's file (offsets_partition is a column of a flat file only)
+STATS_COLUMNS = ("log_offset", "batch_base_offset", "offsets_partition")
 # Parquet settings measured on offsets_log (about 2x faster to write than pyarrow's defaults,
 # and smaller): dictionaries only where values repeat; statistics only on the columns that grow
 # with the log (a row group of a busy partition spans every group, topic and partition, so
@@ -59,6 +62,8 @@ DICTIONARY_COLUMNS = (
     "level",
     "error_kind",
 )
+PARTITIONS_KEY = "offsets_partitions"  # footer metadata of a flat file: the partitions it holds
+STATE_ROW_GROUP_ROWS = 65536  # a state file's row group: up to this many rows, of several partitions
 STATISTICS_COLUMNS = ("log_offset", "batch_base_offset", "log_timestamp", "commit_timestamp")
 
 
@@ -66,29 +71,42 @@ def partition_dir(warehouse: str, table: T.Table, partition: int) -> str:
     return os.path.join(warehouse, table.name, f"offsets_partition={partition}")
 
 
-_FILE_SCHEMAS: dict[tuple[str, tuple], pa.Schema] = {}
+_FILE_SCHEMAS: dict[tuple[str, tuple, bool], pa.Schema] = {}
 
 
-def _file_schema(table: T.Table, drop: tuple) -> pa.Schema:
-    """A data file's schema: the table's without its partition column (and `drop`). Built once
-    per process: building it cost 0.2 ms, eight times per partition."""
-    key = (table.name, drop)
+def _file_schema(table: T.Table, drop: tuple, partitioned: bool = True) -> pa.Schema:
+    """A data file's schema: the table's without `drop`, and without its partition column in
+    a partition folder. Built once per process: building it cost 0.2 ms, eight times per
+    partition."""
+    key = (table.name, drop, partitioned)
     if key not in _FILE_SCHEMAS:
         _FILE_SCHEMAS[key] = pa.schema(
-            [f for f in table.arrow_schema if f.name != "offsets_partition" and f.name not in drop]
+            [
+                f
+                for f in table.arrow_schema
+                if not (partitioned and f.name == "offsets_partition") and f.name not in drop
+            ]
         )
     return _FILE_SCHEMAS[key]
 
 
 class _FileWriter:
-    """Parquet files of one table and partition, as Delta data files (no partition column)."""
+    """Parquet files of one table, as Delta data files: of one partition, in its folder and
+    without the partition column (`partition` given), or of any partitions at the table's root
+    (a flat table; each write is its own row group, with offsets_partition statistics, so a
+    reader of one partition reads its row groups only)."""
 
-    def __init__(self, warehouse: str, table: T.Table, partition: int, run_id: str, drop: tuple = ()):
+    def __init__(self, warehouse: str, table: T.Table, partition: int | None, run_id: str, drop: tuple = ()):
         self.table = table
         self.partition = partition
-        self.folder = partition_dir(warehouse, table, partition)
+        self.table_dir = os.path.join(warehouse, table.name)
+        self.folder = self.table_dir if partition is None else partition_dir(warehouse, table, partition)
         self.run_id = run_id
-        self.schema = _file_schema(table, drop)
+        self.schema = _file_schema(table, drop, partition is not None)
+        self.stats_columns = [c for c in STATS_COLUMNS if c in self.schema.names]
+        # a flat file names the partitions it holds in its footer: the min/max of the Delta
+        # log's stats cannot tell {0, 2} from {0, 1, 2}
+        self._partitions: set[int] | None = set() if "offsets_partition" in self.schema.names else None
         self.files: list[dict] = []
         self._writer: pq.ParquetWriter | None = None
         self._path: str | None = None
@@ -111,9 +129,12 @@ class _FileWriter:
                     "write_statistics": [c for c in STATISTICS_COLUMNS if c in names],
                 }
             else:
-                # state tables: a partition's few thousand rows, rewritten every run; plain pages
-                # and no statistics halve the cost of such a file (a file is read whole)
-                options = {"use_dictionary": False, "write_statistics": False}
+                # state tables: a few thousand rows a partition, rewritten every run; plain pages
+                # (a file is read whole), statistics only where a reader picks row groups
+                options = {
+                    "use_dictionary": False,
+                    "write_statistics": ["offsets_partition"] if "offsets_partition" in names else False,
+                }
             self._writer = pq.ParquetWriter(self._path, self.schema, compression="snappy", **options)
         assert self._writer is not None
         data = batch.select(self.schema.names)
@@ -124,18 +145,22 @@ class _FileWriter:
         else:
             self._writer.write_table(data)
         self._rows += data.num_rows
-        for c in STATS_COLUMNS:
-            if c in self.schema.names:
-                col = data.column(c)
-                lo, hi = int(pa.compute.min(col).as_py()), int(pa.compute.max(col).as_py())
-                self._min[c] = min(self._min.get(c, lo), lo)
-                self._max[c] = max(self._max.get(c, hi), hi)
+        if self._partitions is not None:
+            self._partitions.update(pa.compute.unique(data.column("offsets_partition")).to_pylist())
+        for c in self.stats_columns:
+            col = data.column(c)
+            lo, hi = int(pa.compute.min(col).as_py()), int(pa.compute.max(col).as_py())
+            self._min[c] = min(self._min.get(c, lo), lo)
+            self._max[c] = max(self._max.get(c, hi), hi)
         if self._rows >= OFFSETS_LOG_FILE_ROWS:
             self.close()
 
     def close(self) -> None:
         if self._writer is None:
             return
+        if self._partitions is not None:
+            self._writer.add_key_value_metadata({PARTITIONS_KEY: ",".join(map(str, sorted(self._partitions)))})
+            self._partitions = set()
         self._writer.close()
         assert self._path is not None
         stats = {
@@ -146,7 +171,8 @@ class _FileWriter:
         }
         self.files.append(
             {
-                "path": os.path.relpath(self._path, os.path.dirname(self.folder)),
+                "path": os.path.relpath(self._path, self.table_dir),
+                "partition_value": None if self.partition is None else str(self.partition),
                 "size": os.path.getsize(self._path),
                 "rows": self._rows,
                 "modification_time": int(time.time() * 1000),
@@ -209,27 +235,166 @@ class _LogWriter:
         return self.plain.files + self.groups.files
 
 
-def _read_state(paths: list[str] | None, table: T.Table, partition: int) -> pa.Table | None:
-    if not paths:
-        return None
-    schema = _file_schema(table, ())
-    # ParquetFile, not read_table: the dataset layer costs more than reading a small file;
-    # one thread, as a pool's hand-offs cost more than such a file's decoding
-    parts = []
-    for path in paths:
-        part = pq.ParquetFile(path).read(columns=schema.names, use_threads=False)
-        parts.append(part if part.schema.equals(schema) else part.cast(schema))
-    t = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
-    t = t.append_column(
-        pa.field("offsets_partition", pa.int32(), False), pa.array(np.full(t.num_rows, partition, np.int32))
-    )
-    return t.select(table.column_names)
+class TaskState:
+    """The state tables of one Spark task's partitions. Reads each partition's previous state
+    from the files the driver listed (`sources`: table name -> [{"path", "partition_value"}]):
+    from a flat file, the row groups that may hold the partition; from a partition folder's
+    file (a table an older version made partitioned), the whole file. Writes the new state:
+    one file per flat table for the whole task, partitions in ascending order, several to a
+    row group (a row group's fixed cost outweighs a partition's few thousand rows); one file
+    per partition in a partitioned table (`flat`: table name -> whether it is flat). Holds at
+    most a row group per table and file."""
+
+    def __init__(self, warehouse: str, run_id: str, sources: dict[str, list[dict]], flat: dict[str, bool]):
+        self.warehouse, self.run_id = warehouse, run_id
+        self.sources, self.flat = sources, flat
+        self._footers: dict[str, tuple[pq.ParquetFile, list[tuple[int | None, int | None]]]] = {}
+        self._groups: dict[tuple[str, str], tuple[tuple[int, ...], pa.Table, np.ndarray | None]] = {}
+        self._writers: dict[str, _FileWriter] = {}
+        self._held: dict[str, list[pa.Table]] = {}
+        self.files: dict[str, list[dict]] = {}
+
+    def _footer(self, path: str) -> tuple[pq.ParquetFile, list[tuple[int | None, int | None]]]:
+        """A file's reader and each row group's offsets_partition (min, max), None if unknown;
+        read once per task."""
+        if path not in self._footers:
+            f = pq.ParquetFile(path)
+            meta = f.metadata
+            ranges: list[tuple[int | None, int | None]] = []
+            leaf = next((j for j in range(meta.num_columns) if meta.schema.column(j).path == "offsets_partition"), None)
+            for i in range(meta.num_row_groups):
+                st = meta.row_group(i).column(leaf).statistics if leaf is not None else None
+                ranges.append((st.min, st.max) if st is not None and st.has_min_max else (None, None))
+            self._footers[path] = (f, ranges)
+        return self._footers[path]
+
+    def read(self, table: T.Table, partition: int) -> pa.Table | None:
+        """The partition's rows of `table` in the listed files (None: none listed)."""
+        sources = self.sources.get(table.name)
+        if not sources:
+            return None
+        parts = []
+        for src in sources:
+            if src.get("partition_value") is not None:
+                if int(src["partition_value"]) == partition:
+                    parts.append(self._partition_file(src["path"], table, partition))
+                continue
+            part = self._rows_of(src["path"], table, partition)
+            if part is not None and part.num_rows:
+                parts.append(part)
+        if not parts:
+            return table.arrow_schema.empty_table()
+        return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+
+    def _partition_file(self, path: str, table: T.Table, partition: int) -> pa.Table:
+        schema = _file_schema(table, ())
+        # ParquetFile, not read_table: the dataset layer costs more than reading a small file;
+        # one thread, as a pool's hand-offs cost more than such a file's decoding
+        t = pq.ParquetFile(path).read(columns=schema.names, use_threads=False)
+        t = t if t.schema.equals(schema) else t.cast(schema)
+        t = t.append_column(
+            pa.field("offsets_partition", pa.int32(), False), pa.array(np.full(t.num_rows, partition, np.int32))
+        )
+        return t.select(table.column_names)
+
+    def _read_groups(self, path: str, table: T.Table, picked: list[int]) -> pa.Table:
+        f, _ = self._footer(path)
+        schema = table.arrow_schema
+        t = f.read_row_groups(picked, columns=schema.names, use_threads=False)
+        return t if t.schema.equals(schema) else t.cast(schema)
+
+    def _rows_of(self, path: str, table: T.Table, partition: int) -> pa.Table | None:
+        """A partition's rows in a flat file: its row groups that may hold the partition (all
+        where statistics are missing), read once while the task's partitions go through
+        them in ascending order, and sliced (or filtered, where not sorted)."""
+        _, ranges = self._footer(path)
+        picked = tuple(i for i, (lo, hi) in enumerate(ranges) if lo is None or hi is None or lo <= partition <= hi)
+        if not picked:
+            return None
+        key = (table.name, path)
+        held = self._groups.get(key)
+        if held is None or held[0] != picked:
+            t = self._read_groups(path, table, list(picked))
+            keys = t.column("offsets_partition").to_numpy()
+            self._groups[key] = held = (picked, t, keys if bool(np.all(keys[:-1] <= keys[1:])) else None)
+        _, t, keys = held
+        if keys is None:
+            return t.filter(pa.compute.equal(t.column("offsets_partition"), partition))
+        lo, hi = np.searchsorted(keys, partition, "left"), np.searchsorted(keys, partition, "right")
+        return t.slice(int(lo), int(hi - lo))
+
+    def write(self, table: T.Table, partition: int, rows: pa.Table) -> None:
+        if self.flat.get(table.name, True):
+            if rows.num_rows:
+                held = self._held.setdefault(table.name, [])
+                held.append(rows)
+                if sum(t.num_rows for t in held) >= STATE_ROW_GROUP_ROWS:
+                    self._flush(table)
+            return
+        w = _FileWriter(self.warehouse, table, partition, self.run_id)
+        w.write(rows)
+        w.close()
+        self.files.setdefault(table.name, []).extend(w.files)
+
+    def _flush(self, table: T.Table) -> None:
+        held = self._held.pop(table.name, [])
+        if not held:
+            return
+        writer = self._writers.get(table.name)
+        if writer is None:
+            writer = self._writers[table.name] = _FileWriter(self.warehouse, table, None, self.run_id)
+        writer.write(pa.concat_tables(held) if len(held) > 1 else held[0])
+
+    def carry(self, carry: dict[str, list[str]], replayed: list[int]) -> None:
+        """Rows of partitions this run does not replay that sit in files the run replaces
+        (files it was told to carry): written again, unchanged, into this task's files."""
+        done = set(replayed)
+        done_array = pa.array(sorted(done), pa.int32())
+        for name, paths in carry.items():
+            table = T.TABLES[name]
+            if not self.flat.get(name, True):
+                raise ValueError(f"{name}: rows to carry, but the table is partitioned")
+            for path in paths:
+                _, ranges = self._footer(path)
+                for i, (lo, hi) in enumerate(ranges):
+                    if lo is not None and hi is not None and all(p in done for p in range(lo, hi + 1)):
+                        continue
+                    rows = self._read_groups(path, table, [i])
+                    rows = rows.filter(
+                        pa.compute.invert(pa.compute.is_in(rows.column("offsets_partition"), done_array))
+                    )
+                    self.write(table, -1, rows)
+
+    def close(self) -> dict[str, list[dict]]:
+        for name in list(self._held):
+            self._flush(T.TABLES[name])
+        for name, writer in self._writers.items():
+            writer.close()
+            self.files.setdefault(name, []).extend(writer.files)
+        self._writers = {}
+        return self.files
 
 
-def replay_partition(task: dict) -> dict:
+def replay_group(group: dict) -> dict:
+    """One Spark task: its partitions (`tasks`, see replay_partition), one after another, then
+    the rows it must carry. group keys: tasks, warehouse, run_id, state_files {table name:
+    [file]}, flat {table name: bool}, carry {table name: [path]}, replayed [partition].
+    Returns {"partitions": [summary], "files": {table name: [file to add]}}."""
+    state = TaskState(group["warehouse"], group["run_id"], group.get("state_files") or {}, group.get("flat") or {})
+    summaries = [replay_partition(task, state) for task in group["tasks"]]
+    state.carry(group.get("carry") or {}, group.get("replayed") or [])
+    files = state.close()
+    for s in summaries:
+        for name, fs in s.pop("files").items():
+            files.setdefault(name, []).extend(fs)
+    return {"partitions": summaries, "files": files}
+
+
+def replay_partition(task: dict, state: TaskState) -> dict:
     """One partition: task keys partition, segments [(path, base_offset)] or bootstrap,
-    start_offset, end_offset, warehouse, run_id, previous {table name: [file paths]},
-    now_ms, retention_ms, quarantine (bool). Returns the partition's summary."""
+    start_offset, end_offset, warehouse, run_id, now_ms, retention_ms, quarantine (bool).
+    Its previous state comes from `state`, and its new state goes there. Returns the
+    partition's summary, with the offsets_log (and quarantine) files it wrote."""
     from lib.replay.engine import PartitionReplay
     from lib.replay.groups import GroupReplayError
 
@@ -246,29 +411,16 @@ def replay_partition(task: dict) -> dict:
         t = now
 
     engine = PartitionReplay(p)
-    prev = task.get("previous") or {}
-    if prev:
-        committed = [
-            x
-            for x in (
-                _read_state(prev.get(T.GROUP_OFFSETS.name), T.GROUP_OFFSETS, p),
-                _read_state(prev.get(T.EXPIRED_OFFSETS.name), T.EXPIRED_OFFSETS, p),
-            )
-            if x is not None
-        ]
-        group_rows = [
-            x
-            for x in (
-                _read_state(prev.get(T.CONSUMER_GROUPS.name), T.CONSUMER_GROUPS, p),
-                _read_state(prev.get(T.EXPIRED_GROUPS.name), T.EXPIRED_GROUPS, p),
-            )
-            if x is not None
-        ]
+    if state.sources:
+        offsets = [state.read(T.GROUP_OFFSETS, p), state.read(T.EXPIRED_OFFSETS, p)]
+        group_rows = [state.read(T.CONSUMER_GROUPS, p), state.read(T.EXPIRED_GROUPS, p)]
+        committed = [x for x in offsets if x is not None and x.num_rows]
+        groups = [x for x in group_rows if x is not None and x.num_rows]
         engine.load(
             pa.concat_tables(committed) if committed else None,
-            _read_state(prev.get(T.PENDING_TRANSACTIONAL_OFFSETS.name), T.PENDING_TRANSACTIONAL_OFFSETS, p),
-            _read_state(prev.get(T.GROUP_FOLD_STATE.name), T.GROUP_FOLD_STATE, p),
-            pa.concat_tables(group_rows) if group_rows else None,
+            state.read(T.PENDING_TRANSACTIONAL_OFFSETS, p),
+            state.read(T.GROUP_FOLD_STATE, p),
+            pa.concat_tables(groups) if groups else None,
         )
     lap("read_state")
     log_writer = _LogWriter(warehouse, p, run_id)
@@ -290,7 +442,7 @@ def replay_partition(task: dict) -> dict:
             read_segments(task, summary, quarantine, consume)
         log_writer.close()
         lap("write_log")
-        state = engine.finish(task["now_ms"], task["retention_ms"], task.get("topic_names"))
+        result = engine.finish(task["now_ms"], task["retention_ms"], task.get("topic_names"))
     except DecodeError as e:
         raise worker_error(
             type(e).__name__, e.message, file=e.file, partition=e.partition, offset=e.offset, position=e.position
@@ -304,10 +456,7 @@ def replay_partition(task: dict) -> dict:
         ) from None
     files = {T.OFFSETS_LOG.name: log_writer.files}
     for table in STATE_TABLES:
-        w = _FileWriter(warehouse, table, p, run_id)
-        w.write(state[table.name])
-        w.close()
-        files[table.name] = w.files
+        state.write(table, p, result[table.name])
     if quarantine:
         w = _FileWriter(warehouse, T.QUARANTINED_RECORDS, p, run_id)
         rows = [{**r, "run_id": run_id} for r in quarantine]
@@ -322,9 +471,9 @@ def replay_partition(task: dict) -> dict:
         "trailing_bytes": summary["trailing_bytes"],
         "end_position": summary["end_position"],
         "quarantined": len(quarantine or ()),
-        "expiry_changes_at": state["expiry_changes_at"],
+        "expiry_changes_at": result["expiry_changes_at"],
         "topic_names": engine.topic_names,
-        "unresolved_topic_ids": state["unresolved_topic_ids"],
+        "unresolved_topic_ids": result["unresolved_topic_ids"],
         "files": files,
         "seconds": clock,
         "span": (started, time.time(), os.getpid()),

@@ -155,6 +155,17 @@ class _Interner:
         )
         return kid
 
+    def intern_strings(self, offsets: np.ndarray, data: np.ndarray) -> np.ndarray:
+        """Ids of the strings data[offsets[i]:offsets[i + 1]], in one compiled call (a call per
+        string costs more in dispatch than the interning itself)."""
+        n = len(offsets) - 1
+        self.reserve(n, int(offsets[-1] - offsets[0]) if n > 0 else 0)
+        ids = np.empty(n, np.int64)
+        self.count, self.pool_used = _intern_all(
+            self.slots, self.hashes, self.pool, self.poff, self.plen, self.count, self.pool_used, data, offsets, ids
+        )
+        return ids
+
     def bytes_of(self, k: int) -> bytes:
         o = self.poff[k]
         return self.pool[o : o + self.plen[k]].tobytes()
@@ -173,6 +184,15 @@ def _intern_one(slots, hashes, pool, poff, plen, count, used, buf, a, n):
     plen[k] = n
     copy_bytes(pool, used, buf, a, n)
     return k, count + 1, used + n
+
+
+@njit(cache=True)
+def _intern_all(slots, hashes, pool, poff, plen, count, used, data, offsets, ids):
+    for i in range(len(ids)):
+        ids[i], count, used = _intern_one(
+            slots, hashes, pool, poff, plen, count, used, data, offsets[i], offsets[i + 1] - offsets[i]
+        )
+    return count, used
 
 
 @njit(cache=True)
@@ -385,7 +405,9 @@ class PartitionReplay:
                 entries[k] = ((idx << 32) | j, offs[j])
         if folds is not None and folds.num_rows:
             rows = {r["group_id"]: r for r in group_rows.to_pylist()} if group_rows is not None else {}
-            for row in folds.to_pylist():
+            gids = self.groups.intern_strings(*_string_buffers(folds.column("group_id"))).tolist()
+            self._ensure_groups()
+            for g, row in zip(gids, folds.to_pylist()):
                 fold = GroupFold.from_state(
                     row["group_id"],
                     row["fold_state"],
@@ -393,7 +415,7 @@ class PartitionReplay:
                     row["log_offset"],
                     rows.get(row["group_id"]),
                 )
-                g = self._group_id(row["group_id"])
+                self.group_names.setdefault(g, row["group_id"])
                 self.folds[g] = fold
                 if fold.untouched:
                     self.gstate[g] = OTHER  # a classic group that is not simple

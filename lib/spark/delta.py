@@ -8,13 +8,19 @@ always hold what the completed runs left."""
 
 from __future__ import annotations
 
+import bisect
+import dataclasses
 import json
 import os
 import shutil
+import time
+import urllib.parse
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from pyspark.sql import DataFrame, SparkSession
 
+from lib.lake.partition_task import PARTITIONS_KEY
 from lib.lake.run_tags import ROLLBACK_TAG, tagged_run
 from schemas.tables import Table
 
@@ -98,20 +104,96 @@ def delta_schema(table: Table):
     return Schema.from_arrow(table.arrow_schema)
 
 
-def partition_files(path: str, partitions: list[int]) -> dict[int, list[str]]:
-    """Absolute paths of the data files of each of `partitions` in the table's latest version."""
+@dataclass(frozen=True)
+class DataFile:
+    """A data file of a table's latest version, and the offsets partitions its rows may hold:
+    its partition value in a table partitioned by offsets_partition, else the min/max of the
+    column in its stats (None when unknown, e.g. a file written without them: any partition),
+    and the exact set where its row groups' statistics tell it (`with_partitions`)."""
+
+    path: str  # relative to the table, as in the Delta log
+    absolute: str
+    size: int
+    partition_value: int | None
+    lo: int | None
+    hi: int | None
+    partitions: frozenset[int] | None = None
+
+    def may_hold(self, partitions: list[int]) -> bool:
+        """Whether the file may hold rows of any of the sorted `partitions`."""
+        if self.partitions is not None:
+            return any(p in self.partitions for p in partitions)
+        if self.lo is None or self.hi is None:
+            return bool(partitions)
+        i = bisect.bisect_left(partitions, self.lo)
+        return i < len(partitions) and partitions[i] <= self.hi
+
+    def holds_only(self, partitions: set[int]) -> bool:
+        """Whether every row of the file belongs to one of `partitions`."""
+        if self.partitions is not None:
+            return self.partitions <= partitions
+        if self.lo is None or self.hi is None:
+            return False
+        return all(p in partitions for p in range(self.lo, self.hi + 1))
+
+    def with_partitions(self) -> DataFile:
+        """The file with the exact set of partitions it holds, from its Parquet footer: the
+        list a worker writes there (the min/max in the Delta log cannot tell {0, 2} from
+        {0, 1, 2}), else row group statistics where each row group holds one partition.
+        Unchanged where neither tells (a file OPTIMIZE wrote)."""
+        import pyarrow.parquet as pq
+
+        if self.partition_value is not None or self.partitions is not None:
+            return self
+        meta = pq.read_metadata(self.absolute)
+        named = (meta.metadata or {}).get(PARTITIONS_KEY.encode())
+        if named is not None:
+            return dataclasses.replace(self, partitions=frozenset(int(p) for p in named.decode().split(",") if p))
+        leaf = next((j for j in range(meta.num_columns) if meta.schema.column(j).path == "offsets_partition"), None)
+        if leaf is None:
+            return self
+        found = set()
+        for i in range(meta.num_row_groups):
+            st = meta.row_group(i).column(leaf).statistics
+            if st is None or not st.has_min_max or st.min != st.max:
+                return self
+            found.add(int(st.min))
+        return dataclasses.replace(self, partitions=frozenset(found))
+
+
+def table_files(path: str) -> tuple[tuple[str, ...], list[DataFile]] | None:
+    """The partition columns and data files of a table's latest version (None: no table).
+    Read from the Delta log with delta-rs: no Spark job."""
+    import pyarrow as pa
     from deltalake import DeltaTable
 
-    out: dict[int, list[str]] = {p: [] for p in partitions}
     if not table_exists(None, path):
-        return out
-    wanted = {str(p) for p in partitions}
-    for uri in DeltaTable(path).file_uris():
-        local = uri[len("file://") :] if uri.startswith("file://") else uri
-        folder = os.path.basename(os.path.dirname(local))
-        if folder.startswith("offsets_partition=") and folder.split("=", 1)[1] in wanted:
-            out[int(folder.split("=", 1)[1])].append(local)
-    return out
+        return None
+    dt = DeltaTable(path)
+    partition_columns = tuple(dt.metadata().partition_columns)
+    actions = pa.table(dt.get_add_actions(flatten=True))
+    names = set(actions.column_names)
+
+    def column(name: str) -> list:
+        return actions.column(name).to_pylist() if name in names else [None] * actions.num_rows
+
+    values = column("partition.offsets_partition")
+    lows, highs = column("min.offsets_partition"), column("max.offsets_partition")
+    files = []
+    for rel, size, value, lo, hi in zip(column("path"), column("size_bytes"), values, lows, highs):
+        if value is not None:
+            lo = hi = int(value)
+        files.append(
+            DataFile(
+                rel,
+                os.path.join(path, urllib.parse.unquote(rel)),
+                int(size),
+                None if value is None else int(value),
+                lo,
+                hi,
+            )
+        )
+    return partition_columns, files
 
 
 def commit_files(
@@ -119,14 +201,16 @@ def commit_files(
     table: Table,
     files: list[dict],
     tag: str,
-    replace: list[int] | None = None,
-    current: dict[int, list[str]] | None = None,
+    remove: Sequence[DataFile] = (),
+    partition_by: tuple[str, ...] | None = None,
+    overwrite_partitions: list[int] | None = None,
 ) -> bool:
-    """One commit adding `files` (written by the workers under offsets_partition=P/), replacing
-    every file of the `replace` partitions (None: append). No commit when it would change
-    nothing. `current`: the files of the `replace` partitions if the caller already listed
-    them (spares loading the table to find that there is nothing to replace). Returns whether
-    a commit was made."""
+    """One commit adding `files` (written by the workers: in offsets_partition=P/ folders for a
+    partitioned table, at its root otherwise) and removing `remove`. In a table partitioned by
+    offsets_partition, `overwrite_partitions` makes the commit a WRITE in mode Overwrite of
+    those partitions (delta-rs removes their files; the quality suite recognises a rebuild by
+    it). No commit when it would change nothing. `partition_by`: the existing table's
+    partition columns (a new table takes the spec's). Returns whether a commit was made."""
     from deltalake import CommitProperties, DeltaTable
     from deltalake.transaction import AddAction, RemoveAction, create_table_with_add_actions
 
@@ -134,7 +218,7 @@ def commit_files(
         AddAction(
             f["path"],
             f["size"],
-            {"offsets_partition": f["path"].split("/", 1)[0].split("=", 1)[1]},
+            {"offsets_partition": f["partition_value"]} if f.get("partition_value") is not None else {},
             f["modification_time"],
             True,
             f["stats"],
@@ -153,17 +237,36 @@ def commit_files(
             commit_properties=props,
         )
         return True
-    if not adds:
-        replaced = current if current is not None else partition_files(path, replace) if replace else {}
-        if not any(replaced.get(p) for p in replace or ()):
-            return False
-    actions: list[AddAction | RemoveAction] = [*adds]
+    if not adds and not remove:
+        return False
+    layout = list(table.partition_by if partition_by is None else partition_by) or None
+    if overwrite_partitions is not None and layout == ["offsets_partition"]:
+        added: list[AddAction | RemoveAction] = [*adds]
+        DeltaTable(path).create_write_transaction(
+            added,
+            mode="overwrite",
+            schema=delta_schema(table),
+            partition_by=layout,
+            partition_filters=[("offsets_partition", "in", [str(p) for p in overwrite_partitions])],
+            commit_properties=props,
+        )
+        return True
+    now_ms = int(time.time() * 1000)
+    removes = [
+        RemoveAction(
+            f.path,
+            True,
+            now_ms,
+            f.size,
+            {"offsets_partition": str(f.partition_value)} if f.partition_value is not None else None,
+        )
+        for f in remove
+    ]
     DeltaTable(path).create_write_transaction(
-        actions,
-        mode="overwrite" if replace else "append",
+        [*adds, *removes],
+        mode="append",
         schema=delta_schema(table),
-        partition_by=list(table.partition_by) or None,
-        partition_filters=[("offsets_partition", "in", [str(p) for p in replace])] if replace else None,
+        partition_by=layout,
         commit_properties=props,
     )
     return True
@@ -191,8 +294,6 @@ def overwrite_small_table(path: str, table: Table, rows, tag: str) -> None:
     name = f"part-{uuid.uuid4().hex}.snappy.parquet"
     full = os.path.join(path, name)
     pq.write_table(rows.select(table.column_names).cast(table.arrow_schema), full, compression="snappy")
-    import time
-
     add = AddAction(
         name, os.path.getsize(full), {}, int(time.time() * 1000), True, json.dumps({"numRecords": rows.num_rows})
     )

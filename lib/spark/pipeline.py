@@ -26,11 +26,12 @@ from lib.lake.worker_errors import worker_error_from
 from lib.replay.expiry import DEFAULT_RETENTION_MINUTES
 from lib.source.logdir import PartitionLog, segments_from
 from lib.spark.delta import (
+    DataFile,
     commit_files,
     overwrite_small_table,
-    partition_files,
     read_small_table,
     roll_back_incomplete_runs,
+    table_files,
     table_path,
 )
 from schemas import tables as T
@@ -174,7 +175,7 @@ def _run_locked(
     once and writes its files; the driver then commits them table by table (delta-rs), the
     checkpoints last. A partition whose input and judgement cannot have changed is skipped:
     a run with nothing new makes no Spark job and no commit."""
-    from lib.lake.partition_task import replay_partition
+    from lib.lake.partition_task import STATE_TABLES
 
     run_id, now_ms, retention_minutes, partitions = (
         result.run_id,
@@ -195,18 +196,18 @@ def _run_locked(
     if not todo:
         result.stage_seconds["plan"] = time.monotonic() - t0
         return
-    todo_ids = [pl.partition for pl in todo]
-    previous_files = {}
-    if prev is not None:
-        for table in (
-            T.GROUP_OFFSETS,
-            T.EXPIRED_OFFSETS,
-            T.PENDING_TRANSACTIONAL_OFFSETS,
-            T.GROUP_FOLD_STATE,
-            T.CONSUMER_GROUPS,
-            T.EXPIRED_GROUPS,
-        ):
-            previous_files[table.name] = partition_files(table_path(warehouse, table), todo_ids)
+    todo_ids = sorted(pl.partition for pl in todo)
+    # what this run replaces: the state of the partitions it replays and, in a full run, their
+    # offsets_log and quarantined_records files
+    replaced = [t for t in T.ALL_TABLES if t in STATE_TABLES or (prev is None and t is not T.REPLAY_CHECKPOINTS)]
+    layouts: dict[str, tuple[str, ...]] = {}
+    removed: dict[str, list[DataFile]] = {}
+    for table in replaced:
+        listing = table_files(table_path(warehouse, table))
+        layouts[table.name] = table.partition_by if listing is None else listing[0]
+        # the exact partitions of the files whose min/max covers one replayed (a footer read each)
+        candidates = [f.with_partitions() for f in listing[1] if f.may_hold(todo_ids)] if listing else []
+        removed[table.name] = [f for f in candidates if f.may_hold(todo_ids)]
     sized_tasks: list[tuple[int, dict]] = []
     for pl in todo:
         p = pl.partition
@@ -220,7 +221,6 @@ def _run_locked(
             "retention_ms": int(retention_minutes) * 60_000,
             "quarantine": result.on_corrupt == "quarantine",
             "end_offset": (end_offsets or {}).get(p),
-            "previous": {name: files.get(p, []) for name, files in previous_files.items()} if prev else {},
         }
         if pl.path.startswith("kafka://"):
             task["bootstrap"] = pl.path[len("kafka://") :]
@@ -239,23 +239,21 @@ def _run_locked(
                 task["start_position"] = int(row["next_byte_position"])
             size = sum(os.path.getsize(s.path) for s in segs) - task.get("start_position", 0)
         sized_tasks.append((size, task))
-    groups = _pack(sized_tasks, spark.sparkContext.defaultParallelism)
-    tasks = [t for g in groups for t in g]
+    packed = _pack(sized_tasks, spark.sparkContext.defaultParallelism)
+    # a full run starts every partition from nothing; an incremental one from its last state
+    groups = _group_tasks(packed, warehouse, run_id, todo_ids, layouts, removed, previous_state=prev is not None)
     result.stage_seconds["plan"] = time.monotonic() - t0
 
     t0 = time.monotonic()
     try:
-        summaries = (
-            spark.sparkContext.parallelize(groups, len(groups))
-            .flatMap(lambda group: [replay_partition(t) for t in group])
-            .collect()
-        )
+        results = spark.sparkContext.parallelize(groups, len(groups)).map(_replay_group).collect()
+        results = _resolve_topic_names(spark, groups, results)
     except Exception as e:
         info = worker_error_from(e)
         if info is None:
             raise
         raise ReplayError(_describe_worker_error(info)) from None
-    summaries = _resolve_topic_names(spark, tasks, summaries)
+    summaries = [s for r in results for s in r["partitions"]]
     by_partition = {s["partition"]: s for s in summaries}
     ends = {p: max(start_offsets[p], s["next_offset"] or 0) for p, s in by_partition.items()}
     log_ends = {
@@ -308,15 +306,14 @@ def _run_locked(
             if table is T.REPLAY_CHECKPOINTS:
                 _commit_checkpoints(path, checkpoint_rows, prev, tag)
             else:
-                files = [f for s in summaries for f in s["files"].get(table.name, [])]
-                appends = table in (T.OFFSETS_LOG, T.QUARANTINED_RECORDS) and prev is not None
                 commit_files(
                     path,
                     table,
-                    files,
+                    [f for r in results for f in r["files"].get(table.name, [])],
                     tag,
-                    replace=None if appends else todo_ids,
-                    current=previous_files.get(table.name),
+                    remove=removed.get(table.name, []),
+                    partition_by=layouts.get(table.name),
+                    overwrite_partitions=todo_ids if table.name in removed else None,
                 )
             _crash_point(f"after_commit:{table.name}")
     except BaseException:
@@ -326,34 +323,89 @@ def _run_locked(
     result.stage_seconds["commit"] = time.monotonic() - t0
 
 
-def _resolve_topic_names(spark: SparkSession, tasks: list[dict], summaries: list[dict]) -> list[dict]:
+def _resolve_topic_names(spark: SparkSession, groups: list[dict], results: list[dict]) -> list[dict]:
     """KIP-848 assignments name topics by id; names come from offset commits (v4 values), which
-    may sit in another offsets partition. A partition whose groups use ids that only another
-    partition names is replayed again with those names (rare: a group assigned a topic it has
-    never committed). Its first files are left unreferenced (VACUUM removes them)."""
+    may sit in another offsets partition. A Spark task with a partition whose groups use ids
+    that only another partition names is run again with those names (rare: a group assigned a
+    topic it has never committed); the state files of a task hold all its partitions, so the
+    whole task is redone. Its first files are left unreferenced (VACUUM removes them)."""
     names: dict[str, str] = {}
-    for s in summaries:
-        names.update(s["topic_names"])
+    for r in results:
+        for s in r["partitions"]:
+            names.update(s["topic_names"])
     again = [
-        t
-        for t in tasks
-        if set(next(s for s in summaries if s["partition"] == t["partition"])["unresolved_topic_ids"]) & set(names)
+        i for i, r in enumerate(results) if any(set(s["unresolved_topic_ids"]) & set(names) for s in r["partitions"])
     ]
     if not again:
-        return summaries
-    for t in again:
-        t["topic_names"] = names
-    redone = {
-        s["partition"]: s
-        for s in spark.sparkContext.parallelize(again, len(again)).map(_replay_partition_task).collect()
-    }
-    return [redone.get(s["partition"], s) for s in summaries]
+        return results
+    redo = []
+    for i in again:
+        for t in groups[i]["tasks"]:
+            t["topic_names"] = names
+        redo.append(groups[i])
+    redone = spark.sparkContext.parallelize(redo, len(redo)).map(_replay_group).collect()
+    out = list(results)
+    for i, r in zip(again, redone):
+        out[i] = r
+    return out
 
 
-def _replay_partition_task(task: dict) -> dict:
-    from lib.lake.partition_task import replay_partition
+def _replay_group(group: dict) -> dict:
+    from lib.lake.partition_task import replay_group
 
-    return replay_partition(task)
+    return replay_group(group)
+
+
+def _group_tasks(
+    packed: list[list[dict]],
+    warehouse: str,
+    run_id: str,
+    replayed: list[int],
+    layouts: dict[str, tuple[str, ...]],
+    removed: dict[str, list[DataFile]],
+    previous_state: bool,
+) -> list[dict]:
+    """The Spark tasks' inputs: each gets the state files that may hold its partitions' rows
+    (its previous state, if `previous_state`) and the files it must carry: a replaced file of a flat table that may
+    hold rows of partitions this run does not replay goes to the task of the first replayed
+    partition it may hold, which writes those rows again into its own file."""
+    from lib.lake.partition_task import STATE_TABLES
+
+    owner = {t["partition"]: i for i, members in enumerate(packed) for t in members}
+    replayed_set = set(replayed)
+    flat = {name: not cols for name, cols in layouts.items()}
+    groups: list[dict] = []
+    for members in packed:
+        mine = sorted(t["partition"] for t in members)
+        groups.append(
+            {
+                # ascending: the state files' row groups hold partitions in that order
+                "tasks": sorted(members, key=lambda t: t["partition"]),
+                "warehouse": os.path.abspath(warehouse),
+                "run_id": run_id,
+                "flat": flat,
+                "replayed": replayed,
+                "carry": {},
+                "state_files": {
+                    table.name: [
+                        {"path": f.absolute, "partition_value": f.partition_value}
+                        for f in removed.get(table.name, [])
+                        if f.may_hold(mine)
+                    ]
+                    for table in STATE_TABLES
+                }
+                if previous_state
+                else {},
+            }
+        )
+    for name, files in removed.items():
+        for f in files:
+            if f.partition_value is not None or f.holds_only(replayed_set):
+                continue
+            first = next((p for p in replayed if f.may_hold([p])), None)
+            i = owner[first] if first is not None else 0
+            groups[i]["carry"].setdefault(name, []).append(f.absolute)
+    return groups
 
 
 TASK_BYTES = 256 << 20  # a Spark task's share of segment bytes, when partitions are small
