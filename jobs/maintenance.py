@@ -132,8 +132,19 @@ def _maintain(spark, args, tables, table_path, DeltaTable) -> int:
         table = DeltaTable.forPath(spark, path)
         parts = []
         if not args.no_optimize:
-            metrics = table.optimize().executeCompaction().select("metrics.*").first()
-            parts.append(f"optimize {metrics['numFilesRemoved']} files -> {metrics['numFilesAdded']}")
+            detail = spark.sql(f"DESCRIBE DETAIL delta.`{path}`").select("partitionColumns").first()
+            columns = spark.read.format("delta").load(path).columns
+            if "offsets_partition" in columns and "offsets_partition" not in detail["partitionColumns"]:
+                # a table that holds offsets_partition as a column: compaction alone would mix
+                # partitions in its files and end data skipping on it; Z-order keeps them apart
+                # (it rewrites the table's files, once per maintenance run)
+                result = table.optimize().executeZOrderBy("offsets_partition")
+                how = "optimize zorder by offsets_partition"
+            else:
+                result = table.optimize().executeCompaction()
+                how = "optimize"
+            metrics = result.select("metrics.*").first()
+            parts.append(f"{how} {metrics['numFilesRemoved']} files -> {metrics['numFilesAdded']}")
         if not args.no_vacuum:
             table.vacuum(args.vacuum_hours)
             parts.append(f"vacuum (retain {args.vacuum_hours:g} h) deleted {vacuumed_files(table)} files")

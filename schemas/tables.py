@@ -45,10 +45,12 @@ class Table:
     doc: str
     columns: tuple[Column, ...]
     key: tuple[str, ...] = ()  # unique per row
-    # offsets_log and quarantined_records grow with the log: partitioned by offsets_partition.
-    # The state tables are small and rewritten for every partition a run touches: unpartitioned,
-    # one file per Spark task (a partition's rows are one row group), found by their
-    # offsets_partition min/max stats; a file per partition cost more to write than its rows.
+    # Only quarantined_records (rare, per partition) is partitioned by offsets_partition. The
+    # other tables hold it as a column: a file per partition and run cost more to write than an
+    # incremental run's rows. The state tables get one file per Spark task; offsets_log one per
+    # partition and 4M rows in a full replay, and one per task for the partitions with few new
+    # rows. Each flat file names its partitions in its footer, and its offsets_partition
+    # min/max in the Delta log skips it for readers of other partitions.
     partition_by: tuple[str, ...] = ()
 
     @property
@@ -123,7 +125,6 @@ OFFSETS_LOG = Table(
         C("raw_value", "BINARY", ""),
     ),
     key=("offsets_partition", "log_offset"),
-    partition_by=("offsets_partition",),
 )
 
 GROUP_OFFSETS = Table(

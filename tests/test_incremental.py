@@ -205,15 +205,15 @@ def test_state_files_hold_a_task_and_keep_partitions_a_run_does_not_replay(spark
     assert len([f for f in _files(wh, "group_offsets") if f.path in {g.path for g in files}]) == 1
 
 
-def test_a_warehouse_with_partitioned_state_tables_keeps_its_layout(spark, replay_logdir, tmp_path):
-    """State tables partitioned by offsets_partition (as earlier versions made them) are read
-    and written in that layout: one file per partition, in its folder."""
+def test_a_warehouse_with_partitioned_tables_keeps_its_layout(spark, replay_logdir, tmp_path):
+    """Tables partitioned by offsets_partition (as earlier versions made them) are read and
+    written in that layout: one file per partition, in its folder."""
+    from deltalake import DeltaTable
+
     log_dir, wh = tmp_path / "log", tmp_path / "wh"
     builders = _four_partitions(log_dir)
     replay_logdir(log_dir, wh, NOW)
     for table in STATE_TABLES:
-        if table == "offsets_log":
-            continue
         path = str(wh / table)
         df = spark.read.format("delta").load(path)
         (
@@ -228,12 +228,48 @@ def test_a_warehouse_with_partitioned_state_tables_keeps_its_layout(spark, repla
     replay_logdir(log_dir, wh, NOW)
     assert _offsets(spark, wh) == _expected_offsets({("g2", "u", 0): 777})
     assert len(rows(spark, str(wh), "group_fold_state")) == 4
-    files = _files(wh, "group_offsets")
-    assert sorted(f.partition_value for f in files) == [0, 1, 2, 3]
-    assert all(f.path.startswith(f"offsets_partition={f.partition_value}/") for f in files)
-    from deltalake import DeltaTable
+    assert _log_rows(spark, wh) == {p: b.next_offset for p, b in enumerate(builders)}
+    for table in ("group_offsets", "offsets_log"):
+        files = _files(wh, table)
+        assert all(f.path.startswith(f"offsets_partition={f.partition_value}/") for f in files), table
+        assert DeltaTable(str(wh / table)).metadata().partition_columns == ["offsets_partition"]
+    assert sorted(f.partition_value for f in _files(wh, "group_offsets")) == [0, 1, 2, 3]
+    assert sorted(f.partition_value for f in _files(wh, "offsets_log")) == [0, 1, 2, 2, 3]
 
-    assert DeltaTable(str(wh / "group_offsets")).metadata().partition_columns == ["offsets_partition"]
+
+def _log_rows(spark, warehouse) -> dict:
+    """offsets_log rows per offsets partition."""
+    out: dict = {}
+    for r in rows(spark, str(warehouse), "offsets_log"):
+        out[r["offsets_partition"]] = out.get(r["offsets_partition"], 0) + 1
+    return out
+
+
+def test_a_full_run_of_some_partitions_keeps_the_others_log_rows(spark, replay_logdir, tmp_path):
+    """A run writes the rows of its small partitions into one offsets_log file per task; a
+    later full run of one of them replaces the files holding it and writes the other
+    partitions' rows in them again: every partition keeps exactly the rows of its log."""
+    from lib.source.logdir import find_partitions
+    from lib.spark.pipeline import run_replay
+
+    log_dir, wh = tmp_path / "log", tmp_path / "wh"
+    builders = _four_partitions(log_dir)
+    replay_logdir(log_dir, wh, NOW)
+    for p in range(4):
+        builders[p].commit(f"g{p}", "t", p, 300 + p, T + 1)
+        builders[p].write(str(log_dir))
+    replay_logdir(log_dir, wh, NOW)
+    # small partitions: each run wrote one offsets_log file per task, of two partitions each
+    assert sorted(len(f.with_partitions().partitions or ()) for f in _files(wh, "offsets_log")) == [2, 2, 2, 2]
+    builders[1].commit("g1", "u", 0, 555, T + 2)
+    builders[1].write(str(log_dir))
+    run_replay(spark, find_partitions(str(log_dir), [1]), str(wh), NOW, full=True)
+    assert _log_rows(spark, wh) == {p: b.next_offset for p, b in enumerate(builders)}
+    assert _offsets(spark, wh) == _expected_offsets(
+        {("g0", "t", 0): 300, ("g1", "t", 1): 301, ("g1", "u", 0): 555, ("g2", "t", 2): 302, ("g3", "t", 3): 303}
+    )
+    logged = {(r["offsets_partition"], r["log_offset"]) for r in rows(spark, str(wh), "offsets_log")}
+    assert logged == {(p, o) for p, b in enumerate(builders) for o in range(b.next_offset)}
 
 
 def test_an_optimized_state_table_is_read_and_carried(spark, replay_logdir, tmp_path):

@@ -64,7 +64,7 @@ DICTIONARY_COLUMNS = (
 )
 PARTITIONS_KEY = "offsets_partitions"  # footer metadata of a flat file: the partitions it holds
 STATE_ROW_GROUP_ROWS = 65536  # a state file's row group: up to this many rows, of several partitions
-STATISTICS_COLUMNS = ("log_offset", "batch_base_offset", "log_timestamp", "commit_timestamp")
+STATISTICS_COLUMNS = ("offsets_partition", "log_offset", "batch_base_offset", "log_timestamp", "commit_timestamp")
 
 
 def partition_dir(warehouse: str, table: T.Table, partition: int) -> str:
@@ -189,14 +189,18 @@ class _LogWriter:
     own: in the others the group_metadata column is left out (a Delta reader reads a column a
     file lacks as null), because writing its deep nesting for rows that are all null cost as
     much as every other column together. A partition with few new rows (an incremental run)
-    gets one file with every column: there a file's fixed cost outweighs the nesting's."""
+    gets no file of its own: its rows, every column, go to `small` (the task's shared file),
+    as a file's fixed cost outweighs both the nesting and the rows; in a table partitioned by
+    offsets_partition (`flat` False: made by an earlier version) they get one file."""
 
     NESTED = "group_metadata"
     SMALL_ROWS = 32768
 
-    def __init__(self, warehouse: str, partition: int, run_id: str):
-        self.plain = _FileWriter(warehouse, T.OFFSETS_LOG, partition, run_id, drop=(self.NESTED,))
-        self.groups = _FileWriter(warehouse, T.OFFSETS_LOG, partition, run_id)
+    def __init__(self, warehouse: str, partition: int, run_id: str, flat: bool = True, small=None):
+        folder_partition = None if flat else partition
+        self.plain = _FileWriter(warehouse, T.OFFSETS_LOG, folder_partition, run_id, drop=(self.NESTED,))
+        self.groups = _FileWriter(warehouse, T.OFFSETS_LOG, folder_partition, run_id)
+        self.small = small if flat else None
         self.held: list[pa.RecordBatch] | None = []
         self.held_rows = 0
 
@@ -224,8 +228,11 @@ class _LogWriter:
 
     def close(self) -> None:
         if self.held:
-            for b in self.held:
-                self.groups.write(b)
+            if self.small is not None:
+                self.small(pa.Table.from_batches(self.held))
+            else:
+                for b in self.held:
+                    self.groups.write(b)
         self.held = None
         self.plain.close()
         self.groups.close()
@@ -379,15 +386,20 @@ def replay_group(group: dict) -> dict:
     """One Spark task: its partitions (`tasks`, see replay_partition), one after another, then
     the rows it must carry. group keys: tasks, warehouse, run_id, state_files {table name:
     [file]}, flat {table name: bool}, carry {table name: [path]}, replayed [partition].
-    Returns {"partitions": [summary], "files": {table name: [file to add]}}."""
+    Returns {"partitions": [summary], "files": {table name: [file to add]}, "seconds": {step:
+    CPU seconds}} (the task's own steps; each summary has its partition's)."""
     state = TaskState(group["warehouse"], group["run_id"], group.get("state_files") or {}, group.get("flat") or {})
     summaries = [replay_partition(task, state) for task in group["tasks"]]
+    t = time.thread_time()
     state.carry(group.get("carry") or {}, group.get("replayed") or [])
+    carried = time.thread_time() - t
     files = state.close()
     for s in summaries:
         for name, fs in s.pop("files").items():
             files.setdefault(name, []).extend(fs)
-    return {"partitions": summaries, "files": files}
+    # the task's shared files (state tables, small partitions' offsets_log) are written here
+    seconds = {"carry": carried, "write_task_files": time.thread_time() - t - carried}
+    return {"partitions": summaries, "files": files, "seconds": seconds}
 
 
 def replay_partition(task: dict, state: TaskState) -> dict:
@@ -423,7 +435,13 @@ def replay_partition(task: dict, state: TaskState) -> dict:
             pa.concat_tables(groups) if groups else None,
         )
     lap("read_state")
-    log_writer = _LogWriter(warehouse, p, run_id)
+    log_writer = _LogWriter(
+        warehouse,
+        p,
+        run_id,
+        flat=state.flat.get(T.OFFSETS_LOG.name, True),
+        small=lambda rows: state.write(T.OFFSETS_LOG, p, rows),
+    )
     quarantine: list[dict] | None = [] if task.get("quarantine") else None
     summary: dict = {"records": 0, "next_offset": None, "trailing_bytes": 0, "end_position": None}
 

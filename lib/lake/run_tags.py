@@ -1,6 +1,8 @@
 """How a commit names the replay run that made it: the userMetadata of every commit of a run
 is `offsets-lake run <run id>` (see DESCRIBE HISTORY); a roll-back's is `offsets-lake rollback
-of run <run id>`. The run's checkpoint lives in replay_checkpoints only."""
+of run <run id>`. The run's checkpoint lives in replay_checkpoints only. A run that rebuilds partitions
+from their first record (--full, or a partition's first run) says so in its offsets_log
+commit: `offsets-lake run <run id> rebuilt 0,7,12`."""
 
 from __future__ import annotations
 
@@ -10,6 +12,21 @@ ROLLBACK_TAG = "offsets-lake rollback of run "
 
 def run_tag(run_id: str) -> str:
     return f"{RUN_TAG}{run_id}"
+
+
+REBUILT = " rebuilt "
+
+
+def rebuilt_tag(run_id: str, partitions: list[int]) -> str:
+    return f"{RUN_TAG}{run_id}{REBUILT}{','.join(map(str, partitions))}"
+
+
+def rebuilt_partitions(user_metadata: str | None) -> list[int] | None:
+    """The partitions a commit's userMetadata says its run rebuilt (None: not such a commit)."""
+    if tagged_run(user_metadata) is None or REBUILT not in (user_metadata or ""):
+        return None
+    listed = (user_metadata or "").split(REBUILT, 1)[1]
+    return [int(p) for p in listed.split(",") if p.strip()]
 
 
 def tagged_run(user_metadata: str | None) -> str | None:

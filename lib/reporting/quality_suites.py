@@ -19,7 +19,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from lib.lake.run_tags import tagged_run
+from lib.lake.run_tags import rebuilt_partitions, tagged_run
 from lib.reporting.model import QUALITY_DIR
 from schemas import quality_checks as Q
 from schemas import tables as T
@@ -115,8 +115,9 @@ class QualityResult:
 
 # --- the DataFrames to validate -------------------------------------------------------------
 def _full_rebuilds(spark, warehouse: str) -> set[tuple[str, int | None]]:
-    """(run id, partition) of every offsets_log commit that overwrote partitions (a --full
-    run, or a partition's first run); partition None = the whole table."""
+    """(run id, partition) of every offsets_log commit that rebuilt partitions (a --full run,
+    or a partition's first run; its userMetadata lists them); partition None = the whole
+    table."""
     from delta.tables import DeltaTable
 
     out: set[tuple[str, int | None]] = set()
@@ -125,6 +126,11 @@ def _full_rebuilds(spark, warehouse: str) -> set[tuple[str, int | None]]:
         DeltaTable.forPath(spark, path).history().select("operation", "operationParameters", "userMetadata").collect()
     ):
         run_id = tagged_run(r["userMetadata"])
+        rebuilt = rebuilt_partitions(r["userMetadata"])
+        if run_id is not None and rebuilt is not None:
+            out.update((run_id, p) for p in rebuilt)
+            continue
+        # an earlier version's offsets_log, partitioned: a WRITE overwriting partitions
         params = r["operationParameters"] or {}
         if run_id is None or r["operation"] != "WRITE" or params.get("mode") != "Overwrite":
             continue

@@ -161,6 +161,15 @@ class DataFile:
         return dataclasses.replace(self, partitions=frozenset(found))
 
 
+def table_layout(path: str) -> tuple[str, ...] | None:
+    """A table's partition columns (None: no table)."""
+    from deltalake import DeltaTable
+
+    if not table_exists(None, path):
+        return None
+    return tuple(DeltaTable(path).metadata().partition_columns)
+
+
 def table_files(path: str) -> tuple[tuple[str, ...], list[DataFile]] | None:
     """The partition columns and data files of a table's latest version (None: no table).
     Read from the Delta log with delta-rs: no Spark job."""

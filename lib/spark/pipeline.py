@@ -21,7 +21,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from lib.lake.lock import WarehouseBusyError, WarehouseLock  # noqa: F401 - re-exported for jobs
-from lib.lake.run_tags import run_tag
+from lib.lake.run_tags import rebuilt_tag, run_tag
 from lib.lake.worker_errors import worker_error_from
 from lib.replay.expiry import DEFAULT_RETENTION_MINUTES
 from lib.source.logdir import PartitionLog, segments_from
@@ -32,6 +32,7 @@ from lib.spark.delta import (
     read_small_table,
     roll_back_incomplete_runs,
     table_files,
+    table_layout,
     table_path,
 )
 from schemas import tables as T
@@ -202,6 +203,10 @@ def _run_locked(
     replaced = [t for t in T.ALL_TABLES if t in STATE_TABLES or (prev is None and t is not T.REPLAY_CHECKPOINTS)]
     layouts: dict[str, tuple[str, ...]] = {}
     removed: dict[str, list[DataFile]] = {}
+    for table in (T.OFFSETS_LOG, T.QUARANTINED_RECORDS):
+        if table not in replaced:
+            layout = table_layout(table_path(warehouse, table))
+            layouts[table.name] = table.partition_by if layout is None else layout
     for table in replaced:
         listing = table_files(table_path(warehouse, table))
         layouts[table.name] = table.partition_by if listing is None else listing[0]
@@ -267,7 +272,7 @@ def _run_locked(
     _check_not_behind(todo, log_ends, prev)
     _crash_point("after_decode")
     result.stage_seconds["read_replay_write"] = time.monotonic() - t0
-    for s in summaries:
+    for s in [*summaries, *results]:
         for step, seconds in s["seconds"].items():
             key = f"worker_{step}"
             result.stage_seconds[key] = result.stage_seconds.get(key, 0.0) + seconds
@@ -310,7 +315,7 @@ def _run_locked(
                     path,
                     table,
                     [f for r in results for f in r["files"].get(table.name, [])],
-                    tag,
+                    rebuilt_tag(run_id, todo_ids) if table is T.OFFSETS_LOG and table.name in removed else tag,
                     remove=removed.get(table.name, []),
                     partition_by=layouts.get(table.name),
                     overwrite_partitions=todo_ids if table.name in removed else None,

@@ -261,10 +261,12 @@ def test_maintenance_dag_keeps_contents_and_time_travel(incremental_run, tmp_pat
         assert f"{t}: optimize " in out["log"]
     assert "maintenance: 3 of 3 tables" in out["log"]
     assert {t: delta_rows(warehouse, t) for t in TABLES} == before
-    # compaction leaves one file per table partition: offsets_log has 7 partitions with records;
-    # group_offsets, a state table, is not partitioned: one file
+    # the sample's tables are small: Z-ordered (offsets_log, group_offsets) or compacted
+    # (replay_checkpoints), each becomes one file
+    assert "offsets_log: optimize zorder by offsets_partition" in out["log"]
+    assert "replay_checkpoints: optimize zorder" not in out["log"]  # no offsets_partition column
     assert {t: delta_files(warehouse, t) for t in compacted} == {
-        "offsets_log": 7,
+        "offsets_log": 1,
         "group_offsets": 1,
         "replay_checkpoints": 1,
     }
