@@ -107,12 +107,20 @@ soak: setup
 clean:
 	rm -rf $(WAREHOUSE) spark-warehouse .pytest_cache
 
-# The job under spark-submit: `make submit ARGS="--input LOG_DIR --warehouse WH"`.
-# Delta's jars must be on spark-submit's --jars (the JVM starts before Python adds them).
+# The code as one zip for spark-submit --py-files: executors get it from the driver, never
+# from this repository's path (build/offsets_lake.zip).
+.PHONY: dist
+dist:
+	$(PY) -m jobs.build_dist
+
+# The job under spark-submit: `make submit ARGS="[--master spark://HOST:PORT] --input LOG_DIR
+# --warehouse WH"` (client mode). Delta's jars must be on spark-submit's --jars (the JVM
+# starts before Python adds them); the code travels as build/offsets_lake.zip.
 SPARK_HOME_PIP = $(CURDIR)/$(VENV)/lib/python3.11/site-packages/pyspark
-submit: setup
+submit: setup dist
 	SPARK_HOME=$(SPARK_HOME_PIP) $(SPARK_HOME_PIP)/bin/spark-submit \
 	  --jars "$$(ls $(CURDIR)/$(JARS)/spark/*.jar | paste -sd,)" \
+	  --py-files $(CURDIR)/build/offsets_lake.zip \
 	  --driver-java-options "-Dlog4j2.configurationFile=file:$(CURDIR)/conf/log4j2.properties" \
 	  jobs/replay_offsets.py $(ARGS)
 

@@ -83,7 +83,7 @@ def main(argv=None) -> int:
         if not args.warehouse:
             raise AuditError("--warehouse is required")
         warehouse_tables(args.warehouse)
-        overrides = spark_overrides(args.conf)
+        overrides = spark_overrides(args.conf, args.master)
     except (AuditError, ValueError) as e:
         return fail(str(e))
 

@@ -74,7 +74,7 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     try:
         tables = choose_tables(args.tables)
-        extra = spark_overrides(args.conf)
+        extra = spark_overrides(args.conf, args.master)
     except ValueError as e:
         return fail(str(e))
     if not os.path.isdir(args.warehouse):

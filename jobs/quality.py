@@ -37,7 +37,7 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     try:
         partitions = parse_partitions(args.partitions)
-        overrides = spark_overrides(args.conf)
+        overrides = spark_overrides(args.conf, args.master)
     except ValueError as e:
         return fail(f"bad argument: {e}")
     from schemas.quality_checks import SUITES

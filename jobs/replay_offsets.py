@@ -84,7 +84,7 @@ def main(argv=None) -> int:
     try:
         now_ms = parse_time_ms(args.now)
         partitions = parse_partitions(args.partitions)
-        overrides = spark_overrides(args.conf)
+        overrides = spark_overrides(args.conf, args.master)
         if args.bootstrap_servers:
             logs = live_partitions(args.bootstrap_servers, partitions)
             args.input = args.bootstrap_servers

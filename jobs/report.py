@@ -35,7 +35,7 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     try:
         now_ms = parse_time_ms(args.now)
-        overrides = spark_overrides(args.conf)
+        overrides = spark_overrides(args.conf, args.master)
     except ValueError as e:
         return fail(str(e))
     if args.top <= 0 or args.days < 0 or args.retention_minutes <= 0:

@@ -26,11 +26,15 @@ def failer(job: str, *, nothing_changed: bool = False) -> Callable[..., int]:
 
 def add_conf_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting")
+    parser.add_argument(
+        "--master", help="Spark master, e.g. spark://HOST:7077 (same as --conf spark.master=...; client mode)"
+    )
 
 
-def spark_overrides(pairs: list[str]) -> dict[str, str]:
-    """--conf KEY=VALUE arguments as Spark settings; ValueError names a malformed one."""
-    out = {}
+def spark_overrides(pairs: list[str], master: str | None = None) -> dict[str, str]:
+    """--conf KEY=VALUE arguments (and --master) as Spark settings; ValueError names a
+    malformed one."""
+    out = {"spark.master": master} if master else {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():

@@ -12,15 +12,30 @@ DEFAULT_CONF = os.path.join(REPO_ROOT, "conf", "spark.conf")
 DEFAULT_JARS = os.path.join(REPO_ROOT, ".jars", "spark")
 
 
+def _read_text(path: str) -> str:
+    """A file's text, also from inside the zip the code was shipped in (--py-files), where the
+    repository's conf/ travels with lib/."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except (NotADirectoryError, FileNotFoundError):
+        archive, sep, member = path.partition(".zip" + os.sep)
+        if not sep or not os.path.isfile(archive + ".zip"):
+            raise
+        import zipfile
+
+        with zipfile.ZipFile(archive + ".zip") as z:
+            return z.read(member.replace(os.sep, "/")).decode("utf-8")
+
+
 def read_conf(path: str) -> dict[str, str]:
     conf: dict[str, str] = {}
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            line = line.strip()
-            if not line or line.startswith("#"):
-                continue
-            key, _, value = line.partition(" ")
-            conf[key.strip()] = value.strip()
+    for line in _read_text(path).splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        key, _, value = line.partition(" ")
+        conf[key.strip()] = value.strip()
     return conf
 
 
@@ -60,23 +75,39 @@ def build_session(
     # Local mode talks to itself over loopback only.
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     pythonpath = os.environ.get("PYTHONPATH", "")
-    if REPO_ROOT not in pythonpath.split(os.pathsep):
+    if os.path.isdir(REPO_ROOT) and REPO_ROOT not in pythonpath.split(os.pathsep):
         os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (REPO_ROOT, pythonpath) if p)
     conf = {**JOB_DEFAULTS, **(defaults or {}), **read_conf(os.environ.get("OFFSETS_LAKE_SPARK_CONF", DEFAULT_CONF))}
     # Under spark-submit the launcher's settings are already in the JVM's system properties.
     # spark-submit starts the JVM first and hands Python its gateway port.
-    submitted = dict(SparkConf().getAll()) if "PYSPARK_GATEWAY_PORT" in os.environ else {}
+    # (SparkConf reads them only once the gateway is up: before, it returned nothing, and
+    # conf/spark.conf's local master overrode spark-submit's --master)
+    submitted = {}
+    if "PYSPARK_GATEWAY_PORT" in os.environ:
+        from pyspark import SparkContext
+
+        SparkContext._ensure_initialized()
+        submitted = dict(SparkConf().getAll())
     for key in submitted:
         conf.pop(key, None)
     conf.update(overrides or {})
     log4j = os.path.join(REPO_ROOT, "conf", "log4j2.properties")
-    java_opts = f"-Dlog4j2.configurationFile=file:{log4j}"
+    java_opts = f"-Dlog4j2.configurationFile=file:{log4j}" if os.path.isfile(log4j) else ""
     driver_opts = conf.get("spark.driver.extraJavaOptions", "")
-    if "log4j2.configurationFile" not in driver_opts:
+    if java_opts and "log4j2.configurationFile" not in driver_opts:
         conf["spark.driver.extraJavaOptions"] = f"{java_opts} {driver_opts}".strip()
-    conf.setdefault("spark.executor.extraJavaOptions", java_opts)
-    conf.setdefault("spark.executorEnv.PYTHONPATH", os.environ["PYTHONPATH"])
-    jars = ",".join(spark_jars() + [j for j in submitted.get("spark.jars", "").split(",") if j])
+    master = conf.get("spark.master") or submitted.get("spark.master") or "local[*]"
+    if master.startswith("local"):
+        # local mode: the workers run here, the repository is their code
+        if java_opts:
+            conf.setdefault("spark.executor.extraJavaOptions", java_opts)
+        conf.setdefault("spark.executorEnv.PYTHONPATH", os.environ.get("PYTHONPATH", ""))
+    # elsewhere the code reaches executors as a built artifact (spark-submit --py-files
+    # build/offsets_lake.zip, `make dist`), never through this machine's paths
+    given = [j for j in submitted.get("spark.jars", "").split(",") if j]
+    # spark-submit --jars with Delta's jars (a cluster's submit): nothing local to add
+    local = [] if any("delta-spark" in os.path.basename(j) for j in given) else spark_jars()
+    jars = ",".join(local + given)
     builder = SparkSession.builder.appName(app_name).config("spark.jars", jars)
     for key, value in conf.items():
         builder = builder.config(key, value)
