@@ -242,6 +242,17 @@ class _LogWriter:
         return self.plain.files + self.groups.files
 
 
+def row_group_partitions(meta: pq.FileMetaData) -> list[tuple[int | None, int | None]]:
+    """Each row group's offsets_partition (min, max) from a flat file's footer; (None, None)
+    where the statistics are missing (or the file has no such column)."""
+    leaf = next((j for j in range(meta.num_columns) if meta.schema.column(j).path == "offsets_partition"), None)
+    ranges: list[tuple[int | None, int | None]] = []
+    for i in range(meta.num_row_groups):
+        st = meta.row_group(i).column(leaf).statistics if leaf is not None else None
+        ranges.append((st.min, st.max) if st is not None and st.has_min_max else (None, None))
+    return ranges
+
+
 class TaskState:
     """The state tables of one Spark task's partitions. Reads each partition's previous state
     from the files the driver listed (`sources`: table name -> [{"path", "partition_value"}]):
@@ -266,13 +277,7 @@ class TaskState:
         read once per task."""
         if path not in self._footers:
             f = pq.ParquetFile(path)
-            meta = f.metadata
-            ranges: list[tuple[int | None, int | None]] = []
-            leaf = next((j for j in range(meta.num_columns) if meta.schema.column(j).path == "offsets_partition"), None)
-            for i in range(meta.num_row_groups):
-                st = meta.row_group(i).column(leaf).statistics if leaf is not None else None
-                ranges.append((st.min, st.max) if st is not None and st.has_min_max else (None, None))
-            self._footers[path] = (f, ranges)
+            self._footers[path] = (f, row_group_partitions(f.metadata))
         return self._footers[path]
 
     def read(self, table: T.Table, partition: int) -> pa.Table | None:

@@ -298,28 +298,16 @@ def _short(value, limit: int = 160) -> str:
 
 def _outcome(check: Q.Check, r, rows: int) -> ExpectationOutcome:
     gx_type = r.expectation_config.type if r is not None else ""
+
+    def failed(detail: str) -> ExpectationOutcome:
+        return ExpectationOutcome(check.name, gx_type, Q.report_column(check), check.severity, False, None, detail)
+
     if r is None:
-        return ExpectationOutcome(
-            check.name,
-            gx_type,
-            Q.report_column(check),
-            check.severity,
-            False,
-            None,
-            "no result from Great Expectations",
-        )
+        return failed("no result from Great Expectations")
     result = dict(r.result or {})
     exc = r.exception_info or {}
     if isinstance(exc, dict) and exc.get("raised_exception"):
-        return ExpectationOutcome(
-            check.name,
-            gx_type,
-            Q.report_column(check),
-            check.severity,
-            False,
-            None,
-            "check raised: " + str(exc.get("exception_message", ""))[:200],
-        )
+        return failed("check raised: " + str(exc.get("exception_message", ""))[:200])
     unexpected = result.get("unexpected_count")
     if r.success:
         # BOOLEAN_ONLY pass: a map expectation with mostly=1 passes only with no unexpected row

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from pyspark.sql import DataFrame, SparkSession
 
-from lib.lake.partition_task import PARTITIONS_KEY
+from lib.lake.partition_task import PARTITIONS_KEY, row_group_partitions
 from lib.lake.run_tags import ROLLBACK_TAG, tagged_run
 from schemas.tables import Table
 
@@ -149,15 +149,11 @@ class DataFile:
         named = (meta.metadata or {}).get(PARTITIONS_KEY.encode())
         if named is not None:
             return dataclasses.replace(self, partitions=frozenset(int(p) for p in named.decode().split(",") if p))
-        leaf = next((j for j in range(meta.num_columns) if meta.schema.column(j).path == "offsets_partition"), None)
-        if leaf is None:
-            return self
-        found = set()
-        for i in range(meta.num_row_groups):
-            st = meta.row_group(i).column(leaf).statistics
-            if st is None or not st.has_min_max or st.min != st.max:
+        found: set[int] = set()
+        for lo, hi in row_group_partitions(meta):
+            if lo is None or lo != hi:
                 return self
-            found.add(int(st.min))
+            found.add(lo)
         return dataclasses.replace(self, partitions=frozenset(found))
 
 
