@@ -30,7 +30,7 @@ help:
 	@echo "make setup  - virtualenv at $(VENV) and JVM jars in $(JARS)/ (idempotent)"
 	@echo "make airflow-venv - Airflow 3 in its own virtualenv at .venv-airflow (idempotent)"
 
-setup: venv jars kafka-jars numba-cache
+setup: venv jars s3-jars kafka-jars numba-cache
 
 # Compile the decoder's numba kernels into their on-disk cache once (Spark workers load it).
 .PHONY: numba-cache
@@ -61,6 +61,22 @@ jars: $(JARS)/spark/.stamp
 $(JARS)/spark/.stamp: conf/maven/pom.xml
 	@rm -rf $(JARS)/spark && mkdir -p $(JARS)/spark
 	$(MVN) -P spark dependency:copy-dependencies -DoutputDirectory=$(CURDIR)/$(JARS)/spark
+	@touch $@
+
+# hadoop-aws and the AWS SDK (s3a:// paths), and S3Proxy for the object-storage tests (tests/s3)
+.PHONY: s3-jars
+s3-jars: $(JARS)/s3/.stamp $(JARS)/s3proxy/.stamp $(JARS)/s3proxy-2.6/.stamp
+$(JARS)/s3/.stamp: conf/maven/pom.xml
+	@rm -rf $(JARS)/s3 && mkdir -p $(JARS)/s3
+	$(MVN) -P s3 dependency:copy-dependencies -DoutputDirectory=$(CURDIR)/$(JARS)/s3
+	@touch $@
+$(JARS)/s3proxy/.stamp: conf/maven/pom.xml
+	@rm -rf $(JARS)/s3proxy && mkdir -p $(JARS)/s3proxy
+	$(MVN) -P s3proxy dependency:copy-dependencies -DoutputDirectory=$(CURDIR)/$(JARS)/s3proxy
+	@touch $@
+$(JARS)/s3proxy-2.6/.stamp: conf/maven/pom.xml
+	@rm -rf $(JARS)/s3proxy-2.6 && mkdir -p $(JARS)/s3proxy-2.6
+	$(MVN) -P s3proxy-2.6 dependency:copy-dependencies -DoutputDirectory=$(CURDIR)/$(JARS)/s3proxy-2.6
 	@touch $@
 
 # Kafka brokers for the integration tests (tests/broker): one classpath per version.
@@ -117,11 +133,18 @@ dist:
 # --warehouse WH"` (client mode). Delta's jars must be on spark-submit's --jars (the JVM
 # starts before Python adds them); the code travels as build/offsets_lake.zip.
 SPARK_HOME_PIP = $(CURDIR)/$(VENV)/lib/python3.11/site-packages/pyspark
+# With s3a:// paths in ARGS: hadoop-aws and the AWS SDK on the driver's and executors' class
+# path from this machine's .jars/s3 (workers on other hosts need them at the same path, or
+# --packages org.apache.hadoop:hadoop-aws:3.5.0 instead). Endpoint and credentials: the AWS_*
+# environment or --conf spark.hadoop.fs.s3a.* (README, "On a cluster and on S3").
+S3_CLASSPATH = $$(ls $(CURDIR)/$(JARS)/s3/*.jar | paste -sd:)
+S3_CLASSPATH_ARGS = --driver-class-path "$(S3_CLASSPATH)" --conf "spark.executor.extraClassPath=$(S3_CLASSPATH)"
 submit: setup dist
 	SPARK_HOME=$(SPARK_HOME_PIP) $(SPARK_HOME_PIP)/bin/spark-submit \
 	  --jars "$$(ls $(CURDIR)/$(JARS)/spark/*.jar | paste -sd,)" \
 	  --py-files $(CURDIR)/build/offsets_lake.zip \
 	  --driver-java-options "-Dlog4j2.configurationFile=file:$(CURDIR)/conf/log4j2.properties" \
+	  $(if $(findstring s3a://,$(ARGS)),$(S3_CLASSPATH_ARGS)) \
 	  jobs/replay_offsets.py $(ARGS)
 
 # The report: one self-contained HTML page, $(WAREHOUSE)/report/index.html, as of REPORT_NOW

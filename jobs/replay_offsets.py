@@ -11,6 +11,7 @@ import argparse
 import sys
 import time
 
+from lib import storage
 from lib.cli import (
     EXIT_BUSY,
     add_conf_argument,
@@ -20,6 +21,7 @@ from lib.cli import (
     parse_time_ms,
     spark_overrides,
 )
+from lib.lake.lock import LockUnsupportedError
 from lib.replay.expiry import DEFAULT_RETENTION_MINUTES
 from lib.source.logdir import LogDirError, find_partitions, live_partitions
 
@@ -29,13 +31,15 @@ fail = failer("replay_offsets", nothing_changed=True)
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="replay_offsets", description=__doc__.splitlines()[0])
     source = p.add_mutually_exclusive_group(required=True)
-    source.add_argument("--input", help="broker log dir holding __consumer_offsets-<P> folders")
+    source.add_argument(
+        "--input", help="broker log dir holding __consumer_offsets-<P> folders (a path or s3a://bucket/prefix)"
+    )
     source.add_argument(
         "--bootstrap-servers",
         metavar="HOST:PORT",
         help="read __consumer_offsets from a running cluster instead (up to each high watermark)",
     )
-    p.add_argument("--warehouse", required=True, help="folder of the Delta tables")
+    p.add_argument("--warehouse", required=True, help="folder of the Delta tables (a path or s3a://bucket/prefix)")
     p.add_argument("--now", help="expiry is judged as of this time: epoch ms or ISO-8601 (default: now)")
     p.add_argument(
         "--retention-minutes",
@@ -85,10 +89,14 @@ def main(argv=None) -> int:
         now_ms = parse_time_ms(args.now)
         partitions = parse_partitions(args.partitions)
         overrides = spark_overrides(args.conf, args.master)
+        # an object store's settings may come from the session (--conf spark.hadoop.fs.s3a.*):
+        # such an input is listed once the session is up; a local one first, failing fast
+        object_store = any(storage.is_remote(p) for p in (args.input or "", args.warehouse))
+        logs = None
         if args.bootstrap_servers:
             logs = live_partitions(args.bootstrap_servers, partitions)
             args.input = args.bootstrap_servers
-        else:
+        elif not storage.is_remote(args.input):
             logs = find_partitions(args.input, partitions)
     except (ValueError, LogDirError) as e:
         return fail(str(e))
@@ -99,7 +107,12 @@ def main(argv=None) -> int:
     from lib.spark.session import REPLAY_DEFAULTS, build_session
 
     started = time.monotonic()
-    spark = build_session("replay_offsets", overrides, REPLAY_DEFAULTS)
+    spark = build_session("replay_offsets", overrides, REPLAY_DEFAULTS, object_store=object_store)
+    if logs is None:
+        try:
+            logs = find_partitions(args.input, partitions)
+        except LogDirError as e:
+            return fail(str(e))
     try:
         result = run_replay(
             spark,
@@ -115,6 +128,8 @@ def main(argv=None) -> int:
         return fail(str(e))
     except WarehouseBusyError as e:
         return fail(str(e), EXIT_BUSY)
+    except LockUnsupportedError as e:
+        return fail(str(e))
     wall = time.monotonic() - started
     # --quiet prints one line: no summary queries (on a large log they cost more than the replay)
     summary = None if args.quiet else summarize(spark, args.warehouse, result.partitions)

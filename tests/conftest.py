@@ -28,6 +28,8 @@ def spark():
             "spark.sql.adaptive.enabled": "false",
             "spark.databricks.delta.snapshotPartitions": "1",
         },
+        # hadoop-aws on the class path: tests/s3 reads s3a:// tables with this session
+        object_store=True,
     )
     yield session
     session.stop()
@@ -43,3 +45,21 @@ def replay_logdir(spark):
         return run_replay(spark, find_partitions(str(log_dir), partitions), str(warehouse), now_ms, retention_minutes)
 
     return run
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory, spark):
+    """One S3Proxy for the test session; the shared Spark session and this process's
+    lib.storage point at it (as a job's --conf spark.hadoop.fs.s3a.* would)."""
+    from lib import storage
+    from lib.spark.session import configure_object_store
+    from tests.s3.s3_server import S3Server
+
+    server = S3Server(str(tmp_path_factory.mktemp("s3proxy"))).start()
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+    for key, value in server.hadoop_conf().items():
+        hadoop.set(key, value)
+    configure_object_store(spark)
+    yield server
+    storage.configure(None)
+    server.stop()

@@ -9,7 +9,6 @@ Every other inconsistency raises CorruptBatchError naming the file, partition an
 from __future__ import annotations
 
 import mmap
-import os
 import struct
 import zlib
 from dataclasses import dataclass, field
@@ -385,13 +384,12 @@ def _skip_headers(buf, pos: int, end: int, count: int) -> int:
     return r.pos
 
 
-def read_segment_bytes(path: str) -> bytes | mmap.mmap:
-    """The whole segment, memory-mapped when non-empty (zero-copy for uncompressed batches)."""
-    size = os.path.getsize(path)
-    if size == 0:
-        return b""
-    with open(path, "rb") as f:
-        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+def read_segment_bytes(path: str, start: int = 0) -> bytes | memoryview | mmap.mmap:
+    """The segment from byte `start` on: memory-mapped on local disk (zero-copy for
+    uncompressed batches), one range read from an object store (lib.storage)."""
+    from lib.storage import read_bytes
+
+    return read_bytes(path, start)
 
 
 def scan_segment_end(path: str) -> tuple[int | None, int]:

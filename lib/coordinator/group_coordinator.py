@@ -8,12 +8,12 @@ partition it does not own, "not coordinator" (as GroupCoordinator does)."""
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import Literal, overload
 
+from lib import storage
 from lib.replay.groups import GroupFold
 from lib.replay.offsets import PartitionOffsets
 from lib.replay.partitioning import partition_for
@@ -47,8 +47,9 @@ def _read_arrow(warehouse: str, table: str, partition: int):
     from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
 
+    path = storage.join(warehouse, table)
     try:
-        dt = DeltaTable(os.path.join(warehouse, table))
+        dt = DeltaTable(path, storage_options=storage.delta_options(path))
     except TableNotFoundError:
         return None
     return pa.table(dt.to_pyarrow_table(filters=[("offsets_partition", "=", partition)]))
@@ -58,8 +59,9 @@ def _read(warehouse: str, table: str, partition: int) -> list[dict]:
     from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
 
+    path = storage.join(warehouse, table)
     try:
-        dt = DeltaTable(os.path.join(warehouse, table))
+        dt = DeltaTable(path, storage_options=storage.delta_options(path))
     except TableNotFoundError:
         return []
     return dt.to_pyarrow_table(filters=[("offsets_partition", "=", partition)]).to_pylist()

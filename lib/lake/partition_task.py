@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute
 import pyarrow.parquet as pq
 
+from lib import storage
 from lib.codec.errors import DecodeError
 from lib.lake.worker_errors import worker_error
 from schemas import tables as T
@@ -68,7 +69,7 @@ STATISTICS_COLUMNS = ("offsets_partition", "log_offset", "batch_base_offset", "l
 
 
 def partition_dir(warehouse: str, table: T.Table, partition: int) -> str:
-    return os.path.join(warehouse, table.name, f"offsets_partition={partition}")
+    return storage.join(warehouse, table.name, f"offsets_partition={partition}")
 
 
 _FILE_SCHEMAS: dict[tuple[str, tuple, bool], pa.Schema] = {}
@@ -99,7 +100,7 @@ class _FileWriter:
     def __init__(self, warehouse: str, table: T.Table, partition: int | None, run_id: str, drop: tuple = ()):
         self.table = table
         self.partition = partition
-        self.table_dir = os.path.join(warehouse, table.name)
+        self.table_dir = storage.join(warehouse, table.name)
         self.folder = self.table_dir if partition is None else partition_dir(warehouse, table, partition)
         self.run_id = run_id
         self.schema = _file_schema(table, drop, partition is not None)
@@ -110,6 +111,7 @@ class _FileWriter:
         self.files: list[dict] = []
         self._writer: pq.ParquetWriter | None = None
         self._path: str | None = None
+        self._out: storage.OutputFile | None = None
         self._rows = 0
         self._min: dict = {}
         self._max: dict = {}
@@ -118,9 +120,9 @@ class _FileWriter:
         if batch.num_rows == 0:
             return
         if self._writer is None:
-            os.makedirs(self.folder, exist_ok=True)
             name = f"part-{self.run_id}-{uuid.uuid4().hex[:12]}.snappy.parquet"
-            self._path = os.path.join(self.folder, name)
+            self._path = storage.join(self.folder, name)
+            self._out = storage.OutputFile(self._path)
             names = set(self.schema.names)
             options: dict[str, bool | list[str]]
             if self.table is T.OFFSETS_LOG:
@@ -135,7 +137,7 @@ class _FileWriter:
                     "use_dictionary": False,
                     "write_statistics": ["offsets_partition"] if "offsets_partition" in names else False,
                 }
-            self._writer = pq.ParquetWriter(self._path, self.schema, compression="snappy", **options)
+            self._writer = pq.ParquetWriter(self._out.sink, self.schema, compression="snappy", **options)
         assert self._writer is not None
         data = batch.select(self.schema.names)
         # a row group per batch: holding batches for larger row groups was a few % faster to
@@ -162,7 +164,8 @@ class _FileWriter:
             self._writer.add_key_value_metadata({PARTITIONS_KEY: ",".join(map(str, sorted(self._partitions)))})
             self._partitions = set()
         self._writer.close()
-        assert self._path is not None
+        assert self._path is not None and self._out is not None
+        self._out.close()
         stats = {
             "numRecords": self._rows,
             "minValues": dict(self._min),
@@ -171,9 +174,9 @@ class _FileWriter:
         }
         self.files.append(
             {
-                "path": os.path.relpath(self._path, self.table_dir),
+                "path": storage.relpath(self._path, self.table_dir),
                 "partition_value": None if self.partition is None else str(self.partition),
-                "size": os.path.getsize(self._path),
+                "size": self._out.size,
                 "rows": self._rows,
                 "modification_time": int(time.time() * 1000),
                 "stats": json.dumps(stats),
@@ -276,7 +279,7 @@ class TaskState:
         """A file's reader and each row group's offsets_partition (min, max), None if unknown;
         read once per task."""
         if path not in self._footers:
-            f = pq.ParquetFile(path)
+            f = storage.open_parquet(path)
             self._footers[path] = (f, row_group_partitions(f.metadata))
         return self._footers[path]
 
@@ -302,7 +305,7 @@ class TaskState:
         schema = _file_schema(table, ())
         # ParquetFile, not read_table: the dataset layer costs more than reading a small file;
         # one thread, as a pool's hand-offs cost more than such a file's decoding
-        t = pq.ParquetFile(path).read(columns=schema.names, use_threads=False)
+        t = storage.open_parquet(path).read(columns=schema.names, use_threads=False)
         t = t if t.schema.equals(schema) else t.cast(schema)
         t = t.append_column(
             pa.field("offsets_partition", pa.int32(), False), pa.array(np.full(t.num_rows, partition, np.int32))
@@ -393,6 +396,7 @@ def replay_group(group: dict) -> dict:
     [file]}, flat {table name: bool}, carry {table name: [path]}, replayed [partition].
     Returns {"partitions": [summary], "files": {table name: [file to add]}, "seconds": {step:
     CPU seconds}} (the task's own steps; each summary has its partition's)."""
+    storage.configure(group.get("object_store"))
     state = TaskState(group["warehouse"], group["run_id"], group.get("state_files") or {}, group.get("flat") or {})
     summaries = [replay_partition(task, state) for task in group["tasks"]]
     t = time.thread_time()
@@ -538,16 +542,21 @@ def read_segments(task: dict, summary: dict, quarantine, consume) -> None:
         data, shift = None, 0
         pos = task.get("start_position") if i == 0 else None
         if pos:
-            whole = read_segment_bytes(path)
-            if _batch_starts_at(whole, pos, start):
-                data, shift = memoryview(whole)[pos:], pos
+            # from the checkpoint's byte on: a slice of the mapped file, or one range read
+            tail = read_segment_bytes(path, pos)
+            # nothing from pos on: the log ends there, or the file shrank (rewritten) below it
+            at_end = len(tail) == 0 and storage.getsize(path) == pos
+            if at_end or (len(tail) and _batch_starts_at(tail, 0, start)):
+                data, shift = memoryview(tail), pos
+        if data is None and storage.is_remote(path):
+            data = memoryview(read_segment_bytes(path))
         decoder = SegmentDecoder(
             path,
             p,
             start_offset=start,
             quarantine=quarantine,
             data=data,
-            source_name=os.path.basename(path) if data is not None else None,
+            source_name=storage.basename(path) if data is not None else None,
         )
         first_quarantined = len(quarantine) if quarantine is not None else 0
         try:
@@ -560,7 +569,7 @@ def read_segments(task: dict, summary: dict, quarantine, consume) -> None:
             if shift and quarantine is not None:
                 for row in quarantine[first_quarantined:]:
                     row["byte_position"] += shift
-        size = shift + (len(data) if data is not None else os.path.getsize(path))
+        size = shift + (len(data) if data is not None else storage.getsize(path))
         summary["records"] += decoder.records
         summary["trailing_bytes"] += decoder.trailing_bytes
         summary["end_position"] = size - decoder.trailing_bytes

@@ -31,6 +31,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 
+from lib import storage
 from lib.cli import parse_time_ms
 from schemas.records import OFFSET_COMMIT_TYPES, RecordType
 
@@ -247,13 +248,13 @@ def bind(query: Query, raw: dict[str, str], now_ms: int | None = None) -> dict:
 # --- the session's catalog ----------------------------------------------------------------
 def warehouse_tables(warehouse: str) -> list[str]:
     """The Delta tables present in the warehouse folder; AuditError when there are none."""
-    if not warehouse or not os.path.isdir(warehouse):
+    if not warehouse or not storage.isdir(warehouse):
         raise AuditError(
             f"warehouse {warehouse!r} does not exist (a folder of Delta tables written by jobs.replay_offsets)"
         )
     from schemas.tables import ALL_TABLES
 
-    present = [t.name for t in ALL_TABLES if os.path.isdir(os.path.join(warehouse, t.name, "_delta_log"))]
+    present = [t.name for t in ALL_TABLES if storage.isdir(storage.join(warehouse, t.name, "_delta_log"))]
     if not present:
         raise AuditError(
             f"warehouse {warehouse!r} holds none of the Delta tables ({', '.join(t.name for t in ALL_TABLES)})"
@@ -280,7 +281,7 @@ def open_catalog(spark, warehouse: str, use: bool = True) -> list[str]:
         if t.tableType == "EXTERNAL" or t.isTemporary:
             spark.sql(f"DROP TABLE IF EXISTS {DATABASE}.`{t.name}`")
     for name in names:
-        path = os.path.abspath(os.path.join(warehouse, name))
+        path = storage.absolute(storage.join(warehouse, name))
         spark.sql(f"CREATE TABLE {DATABASE}.`{name}` USING delta LOCATION {_quote(path)}")
     if use:
         spark.catalog.setCurrentDatabase(DATABASE)

@@ -3,9 +3,10 @@
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass, field
+
+from lib import storage
 
 TOPIC = "__consumer_offsets"
 _PARTITION_DIR = re.compile(r"^__consumer_offsets-(\d+)$")
@@ -22,6 +23,8 @@ class Segment:
     base_offset: int
     path: str
     size: int
+    # modification time as listed (ns; 0 when unknown): part of a run's source signature
+    mtime_ns: int = 0
 
 
 @dataclass
@@ -47,13 +50,15 @@ def segments_from(log: PartitionLog, start: int) -> list:
     return keep
 
 
-def read_offset_checkpoint(path: str) -> dict[tuple[str, int], int]:
-    """replication-offset-checkpoint and friends: version, count, then 'topic partition offset'."""
+def read_offset_checkpoint(path: str, listed: dict | None = None) -> dict[tuple[str, int], int]:
+    """replication-offset-checkpoint and friends: version, count, then 'topic partition offset'.
+    `listed`: the folder's entries by name, when known (saves a request on an object store)."""
     out: dict[tuple[str, int], int] = {}
+    if listed is not None and storage.basename(path) not in listed:
+        return out
     try:
-        with open(path, encoding="utf-8") as f:
-            lines = f.read().splitlines()
-    except OSError:
+        lines = storage.read_text(path).splitlines()
+    except (OSError, UnicodeDecodeError):
         return out
     if len(lines) < 2 or lines[0].strip() != "0":
         return out
@@ -70,29 +75,32 @@ def read_offset_checkpoint(path: str) -> dict[tuple[str, int], int]:
 def find_partitions(log_dir: str, partitions: list[int] | None = None) -> list[PartitionLog]:
     """The __consumer_offsets-<P> folders of a log dir, each with its .log segments in offset
     order. Folders being deleted or moved (-delete, -future, -stray) and other files are ignored."""
-    if not os.path.exists(log_dir):
-        raise LogDirError(f"input path does not exist: {log_dir}")
-    if not os.path.isdir(log_dir):
-        raise LogDirError(f"input path is not a directory: {log_dir}")
-    high_watermarks = read_offset_checkpoint(os.path.join(log_dir, "replication-offset-checkpoint"))
-    log_starts = read_offset_checkpoint(os.path.join(log_dir, "log-start-offset-checkpoint"))
+    try:
+        if not storage.exists(log_dir):
+            raise LogDirError(f"input path does not exist: {log_dir}")
+        if not storage.isdir(log_dir):
+            raise LogDirError(f"input path is not a directory: {log_dir}")
+        entries = storage.list_dir(log_dir)
+    except OSError as e:  # an object store that refuses or cannot be reached
+        raise LogDirError(f"cannot list {log_dir}: {e}") from None
+    names = {e.name: e for e in entries}
+    high_watermarks = read_offset_checkpoint(storage.join(log_dir, "replication-offset-checkpoint"), names)
+    log_starts = read_offset_checkpoint(storage.join(log_dir, "log-start-offset-checkpoint"), names)
     found: list[PartitionLog] = []
-    for name in sorted(os.listdir(log_dir)):
-        m = _PARTITION_DIR.match(name)
-        path = os.path.join(log_dir, name)
-        if not m or not os.path.isdir(path):
+    for entry in entries:
+        m = _PARTITION_DIR.match(entry.name)
+        if not m or not entry.is_dir:
             continue
         p = int(m.group(1))
         if partitions is not None and p not in partitions:
             continue
         log = PartitionLog(
-            p, path, high_watermark=high_watermarks.get((TOPIC, p)), log_start_offset=log_starts.get((TOPIC, p))
+            p, entry.path, high_watermark=high_watermarks.get((TOPIC, p)), log_start_offset=log_starts.get((TOPIC, p))
         )
-        for seg_name in os.listdir(path):
-            sm = _SEGMENT.match(seg_name)
-            seg_path = os.path.join(path, seg_name)
-            if sm and os.path.isfile(seg_path):
-                log.segments.append(Segment(p, int(sm.group(1)), seg_path, os.path.getsize(seg_path)))
+        for seg in storage.list_dir(entry.path):
+            sm = _SEGMENT.match(seg.name)
+            if sm and not seg.is_dir:
+                log.segments.append(Segment(p, int(sm.group(1)), seg.path, seg.size, seg.mtime_ns))
         log.segments.sort(key=lambda s: s.base_offset)
         found.append(log)
     found.sort(key=lambda pl: pl.partition)

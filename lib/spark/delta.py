@@ -12,7 +12,6 @@ import bisect
 import dataclasses
 import json
 import os
-import shutil
 import time
 import urllib.parse
 from collections.abc import Sequence
@@ -20,6 +19,7 @@ from dataclasses import dataclass
 
 from pyspark.sql import DataFrame, SparkSession
 
+from lib import storage
 from lib.lake.partition_task import PARTITIONS_KEY, row_group_partitions
 from lib.lake.run_tags import ROLLBACK_TAG, tagged_run
 from schemas.tables import Table
@@ -28,20 +28,28 @@ from schemas.tables import Table
 def commit_history(spark: SparkSession | None, path: str, limit: int | None = None) -> list[tuple[int, str | None]]:
     """(version, userMetadata) of every commit (or the newest `limit`), newest first. Read
     from the Delta log with delta-rs (no Spark job): `spark` is unused."""
-    from deltalake import DeltaTable
 
-    history = DeltaTable(path).history(limit)
+    history = open_delta(path).history(limit)
     return sorted(((h["version"], h.get("userMetadata")) for h in history), reverse=True)
 
 
 def table_path(warehouse: str, table: Table | str) -> str:
-    return os.path.join(warehouse, table if isinstance(table, str) else table.name)
+    return storage.join(warehouse, table if isinstance(table, str) else table.name)
+
+
+def open_delta(path: str, version: int | None = None):
+    """delta-rs's table at a local path or an object-store URI (lib.storage's settings)."""
+    from deltalake import DeltaTable
+
+    return DeltaTable(path, version=version, storage_options=storage.delta_options(path))
 
 
 def table_exists(spark: SparkSession | None, path: str) -> bool:
     from deltalake import DeltaTable
 
-    return os.path.isdir(os.path.join(path, "_delta_log")) and DeltaTable.is_deltatable(path)
+    if not storage.is_remote(path) and not os.path.isdir(os.path.join(path, "_delta_log")):
+        return False
+    return DeltaTable.is_deltatable(path, storage_options=storage.delta_options(path))
 
 
 def read_table(spark: SparkSession, warehouse: str, table: Table | str) -> DataFrame:
@@ -61,7 +69,7 @@ def roll_back_incomplete_runs(
     """Undo the commits of runs that died before their checkpoint commit: each table whose
     newest commits name such a run goes back (RESTORE, itself a new commit) to the version
     before them, or is removed if such a run created it. Returns what was rolled back."""
-    from deltalake import CommitProperties, DeltaTable
+    from deltalake import CommitProperties
 
     completed = completed_runs(spark, table_path(warehouse, checkpoints))
     done = []
@@ -85,10 +93,10 @@ def roll_back_incomplete_runs(
             continue
         first_version, run = streak[-1]
         if first_version == 0:
-            shutil.rmtree(path)
+            storage.delete_tree(path)
             done.append({"table": table.name, "run": run, "from_version": streak[0][0], "to_version": None})
             continue
-        DeltaTable(path).restore(
+        open_delta(path).restore(
             first_version - 1, commit_properties=CommitProperties(custom_metadata={"userMetadata": ROLLBACK_TAG + run})
         )
         done.append({"table": table.name, "run": run, "from_version": streak[0][0], "to_version": first_version - 1})
@@ -141,11 +149,10 @@ class DataFile:
         list a worker writes there (the min/max in the Delta log cannot tell {0, 2} from
         {0, 1, 2}), else row group statistics where each row group holds one partition.
         Unchanged where neither tells (a file OPTIMIZE wrote)."""
-        import pyarrow.parquet as pq
 
         if self.partition_value is not None or self.partitions is not None:
             return self
-        meta = pq.read_metadata(self.absolute)
+        meta = storage.read_parquet_metadata(self.absolute)
         named = (meta.metadata or {}).get(PARTITIONS_KEY.encode())
         if named is not None:
             return dataclasses.replace(self, partitions=frozenset(int(p) for p in named.decode().split(",") if p))
@@ -159,22 +166,20 @@ class DataFile:
 
 def table_layout(path: str) -> tuple[str, ...] | None:
     """A table's partition columns (None: no table)."""
-    from deltalake import DeltaTable
 
     if not table_exists(None, path):
         return None
-    return tuple(DeltaTable(path).metadata().partition_columns)
+    return tuple(open_delta(path).metadata().partition_columns)
 
 
 def table_files(path: str) -> tuple[tuple[str, ...], list[DataFile]] | None:
     """The partition columns and data files of a table's latest version (None: no table).
     Read from the Delta log with delta-rs: no Spark job."""
     import pyarrow as pa
-    from deltalake import DeltaTable
 
     if not table_exists(None, path):
         return None
-    dt = DeltaTable(path)
+    dt = open_delta(path)
     partition_columns = tuple(dt.metadata().partition_columns)
     actions = pa.table(dt.get_add_actions(flatten=True))
     names = set(actions.column_names)
@@ -191,7 +196,7 @@ def table_files(path: str) -> tuple[tuple[str, ...], list[DataFile]] | None:
         files.append(
             DataFile(
                 rel,
-                os.path.join(path, urllib.parse.unquote(rel)),
+                storage.join(path, urllib.parse.unquote(rel)),
                 int(size),
                 None if value is None else int(value),
                 lo,
@@ -216,7 +221,7 @@ def commit_files(
     those partitions (delta-rs removes their files; the quality suite recognises a rebuild by
     it). No commit when it would change nothing. `partition_by`: the existing table's
     partition columns (a new table takes the spec's). Returns whether a commit was made."""
-    from deltalake import CommitProperties, DeltaTable
+    from deltalake import CommitProperties
     from deltalake.transaction import AddAction, RemoveAction, create_table_with_add_actions
 
     adds = [
@@ -232,13 +237,14 @@ def commit_files(
     ]
     props = CommitProperties(custom_metadata={"userMetadata": tag})
     if not table_exists(None, path):
-        os.makedirs(path, exist_ok=True)
+        storage.makedirs(path)
         create_table_with_add_actions(
             path,
             delta_schema(table),
             adds,
             mode="error",
             partition_by=list(table.partition_by) or None,
+            storage_options=storage.delta_options(path),
             commit_properties=props,
         )
         return True
@@ -247,7 +253,7 @@ def commit_files(
     layout = list(table.partition_by if partition_by is None else partition_by) or None
     if overwrite_partitions is not None and layout == ["offsets_partition"]:
         added: list[AddAction | RemoveAction] = [*adds]
-        DeltaTable(path).create_write_transaction(
+        open_delta(path).create_write_transaction(
             added,
             mode="overwrite",
             schema=delta_schema(table),
@@ -267,7 +273,7 @@ def commit_files(
         )
         for f in remove
     ]
-    DeltaTable(path).create_write_transaction(
+    open_delta(path).create_write_transaction(
         [*adds, *removes],
         mode="append",
         schema=delta_schema(table),
@@ -280,11 +286,10 @@ def commit_files(
 def read_small_table(path: str):
     """A small table (replay_checkpoints) as Arrow, latest version; None when absent."""
     import pyarrow as pa
-    from deltalake import DeltaTable
 
     if not table_exists(None, path):
         return None
-    return pa.table(DeltaTable(path).to_pyarrow_table())
+    return pa.table(open_delta(path).to_pyarrow_table())
 
 
 def overwrite_small_table(path: str, table: Table, rows, tag: str) -> None:
@@ -292,20 +297,25 @@ def overwrite_small_table(path: str, table: Table, rows, tag: str) -> None:
     import uuid
 
     import pyarrow.parquet as pq
-    from deltalake import CommitProperties, DeltaTable
+    from deltalake import CommitProperties
     from deltalake.transaction import AddAction, create_table_with_add_actions
 
-    os.makedirs(path, exist_ok=True)
     name = f"part-{uuid.uuid4().hex}.snappy.parquet"
-    full = os.path.join(path, name)
-    pq.write_table(rows.select(table.column_names).cast(table.arrow_schema), full, compression="snappy")
-    add = AddAction(
-        name, os.path.getsize(full), {}, int(time.time() * 1000), True, json.dumps({"numRecords": rows.num_rows})
-    )
+    out = storage.OutputFile(storage.join(path, name))
+    pq.write_table(rows.select(table.column_names).cast(table.arrow_schema), out.sink, compression="snappy")
+    out.close()
+    add = AddAction(name, out.size, {}, int(time.time() * 1000), True, json.dumps({"numRecords": rows.num_rows}))
     props = CommitProperties(custom_metadata={"userMetadata": tag})
     if not table_exists(None, path):
-        create_table_with_add_actions(path, delta_schema(table), [add], mode="error", commit_properties=props)
+        create_table_with_add_actions(
+            path,
+            delta_schema(table),
+            [add],
+            mode="error",
+            storage_options=storage.delta_options(path),
+            commit_properties=props,
+        )
         return
-    DeltaTable(path).create_write_transaction(
+    open_delta(path).create_write_transaction(
         [add], mode="overwrite", schema=delta_schema(table), commit_properties=props
     )

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from lib import storage
 from lib.lake.lock import WarehouseBusyError, WarehouseLock  # noqa: F401 - re-exported for jobs
 from lib.lake.run_tags import rebuilt_tag, run_tag
 from lib.lake.worker_errors import worker_error_from
@@ -130,7 +131,7 @@ def run_replay(
     if on_corrupt not in ("fail", "quarantine"):
         raise ValueError(f"on_corrupt must be fail or quarantine, not {on_corrupt!r}")
     run_id = new_run_id()
-    os.makedirs(warehouse, exist_ok=True)
+    storage.makedirs(warehouse)
     with WarehouseLock(warehouse, f"replay run {run_id}", lock_wait_seconds) as lock:
         result = RunResult(run_id, [pl.partition for pl in logs], now_ms, retention_minutes, on_corrupt=on_corrupt)
         result.took_over_lock = lock.took_over
@@ -148,9 +149,10 @@ def source_signature(log: PartitionLog) -> str | None:
     if not log.segments:
         return "empty"
     last = log.segments[-1]
-    st = os.stat(last.path)
+    # as listed (an object store's listing has them; a hand-made Segment may not)
+    size, mtime_ns = (last.size, last.mtime_ns) if last.mtime_ns else storage.stat(last.path)
     # size for appends, modification time for anything rewritten in place
-    return f"{last.base_offset}:{st.st_size}:{st.st_mtime_ns}"
+    return f"{last.base_offset}:{size}:{mtime_ns}"
 
 
 def _unchanged(log: PartitionLog, row: dict | None, now_ms: int, retention_minutes: int) -> bool:
@@ -220,7 +222,7 @@ def _run_locked(
         task: dict = {
             "partition": p,
             "start_offset": int(start_offsets[p]),
-            "warehouse": os.path.abspath(warehouse),
+            "warehouse": storage.absolute(warehouse),
             "run_id": run_id,
             "now_ms": int(now_ms),
             "retention_ms": int(retention_minutes) * 60_000,
@@ -242,7 +244,7 @@ def _run_locked(
                 and row["source_signature"].split(":", 1)[0] == str(segs[0].base_offset)
             ):
                 task["start_position"] = int(row["next_byte_position"])
-            size = sum(os.path.getsize(s.path) for s in segs) - task.get("start_position", 0)
+            size = sum(s.size for s in segs) - task.get("start_position", 0)
         sized_tasks.append((size, task))
     packed = _pack(sized_tasks, spark.sparkContext.defaultParallelism)
     # a full run starts every partition from nothing; an incremental one from its last state
@@ -386,7 +388,9 @@ def _group_tasks(
             {
                 # ascending: the state files' row groups hold partitions in that order
                 "tasks": sorted(members, key=lambda t: t["partition"]),
-                "warehouse": os.path.abspath(warehouse),
+                "warehouse": storage.absolute(warehouse),
+                # the driver's object-store settings travel inside the task, never in a log
+                "object_store": storage.settings(),
                 "run_id": run_id,
                 "flat": flat,
                 "replayed": replayed,

@@ -10,6 +10,9 @@ import sys
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEFAULT_CONF = os.path.join(REPO_ROOT, "conf", "spark.conf")
 DEFAULT_JARS = os.path.join(REPO_ROOT, ".jars", "spark")
+# hadoop-aws and the AWS SDK (conf/maven profile s3), for s3a:// paths. Put on the class path
+# only when a job touches an object store: the SDK's bundle is a 690 MB jar.
+DEFAULT_S3_JARS = os.path.join(REPO_ROOT, ".jars", "s3")
 
 
 def _read_text(path: str) -> str:
@@ -47,6 +50,48 @@ def spark_jars(jar_dir: str | None = None) -> list[str]:
     return jars
 
 
+def s3_jars(jar_dir: str | None = None) -> list[str]:
+    jar_dir = jar_dir or os.environ.get("OFFSETS_LAKE_S3_JARS", DEFAULT_S3_JARS)
+    return sorted(glob.glob(os.path.join(jar_dir, "*.jar")))
+
+
+def s3a_settings_from_env(env: dict[str, str] | None = None) -> dict[str, str]:
+    """Hadoop's fs.s3a.* for a store given the AWS way (AWS_ENDPOINT_URL, AWS_REGION,
+    AWS_ACCESS_KEY_ID, ...), so Spark (on every executor) and the Python workers (lib.storage)
+    reach the same store. Without AWS_* credentials S3A's own chain applies (instance
+    profile, web identity)."""
+    from lib.storage import ObjectStoreSettings
+
+    s = ObjectStoreSettings.from_env(env)
+    conf: dict[str, str] = {}
+    if s.endpoint_url:
+        conf["spark.hadoop.fs.s3a.endpoint"] = s.endpoint_url
+        conf["spark.hadoop.fs.s3a.connection.ssl.enabled"] = str(s.scheme == "https").lower()
+        conf["spark.hadoop.fs.s3a.path.style.access"] = str(s.path_style).lower()
+    if s.region:
+        conf["spark.hadoop.fs.s3a.endpoint.region"] = s.region
+    # executors elsewhere do not share this environment; Spark redacts these keys wherever it
+    # shows its settings (spark.redaction.regex)
+    for key, value in (
+        ("access.key", s.access_key),
+        ("secret.key", s.secret_key),
+        ("session.token", s.session_token),
+    ):
+        if value:
+            conf[f"spark.hadoop.fs.s3a.{key}"] = value
+    return conf
+
+
+def configure_object_store(spark) -> None:
+    """lib.storage's settings for this process from the session's Hadoop configuration
+    (fs.s3a.*, whether from --conf spark.hadoop.*, core-site.xml or s3a_settings_from_env),
+    the environment for what it lacks."""
+    from lib import storage
+
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+    storage.configure(storage.ObjectStoreSettings.from_hadoop(hadoop.get))
+
+
 # The driver JVM's heap unless conf/spark.conf, spark-submit or --conf says otherwise: the SQL
 # jobs (audits, report, quality, maintenance) aggregate in the JVM; the replay passes its own
 # (REPLAY_DEFAULTS), as its JVM holds no records.
@@ -61,11 +106,15 @@ REPLAY_DEFAULTS = {"spark.driver.memory": "512m", "spark.driver.extraJavaOptions
 
 
 def build_session(
-    app_name: str = "offsets-lake", overrides: dict[str, str] | None = None, defaults: dict[str, str] | None = None
+    app_name: str = "offsets-lake",
+    overrides: dict[str, str] | None = None,
+    defaults: dict[str, str] | None = None,
+    object_store: bool = False,
 ):
     """Settings precedence: `overrides` (the job's --conf), then what spark-submit already
     set (--master, --conf ...), then conf/spark.conf, then the job's `defaults`, then
-    JOB_DEFAULTS."""
+    JOB_DEFAULTS. `object_store`: the job reads or writes s3a:// paths (hadoop-aws on the
+    class path, fs.s3a.* from the AWS environment where not given)."""
     from pyspark import SparkConf
     from pyspark.sql import SparkSession
 
@@ -77,7 +126,12 @@ def build_session(
     pythonpath = os.environ.get("PYTHONPATH", "")
     if os.path.isdir(REPO_ROOT) and REPO_ROOT not in pythonpath.split(os.pathsep):
         os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (REPO_ROOT, pythonpath) if p)
-    conf = {**JOB_DEFAULTS, **(defaults or {}), **read_conf(os.environ.get("OFFSETS_LAKE_SPARK_CONF", DEFAULT_CONF))}
+    conf = {
+        **JOB_DEFAULTS,
+        **(defaults or {}),
+        **(s3a_settings_from_env() if object_store else {}),
+        **read_conf(os.environ.get("OFFSETS_LAKE_SPARK_CONF", DEFAULT_CONF)),
+    }
     # Under spark-submit the launcher's settings are already in the JVM's system properties.
     # spark-submit starts the JVM first and hands Python its gateway port.
     # (SparkConf reads them only once the gateway is up: before, it returned nothing, and
@@ -108,9 +162,20 @@ def build_session(
     # spark-submit --jars with Delta's jars (a cluster's submit): nothing local to add
     local = [] if any("delta-spark" in os.path.basename(j) for j in given) else spark_jars()
     jars = ",".join(local + given)
+    if object_store and "PYSPARK_GATEWAY_PORT" not in os.environ:
+        # on the class path where the JVMs start, not in spark.jars: Spark would copy the SDK's
+        # 690 MB bundle to every executor's work dir (under spark-submit, give them with
+        # --driver-class-path and spark.executor.extraClassPath, or --packages)
+        found = s3_jars()
+        if not any(os.path.basename(j).startswith("hadoop-aws") for j in found):
+            raise RuntimeError(f"hadoop-aws jars not found in {DEFAULT_S3_JARS}: run `make setup` first")
+        extra = os.pathsep.join(found)
+        for key in ("spark.driver.extraClassPath", "spark.executor.extraClassPath"):
+            conf[key] = os.pathsep.join(p for p in (conf.get(key, ""), extra) if p)
     builder = SparkSession.builder.appName(app_name).config("spark.jars", jars)
     for key, value in conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
+    configure_object_store(spark)
     return spark

@@ -26,35 +26,66 @@ def cluster(tmp_path_factory):
     c.stop()
 
 
-def test_a_replay_on_the_cluster_equals_a_local_run(cluster, spark, tmp_path):
-    from lib.source.logdir import find_partitions
-    from lib.spark.pipeline import run_replay
-
-    on_cluster = tmp_path / "on-cluster"
-    args = f"--master {cluster.url} --input {SAMPLE} --warehouse {on_cluster} --full --now {SAMPLE_NOW} --quiet"
+def submit(args: str, home: str, env: dict | None = None) -> None:
     done = subprocess.run(
         ["make", "-s", "--no-print-directory", "submit", f"ARGS={args}"],
         cwd=REPO,
-        env=clean_env(str(tmp_path / "driver-home")),
+        env={**clean_env(home), **(env or {})},
         capture_output=True,
         text=True,
         timeout=900,
     )
     assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-6000:])
+
+
+def content(spark, warehouse: str, table: str, drop: set | frozenset = frozenset()) -> list:
+    drop = {"run_id", "finished_at", *drop}  # the run's own
+    return sorted(
+        tuple(sorted((k, repr(v)) for k, v in r.items() if k not in drop)) for r in rows(spark, warehouse, table)
+    )
+
+
+@pytest.fixture(scope="module")
+def local_run(spark, tmp_path_factory) -> str:
+    from lib.cli import parse_time_ms  # the same --now the job parses
+    from lib.source.logdir import find_partitions
+    from lib.spark.pipeline import run_replay
+
+    local = str(tmp_path_factory.mktemp("cluster-local") / "wh")
+    run_replay(spark, find_partitions(SAMPLE), local, parse_time_ms(SAMPLE_NOW), full=True)
+    return local
+
+
+def test_a_replay_on_the_cluster_equals_a_local_run(cluster, spark, local_run, tmp_path):
+    on_cluster = tmp_path / "on-cluster"
+    submit(
+        f"--master {cluster.url} --input {SAMPLE} --warehouse {on_cluster} --full --now {SAMPLE_NOW} --quiet",
+        str(tmp_path / "driver-home"),
+    )
     # executors ran on both workers, each in its own directory, with the code Spark shipped
     shipped = glob.glob(os.path.join(cluster.root, "worker*", "work", "app-*", "*", "offsets_lake.zip"))
     assert sorted(p.split(os.sep)[-5] for p in shipped) == ["worker0", "worker1"]
-
-    local = tmp_path / "local"
-    from lib.cli import parse_time_ms  # the same --now the job parsed
-
-    run_replay(spark, find_partitions(SAMPLE), str(local), parse_time_ms(SAMPLE_NOW), full=True)
-
-    def content(warehouse, table) -> list:
-        drop = {"run_id", "finished_at"}  # the run's own
-        return sorted(
-            tuple(sorted((k, repr(v)) for k, v in r.items() if k not in drop)) for r in rows(spark, warehouse, table)
-        )
-
     for table in (*STATE_TABLES, "replay_checkpoints"):
-        assert content(str(on_cluster), table) == content(str(local), table), table
+        assert content(spark, str(on_cluster), table) == content(spark, local_run, table), table
+
+
+@pytest.mark.s3
+def test_a_replay_on_the_cluster_from_a_bucket_into_a_bucket_equals_a_local_run(
+    cluster, spark, local_run, s3_server, tmp_path
+):
+    """The driver is told about the store by the AWS environment only; the executors, which do
+    not share it, get the settings inside their tasks."""
+    s3_server.make_bucket("cluster-archive")
+    logs = s3_server.upload_dir(SAMPLE, "s3a://cluster-archive/broker-0")
+    s3_server.make_bucket("cluster-lake")
+    wh = "s3a://cluster-lake/wh"
+    submit(
+        f"--master {cluster.url} --input {logs} --warehouse {wh} --full --now {SAMPLE_NOW} --quiet",
+        str(tmp_path / "driver-home"),
+        s3_server.env,
+    )
+    for table in STATE_TABLES:
+        assert content(spark, wh, table) == content(spark, local_run, table), table
+    # the source signature holds the segment's modification time: the object's, not the file's
+    ignore = {"source_signature"}
+    assert content(spark, wh, "replay_checkpoints", ignore) == content(spark, local_run, "replay_checkpoints", ignore)

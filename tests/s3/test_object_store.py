@@ -1,0 +1,216 @@
+"""Log archives and warehouses in an S3-compatible store (S3Proxy on loopback): the same runs
+as on local disk give the same tables, the audits and the coordinator read them there, a
+corrupt segment fails with the same located error, and one writer holds a warehouse."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.helpers import NOW, REPO, phases, rows, snapshot
+
+pytestmark = [pytest.mark.spark, pytest.mark.s3]
+
+
+@pytest.fixture(scope="module")
+def logs(tmp_path_factory, s3_server):
+    """The growing log of tests/helpers.phases after phase 1 and after phase 2, on local disk
+    and in bucket `archive`, with local warehouses replayed from them (full, then incremental)."""
+    tmp = tmp_path_factory.mktemp("s3logs")
+    builders, steps = phases()
+    steps[0]()
+    for b in builders:
+        b.write(str(tmp / "log1"))
+    steps[1]()
+    for b in builders:
+        b.write(str(tmp / "log2"))
+    s3_server.make_bucket("archive")
+    for name in ("log1", "log2"):
+        s3_server.upload_dir(str(tmp / name), f"s3a://archive/broker-1/{name}")
+    return tmp
+
+
+def replay(spark, log_dir: str, warehouse: str, **kwargs):
+    from lib.source.logdir import find_partitions
+    from lib.spark.pipeline import run_replay
+
+    return run_replay(spark, find_partitions(log_dir), warehouse, NOW, **kwargs)
+
+
+def checkpoints(spark, warehouse) -> dict[int, tuple[int, int]]:
+    return {
+        r["offsets_partition"]: (r["next_log_offset"], r["records_read"])
+        for r in rows(spark, str(warehouse), "replay_checkpoints")
+    }
+
+
+@pytest.fixture(scope="module")
+def runs(spark, logs, s3_server):
+    """A full run of log1 then an incremental run of log2, once on local disk and once from
+    the bucket into a warehouse in bucket `lake`; snapshots after each."""
+    local = str(logs / "wh")
+    remote = s3_server.make_bucket("lake") + "/warehouses/main"
+    out = {}
+    for name, log_root, wh in (("local", str(logs), local), ("s3", "s3a://archive/broker-1", remote)):
+        first = replay(spark, f"{log_root}/log1", wh)
+        after_first = snapshot(spark, wh), checkpoints(spark, wh)
+        second = replay(spark, f"{log_root}/log2", wh)
+        out[name] = {
+            "warehouse": wh,
+            "results": (first, second),
+            "after_first": after_first,
+            "after_second": (snapshot(spark, wh), checkpoints(spark, wh)),
+        }
+    return out
+
+
+def test_full_and_incremental_runs_from_a_bucket_into_a_bucket_equal_the_local_runs(runs):
+    local, s3 = runs["local"], runs["s3"]
+    assert [r.incremental for r in s3["results"]] == [False, True]
+    assert [r.records for r in s3["results"]] == [r.records for r in local["results"]]
+    assert s3["after_first"] == local["after_first"]
+    assert s3["after_second"] == local["after_second"]
+    # and what they hold is the log's (tests/helpers.phases after phase 2), not just equal
+    offsets = {
+        (r["group_id"], r["topic"], r["partition"]): r["committed_offset"]
+        for r in s3["after_second"][0]["group_offsets"]
+    }
+    assert offsets == {("g", "t", 0): 20, ("g", "t", 1): 11, ("g", "t", 2): 55, ("s", "x", 1): 2}
+
+
+def test_the_incremental_run_on_s3_read_only_the_new_records(runs):
+    first, second = runs["s3"]["results"]
+    local_first, local_second = runs["local"]["results"]
+    assert second.records == local_second.records < first.records + second.records
+    assert second.records > 0
+
+
+def test_the_audits_read_the_warehouse_in_the_bucket(spark, runs):
+    from lib.reporting.audit_queries import bind, collect, load_queries, open_catalog, run_query
+
+    query = load_queries()["committed_offset_as_of"]
+    answers = {}
+    for name in ("local", "s3"):
+        open_catalog(spark, runs[name]["warehouse"])
+        args = bind(query, {"group": "g", "topic": "t", "at": str(NOW)}, NOW)
+        _, found = collect(run_query(spark, query, args))
+        answers[name] = sorted(found, key=lambda r: r["partition"])
+    assert answers["s3"] == answers["local"]
+    assert [(r["partition"], r["committed_offset"]) for r in answers["s3"]] == [(0, 20), (1, 11), (2, 55)]
+
+
+def test_the_coordinator_warm_starts_from_the_bucket(runs):
+    from lib.coordinator.group_coordinator import GroupCoordinator
+
+    # one partition as far as group placement goes: the log builder put group g in partition 0
+    coordinator = GroupCoordinator(runs["s3"]["warehouse"], log_dir="s3a://archive/broker-1/log2", partition_count=1)
+    state = coordinator.immigrate(0)
+    assert state.tail_records == 0  # the tables were current: nothing left to replay
+    offsets = {tp: e["committed_offset"] for tp, e in coordinator.committed_offsets("g").items()}
+    assert offsets == {("t", 0): 20, ("t", 1): 11, ("t", 2): 55}
+
+
+def test_a_corrupt_segment_in_a_bucket_fails_as_on_local_disk(spark, logs, s3_server, tmp_path):
+    from lib.spark.pipeline import ReplayError
+
+    broken = tmp_path / "broken"
+    shutil.copytree(logs / "log2", broken)
+    segment = sorted((broken / "__consumer_offsets-0").glob("*.log"))[0]
+    data = bytearray(segment.read_bytes())
+    data[200] ^= 0xFF  # inside the first batch's records: its CRC no longer matches
+    segment.write_bytes(bytes(data))
+    s3_server.upload_dir(str(broken), "s3a://archive/broken")
+    errors = {}
+    for name, log_dir, wh in (
+        ("local", str(broken), str(tmp_path / "wh")),
+        ("s3", "s3a://archive/broken", "s3a://lake/warehouses/broken"),
+    ):
+        with pytest.raises(ReplayError) as e:
+            replay(spark, log_dir, wh)
+        errors[name] = str(e.value).replace(log_dir, "LOG_DIR")
+    assert errors["s3"] == errors["local"]
+    assert "LOG_DIR/__consumer_offsets-0/00000000000000000000.log" in errors["s3"]
+    from lib import storage
+
+    # nothing written, lock released: no key under the warehouse
+    assert storage.list_dir("s3a://lake/warehouses/broken") == []
+
+
+def job(log_dir: str, warehouse: str, env: dict, extra_env: dict | None = None) -> subprocess.Popen:
+    """jobs.replay_offsets in its own process, told about the store through the environment."""
+    run_env = dict(
+        os.environ,
+        PYTHONPATH=REPO,
+        PYSPARK_PYTHON=sys.executable,
+        PYSPARK_DRIVER_PYTHON=sys.executable,
+        **env,
+        **(extra_env or {}),
+    )
+    cmd = [
+        sys.executable,
+        "-m",
+        "jobs.replay_offsets",
+        "--input",
+        log_dir,
+        "--warehouse",
+        warehouse,
+        "--now",
+        str(NOW),
+        "--quiet",
+        "--conf",
+        "spark.master=local[2]",
+    ]
+    return subprocess.Popen(cmd, cwd=REPO, env=run_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_a_second_run_against_the_bucket_while_the_first_holds_it_exits_75(spark, logs, runs, s3_server, tmp_path):
+    """As tests/test_crash_recovery.py does on local disk: the first run is held before its
+    commits until the second has started and ended."""
+    from lib import storage
+
+    wh = "s3a://lake/warehouses/race"
+    replay(spark, "s3a://archive/broker-1/log1", wh)
+    pause = str(tmp_path / "hold")
+    first = job(
+        "s3a://archive/broker-1/log2",
+        wh,
+        s3_server.env,
+        {"OFFSETS_LAKE_PAUSE_AT": "before_commit", "OFFSETS_LAKE_PAUSE_FILE": pause},
+    )
+    deadline = time.monotonic() + 300
+    while not os.path.exists(pause + ".paused"):
+        assert first.poll() is None, first.communicate()
+        assert time.monotonic() < deadline, "the first run never reached its commits"
+        time.sleep(0.1)
+    second = job("s3a://archive/broker-1/log2", wh, s3_server.env)
+    _, second_err = second.communicate(timeout=300)
+    open(pause + ".go", "w").close()
+    _, first_err = first.communicate(timeout=300)
+    assert (first.returncode, second.returncode) == (0, 75), (first_err, second_err)
+    assert f"warehouse {wh} is being written by replay run" in second_err
+    assert snapshot(spark, wh) == runs["local"]["after_second"][0]
+    assert not storage.exists(wh + "/_writer.lock")
+
+
+def test_a_store_that_ignores_conditional_writes_is_refused(s3_server, tmp_path):
+    """S3Proxy 2.6.0 accepts If-None-Match and ignores it: a second conditional PUT of the same
+    key succeeds. The lock must notice and refuse rather than let two writers in."""
+    from lib import storage
+    from lib.lake.lock import LockUnsupportedError, WarehouseLock
+    from tests.s3.s3_server import S3Server
+
+    old = S3Server(str(tmp_path), jar_folder="s3proxy-2.6", provider="filesystem").start()
+    try:
+        old.make_bucket("lake")
+        storage.configure(old.settings)
+        with pytest.raises(LockUnsupportedError, match="ignores conditional writes"):
+            WarehouseLock("s3a://lake/wh", "a test").acquire()
+        assert old.client().list_objects_v2(Bucket="lake").get("KeyCount") == 0
+    finally:
+        storage.configure(s3_server.settings)
+        old.stop()
