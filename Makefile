@@ -26,6 +26,7 @@ help:
 	@echo "make report - set up, write the HTML report of ./$(WAREHOUSE) (replays the sample first if it is empty)"
 	@echo "make bench  - set up, generate a log of RECORDS records and measure the replay"
 	@echo "make bench-scale - the full replay's rate on a 50M-record log"
+	@echo "make bench-cluster - the full replay locally and on a two-worker Spark cluster, from disk and from S3"
 	@echo "make soak   - set up, run the property tests (tests/test_fuzz.py) with SOAK_SCALE x more examples"
 	@echo "make setup  - virtualenv at $(VENV) and JVM jars in $(JARS)/ (idempotent)"
 	@echo "make airflow-venv - Airflow 3 in its own virtualenv at .venv-airflow (idempotent)"
@@ -110,6 +111,12 @@ bench: setup
 .PHONY: bench-scale
 bench-scale: setup
 	$(PY) -m jobs.bench --records 50000000 --scale-only
+
+# The bench log's full replay on local Spark and on a two-worker standalone cluster, each from
+# local disk and from an S3 server to an S3 server (jobs/bench_cluster.py)
+.PHONY: bench-cluster
+bench-cluster: setup
+	$(PY) -m jobs.bench_cluster --records $(RECORDS)
 
 # The codec's property tests with SOAK_SCALE times the examples of `make test` and fresh
 # randomness each run (hypothesis keeps failing examples in .hypothesis/ and prints how to

@@ -39,7 +39,14 @@ DEFAULTS: dict = {
         "jars_dir": ".jars/spark",
         "py_files": None,
         "conf": {},
+        # hadoop-aws and the AWS SDK, put on the driver's and executors' class path when the
+        # input or the warehouse is an s3a:// URI (null: the cluster has them already)
+        "s3_jars_dir": ".jars/s3",
     },
+    # An S3-compatible store's endpoint for s3a:// paths (spark.hadoop.fs.s3a.* and the Python
+    # workers); null keys leave the store's defaults. Credentials never go here: the workers'
+    # AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (or an instance profile) provide them.
+    "s3": {"endpoint": None, "region": None, "path_style": None},
     "maintenance": {"vacuum_hours": 168, "tables": None},
 }
 
@@ -55,6 +62,9 @@ ENV = {  # env var -> path in the configuration
     "OFFSETS_LAKE_SPARK_SUBMIT": ("spark_submit", "binary"),
     "OFFSETS_LAKE_SPARK_HOME": ("spark_submit", "spark_home"),
     "OFFSETS_LAKE_JARS": ("spark_submit", "jars_dir"),
+    "OFFSETS_LAKE_SPARK_DEPLOY_MODE": ("spark_submit", "deploy_mode"),
+    "OFFSETS_LAKE_PY_FILES": ("spark_submit", "py_files"),
+    "OFFSETS_LAKE_S3_ENDPOINT": ("s3", "endpoint"),
 }
 MODES = ("local", "spark-submit")
 
@@ -112,7 +122,11 @@ def load_config(environ: dict | None = None, use_variable: bool = True) -> dict:
     cfg["repo"] = repo = os.path.normpath(os.path.join(DEFAULT_REPO, repo))
 
     def absolute(p):
-        return None if p in (None, "") else os.path.normpath(os.path.join(repo, os.path.expanduser(str(p))))
+        if p in (None, ""):
+            return None
+        if "://" in str(p):  # s3a://bucket/prefix and other URIs stay as given
+            return str(p)
+        return os.path.normpath(os.path.join(repo, os.path.expanduser(str(p))))
 
     cfg["python"] = absolute(cfg["python"])
     cfg["warehouse"] = absolute(cfg["warehouse"])
@@ -121,9 +135,33 @@ def load_config(environ: dict | None = None, use_variable: bool = True) -> dict:
     ss = cfg["spark_submit"]
     if ss.get("binary") and os.sep in str(ss["binary"]):
         ss["binary"] = absolute(ss["binary"])
-    for key in ("spark_home", "jars_dir", "py_files"):
+    for key in ("spark_home", "jars_dir", "py_files", "s3_jars_dir"):
         ss[key] = absolute(ss.get(key))
     return cfg
+
+
+def uses_object_store(cfg: dict, args: list[str]) -> bool:
+    return any(str(a).startswith(("s3a://", "s3://")) for a in args) or str(cfg.get("warehouse") or "").startswith(
+        ("s3a://", "s3://")
+    )
+
+
+def s3_conf(cfg: dict) -> dict[str, str]:
+    """spark.hadoop.fs.s3a.* from the `s3` section (the jobs hand them to their Python workers)."""
+    s3 = cfg.get("s3") or {}
+    conf: dict[str, str] = {}
+    endpoint = s3.get("endpoint")
+    if endpoint:
+        conf["spark.hadoop.fs.s3a.endpoint"] = str(endpoint)
+        conf["spark.hadoop.fs.s3a.connection.ssl.enabled"] = str(not str(endpoint).startswith("http://")).lower()
+    if s3.get("region"):
+        conf["spark.hadoop.fs.s3a.endpoint.region"] = str(s3["region"])
+    path_style = s3.get("path_style")
+    if path_style is None and endpoint:
+        path_style = True  # what S3-compatible stores need
+    if path_style is not None:
+        conf["spark.hadoop.fs.s3a.path.style.access"] = str(bool(path_style)).lower()
+    return conf
 
 
 def epoch_ms(value: dt.datetime) -> int:
@@ -140,6 +178,9 @@ def job_command(cfg: dict, job: str, args: list[str]) -> str:
     env = {"PYTHONPATH": repo, "PYSPARK_PYTHON": python, "PYSPARK_DRIVER_PYTHON": python}
     if cfg["mode"] == "local":
         argv = [python, "-m", f"jobs.{job}", *args]
+        if uses_object_store(cfg, args):
+            for key, value in s3_conf(cfg).items():
+                argv += ["--conf", f"{key}={value}"]
     else:
         ss = cfg["spark_submit"]
         jars = sorted(glob.glob(os.path.join(ss["jars_dir"], "*.jar"))) if ss.get("jars_dir") else []
@@ -161,7 +202,16 @@ def job_command(cfg: dict, job: str, args: list[str]) -> str:
             "--driver-java-options",
             f"-Dlog4j2.configurationFile=file:{os.path.join(repo, 'conf', 'log4j2.properties')}",
         ]
-        for key, value in (ss.get("conf") or {}).items():
+        conf = dict(ss.get("conf") or {})
+        if uses_object_store(cfg, args):
+            conf = {**s3_conf(cfg), **conf}
+            s3_jars = sorted(glob.glob(os.path.join(ss["s3_jars_dir"], "*.jar"))) if ss.get("s3_jars_dir") else []
+            if s3_jars:
+                # the class path, not --jars: Spark would copy the SDK's 690 MB bundle per executor
+                path = ":".join(s3_jars)
+                argv += ["--driver-class-path", path]
+                conf.setdefault("spark.executor.extraClassPath", path)
+        for key, value in conf.items():
             argv += ["--conf", f"{key}={value}"]
         if ss.get("py_files"):
             argv += ["--py-files", ss["py_files"]]
@@ -175,7 +225,7 @@ def source_args(cfg: dict, log_dir: str | None = None, bootstrap_servers: str | 
     if log_dir and bootstrap_servers:
         raise ConfigError("give a log dir or bootstrap servers, not both")
     if log_dir:
-        return ["--input", os.path.normpath(os.path.join(cfg["repo"], log_dir))]
+        return ["--input", log_dir if "://" in log_dir else os.path.normpath(os.path.join(cfg["repo"], log_dir))]
     if bootstrap_servers:
         return ["--bootstrap-servers", bootstrap_servers]
     src = cfg["source"]

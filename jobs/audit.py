@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from lib import storage
 from lib.cli import add_conf_argument, failer, spark_overrides
 from lib.reporting.audit_queries import (
     FORMATS,
@@ -37,7 +38,7 @@ fail = failer("audit")
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="audit", description=__doc__.splitlines()[0])
     p.add_argument("query", nargs="?", help="canned query name (see --list)")
-    p.add_argument("--warehouse", help="folder of the Delta tables")
+    p.add_argument("--warehouse", help="folder of the Delta tables (a path or s3a://bucket/prefix)")
     p.add_argument("--list", action="store_true", help="list the canned queries and their parameters")
     p.add_argument("--sql", help="run this SQL statement instead of a canned query")
     p.add_argument(
@@ -82,14 +83,15 @@ def main(argv=None) -> int:
             raise AuditError("--param needs a query name or --sql")
         if not args.warehouse:
             raise AuditError("--warehouse is required")
-        warehouse_tables(args.warehouse)
+        if not storage.is_remote(args.warehouse):  # fail fast; an object store's settings need the session
+            warehouse_tables(args.warehouse)
         overrides = spark_overrides(args.conf, args.master)
     except (AuditError, ValueError) as e:
         return fail(str(e))
 
     from lib.spark.session import build_session
 
-    spark = build_session("audit", overrides)
+    spark = build_session("audit", overrides, object_store=storage.is_remote(args.warehouse))
     quiet_sql_errors()
     try:
         open_catalog(spark, args.warehouse)

@@ -21,6 +21,7 @@ import os
 import sys
 import time
 
+from lib import storage
 from lib.cli import add_conf_argument, failer, spark_overrides
 
 fail = failer("maintenance", nothing_changed=True)
@@ -30,7 +31,7 @@ DEFAULT_VACUUM_HOURS = 168  # Delta's default delta.deletedFileRetentionDuration
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="maintenance", description=__doc__.splitlines()[0])
-    p.add_argument("--warehouse", required=True, help="folder of the Delta tables")
+    p.add_argument("--warehouse", required=True, help="folder of the Delta tables (a path or s3a://bucket/prefix)")
     p.add_argument(
         "--vacuum-hours",
         type=float,
@@ -77,7 +78,7 @@ def main(argv=None) -> int:
         extra = spark_overrides(args.conf, args.master)
     except ValueError as e:
         return fail(str(e))
-    if not os.path.isdir(args.warehouse):
+    if not storage.is_remote(args.warehouse) and not os.path.isdir(args.warehouse):
         return fail(f"warehouse {args.warehouse} is not a directory")
     if args.vacuum_hours < 0:
         return fail("--vacuum-hours must not be negative")
@@ -103,7 +104,7 @@ def main(argv=None) -> int:
     from lib.spark.delta import roll_back_incomplete_runs
     from schemas import tables as T
 
-    spark = build_session("maintenance", overrides)
+    spark = build_session("maintenance", overrides, object_store=storage.is_remote(args.warehouse))
     started = time.monotonic()
     try:
         lock = WarehouseLock(args.warehouse, "maintenance").acquire()

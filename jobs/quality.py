@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from lib import storage
 from lib.cli import add_conf_argument, failer, parse_partitions, spark_overrides
 from schemas.quality_checks import DEFAULT_PARTITION_COUNT
 
@@ -20,7 +21,7 @@ fail = failer("quality")
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="quality", description=__doc__.splitlines()[0])
-    p.add_argument("--warehouse", required=True, help="folder of the Delta tables")
+    p.add_argument("--warehouse", required=True, help="folder of the Delta tables (a path or s3a://bucket/prefix)")
     p.add_argument("--partitions", help="only the rows of these offsets partitions, e.g. 0,7,12 or 0-9")
     p.add_argument(
         "--partition-count",
@@ -50,13 +51,13 @@ def main(argv=None) -> int:
         return fail("--partition-count must be positive")
     import os
 
-    if not os.path.isdir(args.warehouse):
+    if not storage.is_remote(args.warehouse) and not os.path.isdir(args.warehouse):
         return fail(f"warehouse {args.warehouse} does not exist")
 
     from lib.reporting.quality_suites import QualityInputError, print_results, run_suites
     from lib.spark.session import build_session
 
-    spark = build_session("quality", overrides)
+    spark = build_session("quality", overrides, object_store=storage.is_remote(args.warehouse))
     try:
         result = run_suites(spark, args.warehouse, partitions, args.partition_count, tables)
     except QualityInputError as e:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from lib import storage
 from lib.cli import add_conf_argument, failer, parse_time_ms, spark_overrides
 from lib.replay.expiry import DEFAULT_RETENTION_MINUTES
 
@@ -17,7 +18,7 @@ fail = failer("report")
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="report", description=__doc__.splitlines()[0])
-    p.add_argument("--warehouse", required=True, help="folder of the Delta tables")
+    p.add_argument("--warehouse", required=True, help="folder of the Delta tables (a path or s3a://bucket/prefix)")
     p.add_argument("--now", help="the report's 'now' for expiry: epoch ms or ISO-8601 (default: now)")
     p.add_argument("--top", type=int, default=20, help="groups per ranking and groups plotted (default 20)")
     p.add_argument("--days", type=int, default=7, help="list what expires within this many days (default 7)")
@@ -44,7 +45,7 @@ def main(argv=None) -> int:
     from lib.reporting.report_builder import write_report
     from lib.spark.session import build_session
 
-    spark = build_session("report", overrides)
+    spark = build_session("report", overrides, object_store=storage.is_remote(args.warehouse))
     try:
         path = write_report(
             spark, args.warehouse, now_ms, top=args.top, days=args.days, retention_minutes=args.retention_minutes

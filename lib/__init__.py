@@ -2,6 +2,8 @@
 layer imports only the layers above it in this list (tests/test_architecture.py checks the
 pyspark-free ones):
 
+lib.storage      where files live: local paths and s3a:// URIs (pyarrow, delta-rs options), the
+                 shared bottom of every layer (with lib.numba_cache: the kernels' cache in a zip)
 lib.codec        bytes <-> records: segments, batches, compression, Kafka's record serde (stdlib only)
 lib.decode       records -> Arrow rows in the offsets_log schema (pyarrow, numba)
 lib.replay       Kafka's rules: offsets, transactions, tombstones, groups, expiry, partitioning;

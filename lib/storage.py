@@ -256,7 +256,10 @@ def list_dir(uri: str) -> list[Entry]:
         out = []
         with os.scandir(uri) as it:
             for e in it:
-                st = e.stat()
+                try:
+                    st = e.stat()
+                except OSError:  # a dangling link, or removed since listed
+                    continue
                 out.append(Entry(e.name, os.path.join(uri, e.name), e.is_dir(), st.st_size, st.st_mtime_ns))
         return sorted(out, key=lambda e: e.name)
     from pyarrow import fs as pafs
@@ -381,3 +384,29 @@ class OutputFile:
         else:
             self.size = self.sink.tell()
             self.sink.close()
+
+
+def write_bytes(uri: str, data: bytes) -> None:
+    """Whole-file write: a local file replaced atomically (written aside, then renamed); an
+    object appears whole when its upload completes."""
+    if not is_remote(uri):
+        makedirs(os.path.dirname(uri) or ".")
+        tmp = uri + ".tmp"
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, uri)
+        return
+    fs, path = filesystem(uri)
+    with fs.open_output_stream(path) as f:
+        f.write(data)
+
+
+def upload_tree(local_dir: str, uri: str) -> None:
+    """Copy a local folder's files under `uri` (replacing what is there)."""
+    delete_tree(uri)
+    for root, _, files in os.walk(local_dir):
+        for name in files:
+            path = os.path.join(root, name)
+            rel = os.path.relpath(path, local_dir).replace(os.sep, "/")
+            with open(path, "rb") as f:
+                write_bytes(join(uri, rel), f.read())

@@ -23,6 +23,8 @@ def spark():
         "offsets-lake-tests",
         {
             "spark.master": "local[2]",
+            # one session for every test: Spark's and Delta's caches grow with the tables touched
+            "spark.driver.memory": "2g",
             "spark.sql.shuffle.partitions": "2",
             "spark.default.parallelism": "2",
             "spark.sql.adaptive.enabled": "false",
@@ -33,6 +35,19 @@ def spark():
     )
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _forget_delta_snapshots():
+    """After each module, drop Delta's cache of table snapshots in the shared session: every
+    table a test touched stays cached otherwise, and 400 tests' worth outgrew the driver's heap
+    (a broadcast in tests/test_quality.py then failed for lack of memory)."""
+    yield
+    from pyspark import SparkContext
+
+    sc = SparkContext._active_spark_context
+    if sc is not None:
+        sc._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()
 
 
 @pytest.fixture(scope="session")

@@ -35,7 +35,10 @@ from lib.codec.errors import DecodeError
 from lib.decode.numba_bytes import copy_bytes
 from lib.decode.rows import SCHEMA, PythonDecoder, _Columns
 from lib.decode.values import MAX_TIMESTAMP_MS
+from lib.numba_cache import use_stable_zip_cache
 from schemas.records import CONTROL_TYPES, RECORD_TYPES, RecordType
+
+use_stable_zip_cache(__file__)  # before the first @njit(cache=True): see lib.numba_cache
 
 FAST, COMP, SLOW, SKIP, TAIL = 0, 1, 2, 3, 4
 # record types as plain ints (numba folds module-level ints into the kernels as constants)

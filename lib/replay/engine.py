@@ -23,10 +23,14 @@ import pyarrow.compute as pc
 from numba import njit
 
 from lib.decode.numba_bytes import copy_bytes, load_u64
+from lib.numba_cache import use_stable_zip_cache
 from lib.replay.expiry import offset_rule
 from lib.replay.groups import ClassicGroup, GroupFold, GroupReplayError, ModernGroup, _topic_ids
 from schemas.records import OFFSET_COMMIT_TYPES
 from schemas.tables import CONSUMER_GROUPS, GROUP_FOLD_STATE, GROUP_OFFSETS, PENDING_TRANSACTIONAL_OFFSETS
+
+use_stable_zip_cache(__file__)  # before the first @njit(cache=True): see lib.numba_cache
+
 
 _OFFSET_COMMIT_TYPES = [int(t) for t in OFFSET_COMMIT_TYPES]
 

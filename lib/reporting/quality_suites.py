@@ -9,6 +9,7 @@ Nothing is written outside the warehouse; GX keeps its stores in memory."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import logging
@@ -16,9 +17,11 @@ import os
 import re
 import shutil
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from lib import storage
 from lib.lake.run_tags import rebuilt_partitions, tagged_run
 from lib.reporting.model import QUALITY_DIR
 from schemas import quality_checks as Q
@@ -121,7 +124,7 @@ def _full_rebuilds(spark, warehouse: str) -> set[tuple[str, int | None]]:
     from delta.tables import DeltaTable
 
     out: set[tuple[str, int | None]] = set()
-    path = os.path.join(warehouse, T.OFFSETS_LOG.name)
+    path = storage.join(warehouse, T.OFFSETS_LOG.name)
     for r in (
         DeltaTable.forPath(spark, path).history().select("operation", "operationParameters", "userMetadata").collect()
     ):
@@ -151,7 +154,7 @@ def _previous_checkpoint(spark, warehouse: str, df, derived: Q.Derived):
     from delta.tables import DeltaTable
     from pyspark.sql import functions as F
 
-    path = os.path.join(warehouse, T.REPLAY_CHECKPOINTS.name)
+    path = storage.join(warehouse, T.REPLAY_CHECKPOINTS.name)
     version = DeltaTable.forPath(spark, path).history(1).select("version").collect()[0]["version"]
     if version == 0:
         return df.withColumn(derived.name, F.lit(None).cast("bigint"))
@@ -184,7 +187,7 @@ def _log_end(spark, warehouse: str, df, derived: Q.Derived):
 
     ends = (
         spark.read.format("delta")
-        .load(os.path.join(warehouse, T.OFFSETS_LOG.name))
+        .load(storage.join(warehouse, T.OFFSETS_LOG.name))
         .groupBy("offsets_partition")
         .agg(F.max("log_offset").alias(derived.name))
     )
@@ -201,7 +204,7 @@ def table_frame(
     """The table as validated: its rows (of `partitions` only, if given) plus the helper columns."""
     from pyspark.sql import functions as F
 
-    df = spark.read.format("delta").load(os.path.join(warehouse, suite.name))
+    df = spark.read.format("delta").load(storage.join(warehouse, suite.name))
     if partitions:
         df = df.filter(F.col("offsets_partition").isin([int(p) for p in partitions]))
     for d in suite.derived:
@@ -219,9 +222,9 @@ def table_frame(
 def check_inputs(spark, warehouse: str, suites) -> None:
     from lib.spark.delta import table_exists
 
-    if not os.path.isdir(warehouse):
+    if not storage.isdir(warehouse):
         raise QualityInputError(f"warehouse {warehouse} does not exist")
-    missing = [s.name for s in suites if not table_exists(spark, os.path.join(warehouse, s.name))]
+    missing = [s.name for s in suites if not table_exists(spark, storage.join(warehouse, s.name))]
     if missing:
         raise QualityInputError(
             f"warehouse {warehouse} has no Delta table {', '.join(missing)} (run jobs.replay_offsets first)"
@@ -350,7 +353,10 @@ def run_suites(
     for name in ("great_expectations", "py4j"):
         logging.getLogger(name).setLevel(logging.ERROR)
 
-    out_dir = os.path.join(warehouse, QUALITY_DIR)
+    # Great Expectations writes its data docs to a local folder: for a warehouse on an object
+    # store, a temporary one, uploaded at the end
+    stage = tempfile.mkdtemp(prefix="offsets-lake-quality-") if storage.is_remote(warehouse) else None
+    out_dir = os.path.join(stage or warehouse, QUALITY_DIR)
     docs_dir = os.path.join(out_dir, DOCS_DIR)
     shutil.rmtree(docs_dir, ignore_errors=True)
     os.makedirs(docs_dir, exist_ok=True)
@@ -385,6 +391,15 @@ def run_suites(
         json.dump(result.to_json(), f, indent=2)
         f.write("\n")
     os.replace(tmp, result.results_path)
+    if stage is not None:
+        remote_dir = storage.join(warehouse, QUALITY_DIR)
+        storage.upload_tree(out_dir, remote_dir)
+        shutil.rmtree(stage, ignore_errors=True)
+        result = dataclasses.replace(
+            result,
+            results_path=storage.join(remote_dir, RESULTS_FILE),
+            docs_path=storage.join(remote_dir, DOCS_DIR, "index.html"),
+        )
     return result
 
 

@@ -32,8 +32,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 
+from lib import storage
 from lib.replay.expiry import DEFAULT_RETENTION_MINUTES
 from lib.reporting.html import render_html
 from lib.reporting.model import (
@@ -106,16 +106,15 @@ def _ms(value) -> int | None:
 
 def _read_quality(warehouse: str) -> tuple[dict | None, str | None, str | None]:
     """(results, error, data docs href relative to the report page)."""
-    qdir = os.path.join(warehouse, QUALITY_DIR)
+    qdir = storage.join(warehouse, QUALITY_DIR)
     href = None
-    if os.path.isfile(os.path.join(qdir, "data_docs", "index.html")):
+    if storage.exists(storage.join(qdir, "data_docs", "index.html")):
         href = f"../{QUALITY_DIR}/data_docs/index.html"
-    path = os.path.join(qdir, "results.json")
-    if not os.path.isfile(path):
+    path = storage.join(qdir, "results.json")
+    if not storage.exists(path):
         return None, None, href
     try:
-        with open(path, encoding="utf-8") as f:
-            results = json.load(f)
+        results = json.loads(storage.read_text(path))
         if not isinstance(results, dict):
             raise ValueError("not a JSON object")
     except (OSError, ValueError) as e:
@@ -315,7 +314,7 @@ def collect_report(
 
     quality, quality_error, docs = _read_quality(warehouse)
     return ReportData(
-        warehouse=os.path.abspath(warehouse),
+        warehouse=storage.absolute(warehouse),
         now_ms=now_ms,
         days=days,
         top=top,
@@ -335,7 +334,7 @@ def collect_report(
 
 
 def report_path(warehouse: str) -> str:
-    return os.path.join(warehouse, REPORT_DIR, "index.html")
+    return storage.join(warehouse, REPORT_DIR, "index.html")
 
 
 def write_html(data: ReportData, warehouse: str) -> str:
@@ -343,11 +342,7 @@ def write_html(data: ReportData, warehouse: str) -> str:
 
     html = render_html(data)
     path = report_path(warehouse)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(html)
-    os.replace(tmp, path)
+    storage.write_bytes(path, html.encode("utf-8"))
     return path
 
 

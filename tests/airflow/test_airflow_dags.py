@@ -203,6 +203,52 @@ def test_commands_follow_the_configuration(airflow_env, tmp_path):
     )
 
 
+def test_commands_for_a_cluster_and_s3(airflow_env, tmp_path):
+    """spark-submit to a cluster (YARN, cluster deploy mode, the code as the built zip) with the
+    log archive and the warehouse in an S3-compatible store: hadoop-aws on the class paths and
+    the endpoint as fs.s3a.* settings, never a credential on the command line."""
+    conf = write_conf(
+        tmp_path / "c.yaml",
+        mode="spark-submit",
+        warehouse="s3a://lake/offsets",
+        source={"input": "s3a://archive/broker-1"},
+        s3={"endpoint": "http://minio.internal:9000", "region": "eu-west-1"},
+        spark_submit={
+            "binary": "/opt/spark/bin/spark-submit",
+            "spark_home": "/opt/spark",
+            "master": "yarn",
+            "deploy_mode": "cluster",
+            "jars_dir": ".jars/spark",
+            "py_files": "build/offsets_lake.zip",
+            "conf": {"spark.executor.instances": "4"},
+        },
+    )
+    env = dict(airflow_env, OFFSETS_LAKE_AIRFLOW_CONF=conf, AWS_SECRET_ACCESS_KEY="not-in-a-command")
+    out = probe(env, "commands", timeout=300)
+    py = f"{REPO}/.venv/bin/python"
+    jars = ",".join(sorted(glob.glob(f"{REPO}/.jars/spark/*.jar")))
+    s3_jars = ":".join(sorted(glob.glob(f"{REPO}/.jars/s3/*.jar")))
+    assert any("/hadoop-aws-3.5.0.jar" in j for j in s3_jars.split(":"))
+    assert out["replay"] == (
+        f"cd {REPO} && exec env PYTHONPATH={REPO} PYSPARK_PYTHON={py} PYSPARK_DRIVER_PYTHON={py} "
+        f"OFFSETS_LAKE_JARS={REPO}/.jars/spark SPARK_HOME=/opt/spark /opt/spark/bin/spark-submit --master yarn "
+        f"--deploy-mode cluster --name offsets-lake-replay_offsets --jars {jars} "
+        f"--driver-java-options -Dlog4j2.configurationFile=file:{REPO}/conf/log4j2.properties "
+        f"--driver-class-path {s3_jars} "
+        "--conf spark.hadoop.fs.s3a.endpoint=http://minio.internal:9000 "
+        "--conf spark.hadoop.fs.s3a.connection.ssl.enabled=false "
+        "--conf spark.hadoop.fs.s3a.endpoint.region=eu-west-1 "
+        "--conf spark.hadoop.fs.s3a.path.style.access=true "
+        "--conf spark.executor.instances=4 "
+        f"--conf spark.executor.extraClassPath={s3_jars} "
+        f"--py-files {REPO}/build/offsets_lake.zip "
+        f"{REPO}/jobs/replay_offsets.py --input s3a://archive/broker-1 --warehouse s3a://lake/offsets "
+        "--now 1795323099431 --retention-minutes 10080"
+    )
+    assert "not-in-a-command" not in json.dumps(out["config"]) + out["replay"] + out["maintenance"]
+    assert out["maintenance"].endswith(f"{REPO}/jobs/maintenance.py --warehouse s3a://lake/offsets --vacuum-hours 168")
+
+
 @pytest.fixture(scope="module")
 def incremental_run(airflow_env, tmp_path_factory):
     """One run of the hourly DAG as of the sample's capture time, in local mode."""

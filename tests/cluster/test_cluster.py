@@ -38,6 +38,14 @@ def submit(args: str, home: str, env: dict | None = None) -> None:
     assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-6000:])
 
 
+def numba_cache_files(cluster) -> dict[str, int]:
+    """Every numba cache file in the workers' homes -> its modification time (ns)."""
+    found = glob.glob(os.path.join(cluster.root, "worker*", ".cache", "numba", "*", "*"))
+    folders = {os.path.basename(os.path.dirname(p)) for p in found}
+    assert all(f.startswith("offsets_lake_zip_lib_") for f in folders), folders
+    return {p: os.stat(p).st_mtime_ns for p in found}
+
+
 def content(spark, warehouse: str, table: str, drop: set | frozenset = frozenset()) -> list:
     drop = {"run_id", "finished_at", *drop}  # the run's own
     return sorted(
@@ -75,6 +83,9 @@ def test_a_replay_on_the_cluster_from_a_bucket_into_a_bucket_equals_a_local_run(
 ):
     """The driver is told about the store by the AWS environment only; the executors, which do
     not share it, get the settings inside their tasks."""
+    # the executors' numba cache of the application before (the test above, when it ran): keyed
+    # by the module's path inside the zip, so this application loads it instead of compiling
+    cached_before = numba_cache_files(cluster)
     s3_server.make_bucket("cluster-archive")
     logs = s3_server.upload_dir(SAMPLE, "s3a://cluster-archive/broker-0")
     s3_server.make_bucket("cluster-lake")
@@ -86,6 +97,8 @@ def test_a_replay_on_the_cluster_from_a_bucket_into_a_bucket_equals_a_local_run(
     )
     for table in STATE_TABLES:
         assert content(spark, wh, table) == content(spark, local_run, table), table
+    if cached_before:
+        assert numba_cache_files(cluster) == cached_before
     # the source signature holds the segment's modification time: the object's, not the file's
     ignore = {"source_signature"}
     assert content(spark, wh, "replay_checkpoints", ignore) == content(spark, local_run, "replay_checkpoints", ignore)

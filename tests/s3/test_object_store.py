@@ -104,6 +104,40 @@ def test_the_audits_read_the_warehouse_in_the_bucket(spark, runs):
     assert [(r["partition"], r["committed_offset"]) for r in answers["s3"]] == [(0, 20), (1, 11), (2, 55)]
 
 
+def test_quality_suites_and_report_run_on_the_warehouse_in_the_bucket(spark, runs):
+    """Same outcome as on local disk; results, data docs and the report land in the bucket."""
+    import json
+
+    from lib import storage
+    from lib.reporting.quality_suites import run_suites
+    from lib.reporting.report_builder import write_report
+
+    outcomes = {}
+    for name in ("local", "s3"):
+        result = run_suites(spark, runs[name]["warehouse"], partition_count=2)
+        outcomes[name] = [(t.table, t.rows, [(e.name, e.success) for e in t.expectations]) for t in result.tables]
+    assert outcomes["s3"] == outcomes["local"]
+    # the log builder puts groups in partitions 0 and 1 whatever their hash: only that check fails
+    failed = {(t, n) for t, _, checks in outcomes["s3"] for n, ok in checks if not ok}
+    assert failed == {
+        (t, "offsets_partition_matches_group")
+        for t in (
+            "offsets_log",
+            "group_offsets",
+            "pending_transactional_offsets",
+            "consumer_groups",
+            "group_fold_state",
+        )
+    }
+    wh = runs["s3"]["warehouse"]
+    assert result.results_path == f"{wh}/_quality/results.json"
+    assert json.loads(storage.read_text(result.results_path))["tables"][0]["table"] == outcomes["s3"][0][0]
+    assert storage.exists(f"{wh}/_quality/data_docs/index.html")
+    page = write_report(spark, wh, NOW)
+    assert page == f"{wh}/report/index.html"
+    assert storage.read_text(page).startswith("<!DOCTYPE html>")
+
+
 def test_the_coordinator_warm_starts_from_the_bucket(runs):
     from lib.coordinator.group_coordinator import GroupCoordinator
 
@@ -125,10 +159,11 @@ def test_a_corrupt_segment_in_a_bucket_fails_as_on_local_disk(spark, logs, s3_se
     data[200] ^= 0xFF  # inside the first batch's records: its CRC no longer matches
     segment.write_bytes(bytes(data))
     s3_server.upload_dir(str(broken), "s3a://archive/broken")
+    s3_server.make_bucket("lake-broken")
     errors = {}
     for name, log_dir, wh in (
         ("local", str(broken), str(tmp_path / "wh")),
-        ("s3", "s3a://archive/broken", "s3a://lake/warehouses/broken"),
+        ("s3", "s3a://archive/broken", "s3a://lake-broken/wh"),
     ):
         with pytest.raises(ReplayError) as e:
             replay(spark, log_dir, wh)
@@ -136,9 +171,13 @@ def test_a_corrupt_segment_in_a_bucket_fails_as_on_local_disk(spark, logs, s3_se
     assert errors["s3"] == errors["local"]
     assert "LOG_DIR/__consumer_offsets-0/00000000000000000000.log" in errors["s3"]
     from lib import storage
+    from lib.spark.delta import table_exists
+    from schemas.tables import ALL_TABLES
 
-    # nothing written, lock released: no key under the warehouse
-    assert storage.list_dir("s3a://lake/warehouses/broken") == []
+    # no table was created (another task's files, never committed, are invisible), lock released
+    for wh in (str(tmp_path / "wh"), "s3a://lake-broken/wh"):
+        assert [t.name for t in ALL_TABLES if table_exists(None, storage.join(wh, t.name))] == []
+        assert not storage.exists(storage.join(wh, "_writer.lock"))
 
 
 def job(log_dir: str, warehouse: str, env: dict, extra_env: dict | None = None) -> subprocess.Popen:
@@ -214,3 +253,32 @@ def test_a_store_that_ignores_conditional_writes_is_refused(s3_server, tmp_path)
     finally:
         storage.configure(s3_server.settings)
         old.stop()
+
+
+def test_a_stale_lock_in_the_bucket_is_taken_over_once(s3_server):
+    """A lock naming a dead process of this host is replaced with If-Match on its ETag: the
+    first newcomer takes it; a second, holding the old ETag, finds it changed and is refused."""
+    import json
+    import socket
+
+    from lib.lake.lock import WarehouseBusyError, WarehouseLock
+
+    s3_server.make_bucket("locks")
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stale = {"pid": dead.pid, "host": socket.gethostname(), "owner": "replay run dead-one", "since": "2026-11-22"}
+    client = s3_server.client()
+    client.put_object(Bucket="locks", Key="wh/_writer.lock", Body=json.dumps(stale).encode())
+    first = WarehouseLock("s3a://locks/wh", "first newcomer")
+    late = WarehouseLock("s3a://locks/wh", "late newcomer")
+    assert late.holder() == stale  # read before the first takes over
+    first.acquire()
+    assert first.took_over == stale
+    assert json.loads(client.get_object(Bucket="locks", Key="wh/_writer.lock")["Body"].read())["owner"] == (
+        "first newcomer"
+    )
+    assert late._take_over(stale) is False  # its view of the lock is stale now
+    with pytest.raises(WarehouseBusyError, match="is being written by first newcomer"):
+        late.acquire()
+    first.release()
+    assert client.list_objects_v2(Bucket="locks").get("KeyCount") == 0
