@@ -92,7 +92,7 @@ class SparkCluster:
         while time.monotonic() < deadline:
             for p in self.procs:
                 if p.poll() is not None:
-                    raise RuntimeError(f"a cluster process exited ({p.args[1]}): see {self.root}/*/out.log")
+                    raise RuntimeError(f"a cluster process exited ({p.args!r}): see {self.root}/*/out.log")
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{self.ui_port}/json/", timeout=2) as r:
                     state = json.load(r)

@@ -282,3 +282,13 @@ def test_a_stale_lock_in_the_bucket_is_taken_over_once(s3_server):
         late.acquire()
     first.release()
     assert client.list_objects_v2(Bucket="locks").get("KeyCount") == 0
+
+
+def test_a_wrong_path_in_a_bucket_is_named(logs, s3_server):
+    from lib.source.logdir import LogDirError, find_partitions
+
+    with pytest.raises(LogDirError, match="^input path does not exist: s3a://archive/no-such-log$"):
+        find_partitions("s3a://archive/no-such-log")
+    with pytest.raises(LogDirError, match="^no __consumer_offsets partitions in s3a://archive "):
+        find_partitions("s3a://archive")
+    assert [pl.partition for pl in find_partitions("s3a://archive/broker-1/log2")] == [0, 1]
