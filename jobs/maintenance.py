@@ -101,8 +101,7 @@ def main(argv=None) -> int:
     if args.vacuum_hours < DEFAULT_VACUUM_HOURS and not args.no_vacuum:
         overrides["spark.databricks.delta.retentionDurationCheck.enabled"] = "false"
     from lib.lake.lock import WarehouseBusyError, WarehouseLock
-    from lib.spark.delta import roll_back_incomplete_runs
-    from schemas import tables as T
+    from lib.spark.pipeline import roll_back_incomplete
 
     spark = build_session("maintenance", overrides, object_store=storage.is_remote(args.warehouse))
     started = time.monotonic()
@@ -114,7 +113,7 @@ def main(argv=None) -> int:
     try:
         # A replay that died left commits no checkpoint vouches for: undo them before
         # OPTIMIZE stacks commits of its own on top.
-        for r in roll_back_incomplete_runs(spark, args.warehouse, T.ALL_TABLES, T.REPLAY_CHECKPOINTS):
+        for r in roll_back_incomplete(spark, args.warehouse):
             print(f"rolled back {r['table']}: run {r['run']} died before its checkpoint commit")
         done = _maintain(spark, args, tables, table_path, DeltaTable)
     finally:

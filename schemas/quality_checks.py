@@ -349,6 +349,93 @@ QUARANTINED_RECORDS = Suite(
     (),
 )
 
+END_OFFSET_BEFORE = Derived(
+    "_q_end_offset_before",
+    "sql",
+    "lag(end_offset) OVER (PARTITION BY topic, partition, topic_id ORDER BY at, end_offset)",
+    doc="the previous end offset of the same topic id and partition in time",
+)
+PARTITION_END_OFFSETS = Suite(
+    T.PARTITION_END_OFFSETS,
+    tuple(
+        _generic(T.PARTITION_END_OFFSETS)
+        + [
+            _non_negative("end_offset"),
+            Check(
+                "source_known",
+                "ExpectColumnValuesToBeInSet",
+                {"column": "source", "value_set": ["segment", "list_offsets"]},
+                ERROR,
+                "segment or list_offsets",
+            ),
+            Check(
+                "end_offsets_never_decrease_within_a_topic_id",
+                "ExpectColumnPairValuesAToBeGreaterThanB",
+                {
+                    "column_A": "end_offset",
+                    "column_B": END_OFFSET_BEFORE.name,
+                    "or_equal": True,
+                    "ignore_row_if": "either_value_is_missing",
+                },
+                ERROR,
+                "a partition's end offset only grows in time while its topic id stays (a recreated topic has a new id)",
+                column="end_offset",
+            ),
+        ]
+    ),
+    (END_OFFSET_BEFORE,),
+)
+LAG_EXPLAINED = Derived(
+    "_q_lag_explained",
+    "sql",
+    "lag_records IS NULL OR lag_records >= 0 OR truncated",
+    doc="a negative lag is only possible where the committed offset is beyond the log (truncated)",
+)
+GROUP_LAG = Suite(
+    T.GROUP_LAG,
+    tuple(
+        _generic(T.GROUP_LAG)
+        + [
+            Check(
+                "kind_known",
+                "ExpectColumnValuesToBeInSet",
+                {"column": "kind", "value_set": ["commit", "now"]},
+                ERROR,
+                "commit or now",
+            ),
+            Check(
+                "lag_never_negative_unless_truncated",
+                "ExpectColumnValuesToBeInSet",
+                {"column": LAG_EXPLAINED.name, "value_set": [True]},
+                ERROR,
+                "lag_records >= 0, except where the topic was truncated or recreated (truncated)",
+                column="lag_records",
+            ),
+            _non_negative("lag_ms"),
+            Check(
+                "lag_ms_method_known",
+                "ExpectColumnValuesToBeInSet",
+                {"column": "lag_ms_method", "value_set": ["record", "interpolated", "caught_up"]},
+                ERROR,
+                "record, interpolated or caught_up (null when unknown)",
+            ),
+            Check(
+                "no_truncated_partitions",
+                "ExpectColumnValuesToBeInSet",
+                {"column": "truncated", "value_set": [False]},
+                WARNING,
+                "a group committed beyond the end of a partition's log: the topic was truncated or recreated",
+            ),
+        ]
+    ),
+    (LAG_EXPLAINED,),
+)
+LAG_CHECKPOINTS = Suite(
+    T.LAG_CHECKPOINTS,
+    tuple(_generic(T.LAG_CHECKPOINTS) + [_non_negative("next_offset"), _non_negative("trailing_bytes")]),
+    (),
+)
+
 ALL_SUITES = (
     OFFSETS_LOG,
     GROUP_OFFSETS,
@@ -359,6 +446,9 @@ ALL_SUITES = (
     GROUP_FOLD_STATE,
     QUARANTINED_RECORDS,
     REPLAY_CHECKPOINTS,
+    PARTITION_END_OFFSETS,
+    GROUP_LAG,
+    LAG_CHECKPOINTS,
 )
 SUITES = {s.name: s for s in ALL_SUITES}
 

@@ -252,8 +252,107 @@ QUARANTINED_RECORDS = Table(
     partition_by=("offsets_partition",),
 )
 
+PARTITION_END_OFFSETS = Table(
+    "partition_end_offsets",
+    "End offsets of the consumed topic partitions over time: one row per record batch of their "
+    "segments in the log dir (read from batch headers), or per ListOffsets sample of a live cluster.",
+    (
+        C("topic", "STRING", "", False),
+        C("partition", "INT", "", False),
+        C("end_offset", "BIGINT", "the partition's log end offset after this batch (last offset + 1)", False),
+        C(
+            "at",
+            "TIMESTAMP",
+            "when the log reached end_offset: the batch's max timestamp, or an earlier batch's when that is later "
+            "(producer clocks differ), so that end offsets never decrease in time; the sample time for list_offsets; "
+            "null while no batch had a timestamp (magic 0)",
+        ),
+        C("source", "STRING", "segment (a batch header in the log dir) or list_offsets (a live sample)", False),
+        C("topic_id", "STRING", "from the partition's partition.metadata (Kafka 2.8+), null when absent"),
+        C("first_offset", "BIGINT", "offset of the batch's first record; null when unknown (legacy compressed)"),
+        C("first_timestamp", "TIMESTAMP", "timestamp of the record at first_offset, where the header tells it"),
+        C("max_timestamp", "TIMESTAMP", "the batch's own max timestamp (list_offsets: the newest record's, KIP-734)"),
+        C("timestamp_type", "STRING", "CreateTime, LogAppendTime or NoTimestamp (magic 0)"),
+        C("is_control", "BOOLEAN", "a transaction marker batch"),
+        C("segment_file", "STRING", "segment file name (segment rows)"),
+        C("byte_position", "BIGINT", "position of the batch in its segment file (segment rows)"),
+        C("run_id", "STRING", "the run that wrote the row", False),
+    ),
+    key=("topic", "partition", "source", "end_offset", "at"),
+)
+
+GROUP_LAG = Table(
+    "group_lag",
+    "Consumer lag of every group on every partition it committed, in records and in time: at each effective "
+    "commit (kind commit) and at each run's --now for the live offsets (kind now).",
+    (
+        C("group_id", "STRING", "", False),
+        C("topic", "STRING", "", False),
+        C("partition", "INT", "", False),
+        C(
+            "at",
+            "TIMESTAMP",
+            "commit: when the commit took effect (its record, or its transaction's COMMIT marker); "
+            "now: the run's --now",
+            False,
+        ),
+        C("kind", "STRING", "commit or now", False),
+        C("committed_offset", "BIGINT", "", False),
+        C("end_offset", "BIGINT", "the partition's end offset at `at`; null when no end offset is known by then"),
+        C("end_offset_at", "TIMESTAMP", "time of the end-offset row used (how fresh end_offset is)"),
+        C("lag_records", "BIGINT", "end_offset - committed_offset"),
+        C("lag_ms", "BIGINT", "age at `at` of the first record not consumed; 0 when nothing is left to consume"),
+        C(
+            "lag_ms_method",
+            "STRING",
+            "record (that record's own timestamp, from the log), interpolated (between end-offset rows, "
+            "as kafka-lag-exporter does), caught_up (lag_records 0), or null when neither is possible",
+        ),
+        C(
+            "first_unconsumed_timestamp",
+            "TIMESTAMP",
+            "timestamp of the first record not consumed (method record), or its estimate (interpolated)",
+        ),
+        C(
+            "truncated",
+            "BOOLEAN",
+            "the committed offset is beyond everything the log holds: the topic was truncated or recreated",
+            False,
+        ),
+        C("topic_id", "STRING", "of the end-offset row used"),
+        C("offsets_partition", "INT", "", False),
+        C(
+            "log_offset",
+            "BIGINT",
+            "the record that made the commit effective (the commit or its COMMIT marker); null for kind now",
+        ),
+        C("run_id", "STRING", "the run that wrote the row", False),
+    ),
+    key=("group_id", "topic", "partition", "kind", "at", "log_offset"),
+)
+
+LAG_CHECKPOINTS = Table(
+    "lag_checkpoints",
+    "Where the lag stage stopped: per consumed topic partition, the end of its scan; per offsets partition "
+    "(topic __consumer_offsets), the log offset up to which its commits have group_lag rows.",
+    (
+        C("topic", "STRING", "", False),
+        C("partition", "INT", "", False),
+        C("next_offset", "BIGINT", "the next offset to read", False),
+        C("topic_id", "STRING", "the topic id the scan read (a new id means the topic was recreated)"),
+        C("segment_base_offset", "BIGINT", "segment the scan stopped in"),
+        C("next_byte_position", "BIGINT", "byte position after the last complete batch of that segment"),
+        C("trailing_bytes", "BIGINT", "bytes of a partial batch at the end of the segments"),
+        C("at_ms", "BIGINT", "the partition's latest `at` so far (epoch ms)"),
+        C("source_signature", "STRING", "the last segment's base offset, size and modification time as read"),
+        C("run_id", "STRING", "", False),
+        C("finished_at", "TIMESTAMP", "", False),
+    ),
+    key=("topic", "partition"),
+)
+
 # In commit order: replay_checkpoints last, since its commit is a run's commit point.
-ALL_TABLES = (
+REPLAY_TABLES = (
     OFFSETS_LOG,
     GROUP_OFFSETS,
     EXPIRED_OFFSETS,
@@ -264,4 +363,7 @@ ALL_TABLES = (
     QUARANTINED_RECORDS,
     REPLAY_CHECKPOINTS,
 )
+# The lag stage's, after the replay's: lag_checkpoints last, its own commit point.
+LAG_TABLES = (PARTITION_END_OFFSETS, GROUP_LAG, LAG_CHECKPOINTS)
+ALL_TABLES = REPLAY_TABLES + LAG_TABLES
 TABLES = {t.name: t for t in ALL_TABLES}

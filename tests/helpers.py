@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 
 from lib.testdata.logbuilder import PartitionLogBuilder, consumer_member
-from schemas.tables import ALL_TABLES, QUARANTINED_RECORDS, REPLAY_CHECKPOINTS
+from schemas.tables import QUARANTINED_RECORDS, REPLAY_CHECKPOINTS, REPLAY_TABLES
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -45,7 +45,7 @@ DAY = 86_400_000
 NOW = 1_700_000_000_000 + 30 * DAY
 T = NOW - 2 * DAY
 # every table a run writes but its commit point and the quarantine, in commit order
-STATE_TABLES = tuple(t.name for t in ALL_TABLES if t not in (QUARANTINED_RECORDS, REPLAY_CHECKPOINTS))
+STATE_TABLES = tuple(t.name for t in REPLAY_TABLES if t not in (QUARANTINED_RECORDS, REPLAY_CHECKPOINTS))
 KEYS = {
     "offsets_log": ("offsets_partition", "log_offset"),
     "group_offsets": ("group_id", "topic", "partition"),

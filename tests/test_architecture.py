@@ -19,7 +19,7 @@ ALLOWED = {
     "codec": BOTTOM,
     "decode": {"codec"} | BOTTOM,
     "replay": {"codec", "decode"} | BOTTOM,
-    "source": {"codec"} | BOTTOM,
+    "source": {"codec", "decode"} | BOTTOM,
     "lake": {"codec", "decode", "replay", "source"} | BOTTOM,
     "coordinator": {"codec", "decode", "replay", "source", "lake"} | BOTTOM,
     "spark": {"codec", "decode", "replay", "source", "lake"} | BOTTOM,

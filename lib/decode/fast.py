@@ -33,6 +33,10 @@ from numba import njit
 from lib.codec.compression import CODEC_NAMES, decompress
 from lib.codec.errors import DecodeError
 from lib.decode.numba_bytes import copy_bytes
+from lib.decode.numba_bytes import i16 as _i16
+from lib.decode.numba_bytes import i32 as _i32
+from lib.decode.numba_bytes import i64 as _i64
+from lib.decode.numba_bytes import u64 as _u64
 from lib.decode.rows import SCHEMA, PythonDecoder, _Columns
 from lib.decode.values import MAX_TIMESTAMP_MS
 from lib.numba_cache import use_stable_zip_cache
@@ -109,31 +113,6 @@ def crc32c(data) -> int:
 
 
 # --- big-endian and varint readers ------------------------------------------------------------
-
-
-@njit(cache=True, inline="always")
-def _u64(buf, p, n):
-    v = np.uint64(0)
-    for k in range(n):
-        v = (v << np.uint64(8)) | np.uint64(buf[p + k])
-    return v
-
-
-@njit(cache=True, inline="always")
-def _i64(buf, p):
-    return np.int64(_u64(buf, p, 8))
-
-
-@njit(cache=True, inline="always")
-def _i32(buf, p):
-    v = np.int64(_u64(buf, p, 4))
-    return v - 4294967296 if v >= 2147483648 else v
-
-
-@njit(cache=True, inline="always")
-def _i16(buf, p):
-    v = np.int64(_u64(buf, p, 2))
-    return v - 65536 if v >= 32768 else v
 
 
 @njit(cache=True, inline="always")

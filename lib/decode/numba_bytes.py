@@ -1,14 +1,21 @@
-"""A memcpy for numba kernels. Slice assignment (`out[a:a + n] = buf[b:b + n]`) costs about
+"""Byte helpers for numba kernels: big-endian readers, and a memcpy.
+
+A memcpy: Slice assignment (`out[a:a + n] = buf[b:b + n]`) costs about
 30 ns per call in numba, most of a row's cost when the rows are short strings (keys, group ids,
 topics); the LLVM memcpy this emits costs a few. An intrinsic, so the kernels that use it stay
 in numba's on-disk cache (a ctypes memcpy would not)."""
 
 from __future__ import annotations
 
+import numpy as np
 from llvmlite import ir
-from numba import types
+from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
+
+from lib.numba_cache import use_stable_zip_cache
+
+use_stable_zip_cache(__file__)  # before the first @njit(cache=True): see lib.numba_cache
 
 
 @intrinsic
@@ -71,3 +78,31 @@ def _skip_blas_probe() -> None:
 
 
 _skip_blas_probe()
+
+
+# --- big-endian readers (no bounds checks: the callers' are the only ones) -------------------
+
+
+@njit(cache=True, inline="always")
+def u64(buf, p, n):
+    v = np.uint64(0)
+    for k in range(n):
+        v = (v << np.uint64(8)) | np.uint64(buf[p + k])
+    return v
+
+
+@njit(cache=True, inline="always")
+def i64(buf, p):
+    return np.int64(u64(buf, p, 8))
+
+
+@njit(cache=True, inline="always")
+def i32(buf, p):
+    v = np.int64(u64(buf, p, 4))
+    return v - 4294967296 if v >= 2147483648 else v
+
+
+@njit(cache=True, inline="always")
+def i16(buf, p):
+    v = np.int64(u64(buf, p, 2))
+    return v - 65536 if v >= 32768 else v

@@ -57,6 +57,7 @@ class RunResult:
     quarantined: int = 0
     took_over_lock: dict | None = None
     skipped_partitions: int = 0
+    lag: object = None  # lib.spark.lag.LagResult of the lag stage, None when it did not run
 
 
 @dataclass
@@ -120,14 +121,16 @@ def run_replay(
     end_offsets: dict[int, int] | None = None,
     lock_wait_seconds: float = 0.0,
     on_corrupt: str = "fail",
+    lag: bool = True,
 ) -> RunResult:
     """Replay `logs` into the tables. Incremental unless `full` or a partition has no
     checkpoint yet: only records at or after each partition's checkpoint are read, and their
     effect is applied on top of the state the last completed run left. `end_offsets` bounds
     what is read from a live topic (partition -> first offset not to read). `on_corrupt`:
     "fail" stops at the first undecodable batch or record, changing nothing; "quarantine"
-    keeps each in quarantined_records (with its bytes) and goes on. Raises
-    WarehouseBusyError if another live run writes the warehouse."""
+    keeps each in quarantined_records (with its bytes) and goes on. `lag`: then run the lag
+    stage (lib.spark.lag) on the consumed topics of the log dir. Raises WarehouseBusyError if
+    another live run writes the warehouse."""
     if on_corrupt not in ("fail", "quarantine"):
         raise ValueError(f"on_corrupt must be fail or quarantine, not {on_corrupt!r}")
     run_id = new_run_id()
@@ -135,9 +138,31 @@ def run_replay(
     with WarehouseLock(warehouse, f"replay run {run_id}", lock_wait_seconds) as lock:
         result = RunResult(run_id, [pl.partition for pl in logs], now_ms, retention_minutes, on_corrupt=on_corrupt)
         result.took_over_lock = lock.took_over
-        result.rolled_back = roll_back_incomplete_runs(spark, warehouse, T.ALL_TABLES, T.REPLAY_CHECKPOINTS)
+        result.rolled_back = roll_back_incomplete(spark, warehouse)
         _run_locked(spark, logs, warehouse, result, full, end_offsets)
+        if lag and logs and not logs[0].path.startswith("kafka://"):
+            result.lag = _run_lag_locked(spark, storage.dirname(logs[0].path), logs, warehouse, result, full)
         return result
+
+
+def roll_back_incomplete(spark: SparkSession | None, warehouse: str) -> list[dict]:
+    """Undo what runs that died left without their commit points: the replay's tables (commit
+    point replay_checkpoints) and the lag stage's (lag_checkpoints)."""
+    return roll_back_incomplete_runs(spark, warehouse, T.REPLAY_TABLES, T.REPLAY_CHECKPOINTS) + (
+        roll_back_incomplete_runs(spark, warehouse, T.LAG_TABLES, T.LAG_CHECKPOINTS)
+    )
+
+
+def _run_lag_locked(spark: SparkSession, log_dir: str, logs, warehouse: str, result: RunResult, full: bool):
+    from lib.spark.lag import run_lag_stage
+
+    try:
+        lag = run_lag_stage(spark, log_dir, logs, warehouse, result.run_id, result.now_ms, full)
+    except BaseException:
+        roll_back_incomplete_runs(spark, warehouse, T.LAG_TABLES, T.LAG_CHECKPOINTS)
+        raise
+    result.stage_seconds.update(lag.stage_seconds)
+    return lag
 
 
 def source_signature(log: PartitionLog) -> str | None:
@@ -202,7 +227,7 @@ def _run_locked(
     todo_ids = sorted(pl.partition for pl in todo)
     # what this run replaces: the state of the partitions it replays and, in a full run, their
     # offsets_log and quarantined_records files
-    replaced = [t for t in T.ALL_TABLES if t in STATE_TABLES or (prev is None and t is not T.REPLAY_CHECKPOINTS)]
+    replaced = [t for t in T.REPLAY_TABLES if t in STATE_TABLES or (prev is None and t is not T.REPLAY_CHECKPOINTS)]
     layouts: dict[str, tuple[str, ...]] = {}
     removed: dict[str, list[DataFile]] = {}
     for table in (T.OFFSETS_LOG, T.QUARANTINED_RECORDS):
@@ -308,7 +333,7 @@ def _run_locked(
         )
     tag = run_tag(run_id)
     try:
-        for table in T.ALL_TABLES:
+        for table in T.REPLAY_TABLES:
             path = table_path(warehouse, table)
             if table is T.REPLAY_CHECKPOINTS:
                 _commit_checkpoints(path, checkpoint_rows, prev, tag)
@@ -325,7 +350,7 @@ def _run_locked(
             _crash_point(f"after_commit:{table.name}")
     except BaseException:
         # A commit failed (a conflict, a full disk): take back what this run committed.
-        roll_back_incomplete_runs(spark, warehouse, T.ALL_TABLES, T.REPLAY_CHECKPOINTS)
+        roll_back_incomplete_runs(spark, warehouse, T.REPLAY_TABLES, T.REPLAY_CHECKPOINTS)
         raise
     result.stage_seconds["commit"] = time.monotonic() - t0
 

@@ -1,0 +1,601 @@
+"""The lag stage of a run: end offsets of the consumed partitions, and every group's lag.
+
+After the replay's commit point, under the same warehouse lock:
+1. The consumed topic partitions the groups commit on are found in the log dir (their
+   <topic>-<partition> folders); each is scanned from its checkpoint on, batch headers only,
+   by Spark tasks (lib.lake.topic_task) that write partition_end_offsets files.
+2. group_lag rows are computed with Spark's built-in functions (windows, no UDF) for every
+   effective commit since the last lag stage (`effective_commits`) and, at the run's --now, for
+   every live offset: the end offset as of that time (the last end-offset row at or before
+   it), and the age of the first unconsumed record (its timestamp from the batch header, or
+   from its batch, decoded by a lookup task; else interpolated between end-offset rows).
+3. Commits: partition_end_offsets, group_lag, then lag_checkpoints (the stage's commit point;
+   a stage that died is rolled back by the next run like the replay's tables).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from dataclasses import dataclass, field
+
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
+from lib import storage
+from lib.lake.run_tags import run_tag
+from lib.lake.worker_errors import worker_error_from
+from lib.source.logdir import PartitionLog
+from lib.source.topic_log import TopicPartitionLog, find_topic_partitions
+from lib.spark.delta import (
+    commit_files,
+    overwrite_small_table,
+    read_small_table,
+    table_exists,
+    table_files,
+    table_path,
+)
+from schemas import tables as T
+from schemas.records import OFFSET_COMMIT_TYPES
+
+OFFSETS_TOPIC = "__consumer_offsets"
+
+
+class LagError(Exception):
+    """The consumed topics' segments could not be read; the message names file and position."""
+
+
+@dataclass
+class LagResult:
+    partitions_scanned: int = 0
+    batches: int = 0
+    lag_rows: int = 0
+    skipped: str | None = None  # why the stage did nothing
+    stage_seconds: dict = field(default_factory=dict)
+
+
+def _ms(col):
+    """TIMESTAMP -> epoch ms (BIGINT)."""
+    return F.unix_micros(col) / 1000
+
+
+# --- effective commits ------------------------------------------------------------------------
+
+
+def effective_commits(offsets_log: DataFrame) -> DataFrame:
+    """The commits that took effect, each at the record that made it effective (Kafka 4.x, as
+    sql/audits/committed_offset_as_of.sql): a non-transactional OffsetCommit at its own record;
+    a transactional one at its producer's next COMMIT marker in the same offsets partition, if
+    no tombstone of the key and no newer record of the same producer for it came in between
+    (an ABORT, or no marker yet: never). A commit whose record is older than one already in
+    effect for the key changes nothing and is left out. Columns: offsets_partition, group_id,
+    topic, partition, committed_offset, log_offset (the commit record), applied_offset,
+    applied_at."""
+    key = ["offsets_partition", "group_id", "topic", "partition"]
+    ok = offsets_log.where(F.col("decode_status") == "ok")
+    commits = ok.where(~F.col("is_control") & F.col("record_type").isin([int(t) for t in OFFSET_COMMIT_TYPES])).select(
+        *key, "log_offset", "log_timestamp", "producer_id", "is_tombstone", "committed_offset"
+    )
+    by_key = Window.partitionBy(*key).orderBy("log_offset")
+    commits = commits.withColumn(
+        "next_tombstone",
+        F.min(F.when(F.col("is_tombstone"), F.col("log_offset"))).over(
+            by_key.rowsBetween(1, Window.unboundedFollowing)
+        ),
+    ).withColumn(
+        "next_same_producer",
+        F.lead("log_offset").over(Window.partitionBy(*key, "producer_id").orderBy("log_offset")),
+    )
+    # each transactional record's first marker of its producer after it: markers and records in
+    # one ordering per (offsets partition, producer), the next marker by a forward window
+    markers = ok.where(F.col("is_control") & F.col("control_type").isin("COMMIT", "ABORT")).select(
+        "offsets_partition",
+        "producer_id",
+        F.col("log_offset"),
+        F.col("log_offset").alias("marker_offset"),
+        F.col("log_timestamp").alias("marker_time"),
+        F.col("control_type").alias("marker_type"),
+    )
+    txn = commits.where((F.col("producer_id") != -1) & ~F.col("is_tombstone"))
+    both = txn.unionByName(markers, allowMissingColumns=True)
+    ahead = (
+        Window.partitionBy("offsets_partition", "producer_id")
+        .orderBy("log_offset")
+        .rowsBetween(1, Window.unboundedFollowing)
+    )
+    nxt = F.struct("marker_offset", "marker_time", "marker_type")
+    resolved = (
+        both.withColumn(
+            "marker", F.first(F.when(F.col("marker_offset").isNotNull(), nxt), ignorenulls=True).over(ahead)
+        )
+        .where(F.col("group_id").isNotNull())
+        .where(F.col("marker.marker_type") == "COMMIT")
+        .where(F.col("next_tombstone").isNull() | (F.col("next_tombstone") > F.col("marker.marker_offset")))
+        .where(F.col("next_same_producer").isNull() | (F.col("next_same_producer") > F.col("marker.marker_offset")))
+        .select(
+            *key,
+            "committed_offset",
+            "log_offset",
+            F.col("marker.marker_offset").alias("applied_offset"),
+            F.col("marker.marker_time").alias("applied_at"),
+            F.lit(False).alias("is_tombstone"),
+        )
+    )
+    plain = commits.where(F.col("producer_id") == -1).select(
+        *key,
+        "committed_offset",
+        "log_offset",
+        F.col("log_offset").alias("applied_offset"),
+        F.col("log_timestamp").alias("applied_at"),
+        "is_tombstone",
+    )
+    # tombstones take part in the ordering only: after one, any later commit is news
+    events = plain.unionByName(resolved)
+    before = Window.partitionBy(*key).orderBy("applied_offset", "log_offset").rowsBetween(Window.unboundedPreceding, -1)
+    return (
+        events.withColumn("newest_before", F.max("log_offset").over(before))
+        .where(~F.col("is_tombstone"))
+        .where(F.col("newest_before").isNull() | (F.col("log_offset") > F.col("newest_before")))
+        .drop("newest_before", "is_tombstone")
+    )
+
+
+# --- lag at points in time --------------------------------------------------------------------
+
+
+def lag_at_points(points: DataFrame, end_offsets: DataFrame) -> DataFrame:
+    """points: group_id, topic, partition, at, kind, committed_offset, offsets_partition,
+    log_offset. end_offsets: partition_end_offsets rows. Adds end_offset, end_offset_at,
+    topic_id, lag_records, truncated and, for the time lag, the batch that holds the first
+    unconsumed record (batch_* columns) and the interpolated time of that record
+    (interpolated_ms); `with_time_lag` turns them into lag_ms."""
+    tp = ["topic", "partition"]
+    ends = end_offsets.where(F.col("at").isNotNull()).select(
+        *tp,
+        "at",
+        "end_offset",
+        "topic_id",
+        F.lit(0).alias("_kind"),
+    )
+    # the partition's first known batch: before it was written the end offset was at most its
+    # first offset, so a group that had committed exactly that offset had nothing to read
+    log_end = end_offsets.groupBy(*tp).agg(
+        F.max("end_offset").alias("log_end"),
+        F.min_by(F.struct("at", "first_offset"), F.struct("at", "end_offset")).alias("_first"),
+    )
+    # as of `at`: the last end-offset row at or before it (rows first at equal times)
+    timeline = ends.withColumn("_end_at", F.col("at")).unionByName(
+        points.withColumn("_kind", F.lit(1)), allowMissingColumns=True
+    )
+    so_far = Window.partitionBy(*tp).orderBy("at", "_kind", "end_offset").rowsBetween(Window.unboundedPreceding, 0)
+    asof = (
+        timeline.withColumn(
+            "_last",
+            F.last(F.when(F.col("_kind") == 0, F.struct("end_offset", "_end_at", "topic_id")), True).over(so_far),
+        )
+        .where(F.col("_kind") == 1)
+        .select(
+            *list(points.columns),
+            F.col("_last.end_offset").alias("_end_asof"),
+            F.col("_last._end_at").alias("end_offset_at"),
+            F.col("_last.topic_id").alias("topic_id"),
+        )
+        .join(log_end, tp, "left")
+    )
+    truncated = F.col("log_end").isNotNull() & (F.col("committed_offset") > F.col("log_end"))
+    # a group that committed O had read the records below O: the log held them by then
+    before_first = (
+        F.col("_end_asof").isNull()
+        & (F.col("at") < F.col("_first.at"))
+        & (F.col("committed_offset") == F.col("_first.first_offset"))
+    )
+    end = (
+        F.when(before_first, F.col("committed_offset"))
+        .when(F.col("_end_asof").isNull(), F.lit(None))
+        .when(truncated, F.col("_end_asof"))
+        .otherwise(F.greatest("_end_asof", "committed_offset"))
+    )
+    return (
+        asof.withColumn("truncated", F.coalesce(truncated, F.lit(False)))
+        .withColumn("end_offset", end)
+        .withColumn("lag_records", F.col("end_offset") - F.col("committed_offset"))
+        .drop("_end_asof", "log_end", "_first")
+    )
+
+
+def first_unconsumed_batches(lagging: DataFrame, end_offsets: DataFrame) -> DataFrame:
+    """For each distinct (topic, partition, committed_offset) of `lagging`: the segment batch
+    that holds the offset (the first with end_offset above it), and the interpolated time at
+    which the partition's end offset passed it (between the end-offset rows around
+    committed_offset + 1). Columns: topic, partition, committed_offset, batch_first_offset,
+    batch_first_timestamp, batch_timestamp_type, batch_segment_file, batch_byte_position,
+    interpolated_ms."""
+    tp = ["topic", "partition"]
+    wanted = lagging.select(*tp, "committed_offset").distinct()
+    rows = end_offsets.select(
+        *tp,
+        F.col("end_offset").alias("_offset"),
+        F.lit(1).alias("_kind"),
+        F.struct(
+            F.col("first_offset").alias("first_offset"),
+            F.col("first_timestamp").alias("first_timestamp"),
+            F.col("timestamp_type").alias("timestamp_type"),
+            F.col("segment_file").alias("segment_file"),
+            F.col("byte_position").alias("byte_position"),
+            F.col("source").alias("source"),
+        ).alias("_batch"),
+        F.struct(F.col("end_offset").alias("e"), _ms(F.col("at")).alias("t")).alias("_point"),
+    ).where(F.col("_point.t").isNotNull())
+    # a wanted offset O sorts at O + 1, before the end-offset rows there: the rows before it
+    # end at or below O, the first row after it ends above O (it holds O)
+    probes = wanted.select(
+        *tp, "committed_offset", (F.col("committed_offset") + 1).alias("_offset"), F.lit(0).alias("_kind")
+    )
+    order = Window.partitionBy(*tp).orderBy("_offset", "_kind")
+    before = order.rowsBetween(Window.unboundedPreceding, -1)
+    after = order.rowsBetween(1, Window.unboundedFollowing)
+    seg = F.col("_batch.source") == "segment"
+    merged = (
+        rows.unionByName(probes, allowMissingColumns=True)
+        .withColumn("_prev", F.last("_point", True).over(before))
+        .withColumn("_next", F.first("_point", True).over(after))
+        .withColumn("_holder", F.first(F.when(seg, F.col("_batch")), True).over(after))
+        .where(F.col("_kind") == 0)
+    )
+    e1, t1, e2, t2 = (F.col("_prev.e"), F.col("_prev.t"), F.col("_next.e"), F.col("_next.t"))
+    target = F.col("committed_offset") + 1
+    interpolated = F.when(
+        F.col("_prev").isNotNull() & F.col("_next").isNotNull() & (e2 > e1),
+        t1 + (target - e1) * (t2 - t1) / (e2 - e1),
+    )
+    return merged.select(
+        *tp,
+        "committed_offset",
+        F.col("_holder.first_offset").alias("batch_first_offset"),
+        F.col("_holder.first_timestamp").alias("batch_first_timestamp"),
+        F.col("_holder.timestamp_type").alias("batch_timestamp_type"),
+        F.col("_holder.segment_file").alias("batch_segment_file"),
+        F.col("_holder.byte_position").alias("batch_byte_position"),
+        F.floor(interpolated).cast("bigint").alias("interpolated_ms"),
+    )
+
+
+def with_time_lag(lagged: DataFrame, batches: DataFrame, looked_up: DataFrame | None) -> DataFrame:
+    """lag_ms, lag_ms_method and first_unconsumed_timestamp from the holder batches (header
+    timestamps), the lookups' decoded timestamps (topic, partition, committed_offset,
+    record_ms) and the interpolation."""
+    tp_o = ["topic", "partition", "committed_offset"]
+    joined = lagged.join(batches, tp_o, "left")
+    if looked_up is not None:
+        joined = joined.join(looked_up, tp_o, "left")
+    else:
+        joined = joined.withColumn("record_ms", F.lit(None).cast("bigint"))
+    header_ms = F.when(
+        (F.col("batch_first_offset") == F.col("committed_offset")) & F.col("batch_first_timestamp").isNotNull(),
+        _ms(F.col("batch_first_timestamp")).cast("bigint"),
+    )
+    record_ms = F.coalesce(header_ms, F.col("record_ms"))
+    at_ms = _ms(F.col("at")).cast("bigint")
+    behind = F.col("lag_records") > 0
+    unknown = F.col("lag_records").isNull() | F.col("truncated")
+    method = (
+        F.when(unknown, F.lit(None))
+        .when(~behind, F.lit("caught_up"))
+        .when(record_ms.isNotNull(), F.lit("record"))
+        .when(F.col("interpolated_ms").isNotNull(), F.lit("interpolated"))
+    )
+    lag_ms = (
+        F.when(unknown, F.lit(None))
+        .when(~behind, F.lit(0))
+        .when(record_ms.isNotNull(), F.greatest(F.lit(0), at_ms - record_ms))
+        .when(F.col("interpolated_ms").isNotNull(), F.greatest(F.lit(0), at_ms - F.col("interpolated_ms")))
+    )
+    return joined.select(
+        *list(lagged.columns),
+        lag_ms.cast("bigint").alias("lag_ms"),
+        method.alias("lag_ms_method"),
+        F.when(behind & ~unknown, F.timestamp_millis(F.coalesce(record_ms, F.col("interpolated_ms")))).alias(
+            "first_unconsumed_timestamp"
+        ),
+    )
+
+
+def lookups_needed(lagged: DataFrame, batches: DataFrame) -> DataFrame:
+    """The (topic, partition, committed_offset) whose first unconsumed record's time needs its
+    batch decoded: behind, held by a segment batch whose header does not tell it."""
+    return (
+        lagged.where(F.col("lag_records") > 0)
+        .select("topic", "partition", "committed_offset")
+        .distinct()
+        .join(batches, ["topic", "partition", "committed_offset"])
+        .where(F.col("batch_segment_file").isNotNull())
+        .where(
+            ~((F.col("batch_first_offset") == F.col("committed_offset")) & F.col("batch_first_timestamp").isNotNull())
+        )
+        # a batch that starts above the offset: the record is no longer in the log (retention)
+        .where(F.col("batch_first_offset").isNull() | (F.col("batch_first_offset") <= F.col("committed_offset")))
+        .select("topic", "partition", "committed_offset", "batch_segment_file", "batch_byte_position")
+    )
+
+
+# --- the stage ------------------------------------------------------------------------------
+
+
+def _signature(log: TopicPartitionLog) -> str:
+    if not log.segments:
+        return "empty"
+    last = log.segments[-1]
+    return f"{last.base_offset}:{last.size}:{last.mtime_ns}"
+
+
+def consumed_partitions(spark: SparkSession, warehouse: str) -> set[tuple[str, int]]:
+    """The topic partitions any group has committed on (a small set, safe to collect)."""
+    log = spark.read.format("delta").load(table_path(warehouse, T.OFFSETS_LOG))
+    rows = (
+        log.where(F.col("record_type").isin([int(t) for t in OFFSET_COMMIT_TYPES]) & F.col("topic").isNotNull())
+        .select("topic", "partition")
+        .distinct()
+        .collect()
+    )
+    return {(r["topic"], r["partition"]) for r in rows}
+
+
+def run_lag_stage(
+    spark: SparkSession,
+    log_dir: str | None,
+    logs: list[PartitionLog],
+    warehouse: str,
+    run_id: str,
+    now_ms: int,
+    full: bool,
+) -> LagResult:
+    """The lag stage after a replay run's commit point (see the module's doc)."""
+    result = LagResult()
+    t0 = time.monotonic()
+    topic_logs = find_topic_partitions(log_dir) if log_dir else []
+    if not topic_logs:
+        result.skipped = "the input holds no consumed topic partitions"
+        return result
+    wanted = consumed_partitions(spark, warehouse)
+    topic_logs = [t for t in topic_logs if (t.topic, t.partition) in wanted]
+    if not topic_logs:
+        result.skipped = "no group commits on a topic partition of the input"
+        return result
+    checkpoints_path = table_path(warehouse, T.LAG_CHECKPOINTS)
+    previous = None if full else read_small_table(checkpoints_path)
+    prev_rows = {(r["topic"], r["partition"]): r for r in (previous.to_pylist() if previous is not None else [])}
+    tasks = []
+    for log in topic_logs:
+        prev = prev_rows.get((log.topic, log.partition))
+        if prev is not None and prev["topic_id"] != log.topic_id:
+            prev = None  # the topic was recreated: its new log from the start
+        signature = _signature(log)
+        if prev is not None and prev["source_signature"] == signature:
+            continue
+        tasks.append(
+            {
+                "topic": log.topic,
+                "partition": log.partition,
+                "path": log.path,
+                "topic_id": log.topic_id,
+                "segments": [(s.path, s.base_offset, s.size) for s in log.segments],
+                "start": None
+                if prev is None
+                else {
+                    "next_offset": prev["next_offset"],
+                    "segment_base_offset": prev["segment_base_offset"],
+                    "next_byte_position": prev["next_byte_position"],
+                },
+                "at_ms": None if prev is None else prev["at_ms"],
+                "source_signature": signature,
+                "size": sum(s.size for s in log.segments),
+            }
+        )
+    result.stage_seconds["lag_plan"] = time.monotonic() - t0
+    tag = run_tag(run_id)
+    end_path = table_path(warehouse, T.PARTITION_END_OFFSETS)
+
+    # 1. scan
+    t0 = time.monotonic()
+    scanned = _scan(spark, tasks, warehouse, run_id)
+    result.partitions_scanned = len(tasks)
+    result.batches = sum(r["batches"] for r in scanned)
+    removed = []
+    if full:
+        listing = table_files(end_path)
+        removed = listing[1] if listing else []
+    commit_files(end_path, T.PARTITION_END_OFFSETS, [f for r in scanned for f in r["files"]], tag, remove=removed)
+    result.stage_seconds["lag_scan"] = time.monotonic() - t0
+
+    # 2. lag rows
+    t0 = time.monotonic()
+    watermarks = {r["partition"]: r["next_offset"] for (topic, _), r in prev_rows.items() if topic == OFFSETS_TOPIC}
+    lag_rows = _group_lag(spark, warehouse, run_id, now_ms, watermarks, full, topic_logs)
+    result.lag_rows = lag_rows
+    result.stage_seconds["lag_rows"] = time.monotonic() - t0
+
+    # 3. the commit point
+    finished = dt.datetime.now(dt.UTC)
+    new_rows: dict[tuple[str, int], dict] = dict(prev_rows)
+    for r in scanned:
+        for c in r["checkpoints"]:
+            new_rows[(c["topic"], c["partition"])] = {**c, "run_id": run_id, "finished_at": finished}
+    replay = read_small_table(table_path(warehouse, T.REPLAY_CHECKPOINTS))
+    for r in replay.to_pylist() if replay is not None else []:
+        new_rows[(OFFSETS_TOPIC, r["offsets_partition"])] = {
+            "topic": OFFSETS_TOPIC,
+            "partition": r["offsets_partition"],
+            "next_offset": r["next_log_offset"],
+            "run_id": run_id,
+            "finished_at": finished,
+        }
+    import pyarrow as pa
+
+    names = T.LAG_CHECKPOINTS.column_names
+    rows = [{c: row.get(c) for c in names} for _, row in sorted(new_rows.items())]
+    overwrite_small_table(
+        checkpoints_path, T.LAG_CHECKPOINTS, pa.Table.from_pylist(rows, schema=T.LAG_CHECKPOINTS.arrow_schema), tag
+    )
+    return result
+
+
+def _scan(spark: SparkSession, tasks: list[dict], warehouse: str, run_id: str) -> list[dict]:
+    if not tasks:
+        return []
+    from lib.spark.pipeline import ReplayError, _describe_worker_error
+
+    n = max(1, min(len(tasks), 2 * spark.sparkContext.defaultParallelism))
+    packed: list[list[dict]] = [[] for _ in range(n)]
+    loads = [0] * n
+    for t in sorted(tasks, key=lambda t: -t["size"]):
+        i = loads.index(min(loads))
+        packed[i].append(t)
+        loads[i] += max(1, t["size"])
+    groups = [
+        {
+            "warehouse": storage.absolute(warehouse),
+            "run_id": run_id,
+            "object_store": storage.settings(),
+            "partitions": p,
+        }
+        for p in packed
+        if p
+    ]
+    try:
+        return spark.sparkContext.parallelize(groups, len(groups)).map(_scan_task).collect()
+    except Exception as e:
+        info = worker_error_from(e)
+        if info is None:
+            raise
+        raise ReplayError(_describe_worker_error(info)) from None
+
+
+def _scan_task(group: dict) -> dict:
+    from lib.lake.topic_task import scan_task
+
+    return scan_task(group)
+
+
+def _group_lag(
+    spark: SparkSession,
+    warehouse: str,
+    run_id: str,
+    now_ms: int,
+    watermarks: dict[int, int],
+    full: bool,
+    topic_logs: list[TopicPartitionLog],
+) -> int:
+    """group_lag rows of the commits new since the last lag stage and of the live offsets at
+    now; written to the table (a full run rewrites it). Returns the rows written."""
+    log = spark.read.format("delta").load(table_path(warehouse, T.OFFSETS_LOG))
+    ends = spark.read.format("delta").load(table_path(warehouse, T.PARTITION_END_OFFSETS))
+    commits = effective_commits(log)
+    if watermarks and not full:
+        # per offsets partition, the commits made effective at or after its watermark
+        marks = spark.createDataFrame(list(watermarks.items()), "offsets_partition INT, watermark BIGINT")
+        commits = (
+            commits.join(F.broadcast(marks), "offsets_partition", "left")
+            .where(F.col("watermark").isNull() | (F.col("applied_offset") >= F.col("watermark")))
+            .drop("watermark")
+        )
+    now_ts = F.timestamp_millis(F.lit(now_ms))
+    commit_points = commits.select(
+        "group_id",
+        "topic",
+        "partition",
+        F.col("applied_at").alias("at"),
+        F.lit("commit").alias("kind"),
+        "committed_offset",
+        "offsets_partition",
+        F.col("applied_offset").alias("log_offset"),
+    )
+    live = spark.read.format("delta").load(table_path(warehouse, T.GROUP_OFFSETS))
+    now_points = live.select(
+        "group_id",
+        "topic",
+        "partition",
+        now_ts.alias("at"),
+        F.lit("now").alias("kind"),
+        "committed_offset",
+        "offsets_partition",
+        F.lit(None).cast("bigint").alias("log_offset"),
+    )
+    points = commit_points.unionByName(now_points).where(F.col("at").isNotNull())
+    lagged = lag_at_points(points, ends).localCheckpoint()
+    batches = first_unconsumed_batches(lagged.where(F.col("lag_records") > 0), ends).localCheckpoint()
+    needed = lookups_needed(lagged, batches)
+    looked_up = _look_up(spark, needed, topic_logs).localCheckpoint()
+    rows = with_time_lag(lagged, batches, looked_up).withColumn("run_id", F.lit(run_id))
+    rows = rows.select(*T.GROUP_LAG.column_names)
+    path = table_path(warehouse, T.GROUP_LAG)
+    writer = rows.write.format("delta").option("userMetadata", run_tag(run_id))
+    if full or not table_exists(spark, path):
+        writer.mode("overwrite").option("overwriteSchema", "true").save(path)
+    else:
+        # this --now's rows replace those of an earlier run at the same instant
+        from delta.tables import DeltaTable
+
+        rows = rows.localCheckpoint()
+        DeltaTable.forPath(spark, path).alias("t").merge(
+            rows.alias("s"),
+            "t.kind = 'now' AND s.kind = 'now' AND t.at = s.at AND t.group_id = s.group_id "
+            "AND t.topic = s.topic AND t.partition = s.partition",
+        ).whenMatchedUpdateAll().whenNotMatchedInsertAll().execute()
+    return spark.read.format("delta").load(path).where(F.col("run_id") == run_id).count()
+
+
+def _look_up(spark: SparkSession, needed: DataFrame, topic_logs: list[TopicPartitionLog]) -> DataFrame:
+    """Decode the batches of `needed` for their first unconsumed records' timestamps (tasks by
+    segment file, each batch once): topic, partition, committed_offset, record_ms. Batches of
+    segments no longer in the log dir (deleted by retention) are left to interpolation."""
+    present = spark.createDataFrame(
+        [(t.topic, t.partition, t.path, [storage.basename(s.path) for s in t.segments]) for t in topic_logs],
+        "topic STRING, partition INT, folder STRING, files ARRAY<STRING>",
+    )
+    jobs = (
+        needed.join(F.broadcast(present), ["topic", "partition"])
+        .where(F.array_contains("files", F.col("batch_segment_file")))
+        .select(
+            "topic",
+            "partition",
+            F.concat_ws("/", "folder", "batch_segment_file").alias("path"),
+            "batch_byte_position",
+            "committed_offset",
+        )
+    )
+    settings = storage.settings()
+
+    def decode(batches):
+        import pyarrow as pa
+
+        from lib.lake.topic_task import lookup_task
+
+        for batch in batches:
+            rows = batch.to_pylist()
+            found = lookup_task(
+                {
+                    "object_store": settings,
+                    "lookups": [
+                        (r["topic"], r["partition"], r["path"], r["batch_byte_position"], r["committed_offset"])
+                        for r in sorted(rows, key=lambda r: (r["path"], r["batch_byte_position"]))
+                    ],
+                }
+            )
+            yield pa.RecordBatch.from_pylist(
+                [{"topic": t, "partition": p, "committed_offset": o, "record_ms": ts} for t, p, o, ts in found],
+                schema=pa.schema(
+                    [
+                        ("topic", pa.string()),
+                        ("partition", pa.int32()),
+                        ("committed_offset", pa.int64()),
+                        ("record_ms", pa.int64()),
+                    ]
+                ),
+            )
+
+    n = max(1, spark.sparkContext.defaultParallelism)
+    return (
+        jobs.repartition(n, "path")
+        .sortWithinPartitions("path", "batch_byte_position")
+        .mapInArrow(decode, "topic STRING, partition INT, committed_offset BIGINT, record_ms BIGINT")
+    )

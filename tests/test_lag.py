@@ -1,0 +1,290 @@
+"""The lag stage on a hand-built log dir: consumed topic segments beside __consumer_offsets.
+Every expected value below is worked out by hand from the records written (times in seconds
+after T), not read back from the code."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+from lib.codec.writer import encode_batch, encode_control_batch
+from lib.replay.partitioning import partition_for
+from lib.source.logdir import find_partitions
+from lib.testdata.logbuilder import PartitionLogBuilder
+
+T = 1_763_000_000_000
+S = 1000
+OFFSETS_PARTITIONS = 4
+TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAQ"
+
+
+def _records(first, n, ts0):
+    return [(first + i, ts0 + i * S, None, b"r%d" % (first + i)) for i in range(n)]
+
+
+def _topic(log_dir, name, segments):
+    folder = os.path.join(log_dir, name)
+    os.makedirs(folder, exist_ok=True)
+    for base, data in segments.items():
+        with open(os.path.join(folder, f"{base:020d}.log"), "wb") as f:
+            f.write(data)
+    with open(os.path.join(folder, "partition.metadata"), "w") as f:
+        f.write(f"version: 0\ntopic_id: {TOPIC_ID}\n")
+
+
+def _orders(log_dir, with_first_segment=True):
+    """orders-0: B1 0..9 at 0..9 s; B2 10..19 zstd at 20..29 s; (segment 20) B3 20..24
+    LogAppendTime 65 s; B4 25..26 transactional at 70, 71 s; its COMMIT marker 27 at 72 s."""
+    seg0 = encode_batch(0, _records(0, 10, T)) + encode_batch(10, _records(10, 10, T + 20 * S), compression=4)
+    seg20 = (
+        encode_batch(20, _records(20, 5, T + 60 * S), log_append_time=True, max_timestamp=T + 65 * S)
+        + encode_batch(25, _records(25, 2, T + 70 * S), producer_id=9, producer_epoch=0, transactional=True)
+        + encode_control_batch(27, 9, 0, True, T + 72 * S)
+    )
+    _topic(log_dir, "orders-0", {0: seg0, 20: seg20} if with_first_segment else {20: seg20})
+
+
+def _offsets(log_dir, extra=()):
+    builders = {p: PartitionLogBuilder(p) for p in range(OFFSETS_PARTITIONS)}
+
+    def b(group):
+        return builders[partition_for(group, OFFSETS_PARTITIONS)]
+
+    b("g1").commit("g1", "orders", 0, 5, T + 15 * S)
+    b("g1").commit("g1", "orders", 0, 10, T + 30 * S)
+    b("g1").commit("g1", "audit", 1, 9, T + 10 * S)  # the audit topic holds 0..4 only
+    b("g2").commit("g2", "orders", 0, 12, T + 35 * S, producer_id=5000)
+    b("g2").marker(5000, True, T + 40 * S)
+    b("g2").commit("g2", "orders", 0, 19, T + 45 * S, producer_id=5000)
+    b("g2").marker(5000, False, T + 46 * S)
+    b("g1").commit("g1", "orders", 0, 22, T + 66 * S)
+    b("g1").commit("g1", "orders", 0, 25, T + 80 * S)
+    # before audit-1's first batch (1..5 s, offsets 0..4) was written: its end offset was 0
+    b("g4").commit("g4", "audit", 1, 0, T)
+    for group, topic, partition, offset, ts in extra:
+        b(group).commit(group, topic, partition, offset, ts)
+    for builder in builders.values():
+        builder.write(log_dir)
+
+
+def _log_dir(path, with_first_segment=True, extra=()):
+    shutil.rmtree(path, ignore_errors=True)
+    os.makedirs(path)
+    _offsets(path, extra)
+    _orders(path, with_first_segment)
+    _topic(path, "audit-1", {0: encode_batch(0, _records(0, 5, T + S))})
+    _topic(path, "unconsumed-0", {0: encode_batch(0, _records(0, 3, T))})
+    return path
+
+
+def _rows(spark, warehouse, table="group_lag"):
+    from lib.spark.delta import table_path
+
+    rows = spark.read.format("delta").load(table_path(warehouse, table)).collect()
+    return [r.asDict() for r in rows]
+
+
+def _ms(ts):
+    return None if ts is None else int(ts.timestamp() * 1000)
+
+
+def _lag_view(rows):
+    """(group, topic, partition, kind, at s, committed, end, lag records, lag ms, method)."""
+    return sorted(
+        (
+            r["group_id"],
+            r["topic"],
+            r["partition"],
+            r["kind"],
+            (_ms(r["at"]) - T) // S,
+            r["committed_offset"],
+            r["end_offset"],
+            r["lag_records"],
+            r["lag_ms"],
+            r["lag_ms_method"],
+        )
+        for r in rows
+    )
+
+
+NOW1 = T + 100 * S
+EXPECTED_FULL = sorted(
+    [
+        # g1 at 15 s: end 10 (B1, 9 s); record 5 at 5 s, inside B1 (decoded)
+        ("g1", "orders", 0, "commit", 15, 5, 10, 5, 10_000, "record"),
+        # at 30 s: end 20 (B2, 29 s); record 10 opens B2: its header's base timestamp, 20 s
+        ("g1", "orders", 0, "commit", 30, 10, 20, 10, 10_000, "record"),
+        # committed 9 on a partition that ends at 5: truncated, no time lag
+        ("g1", "audit", 1, "commit", 10, 9, 5, -4, None, None),
+        ("g4", "audit", 1, "commit", 0, 0, 0, 0, 0, "caught_up"),
+        # g2's transaction takes effect at its COMMIT marker (40 s); record 12 (zstd B2) at 22 s
+        ("g2", "orders", 0, "commit", 40, 12, 20, 8, 18_000, "record"),
+        # (its aborted commit of 19 never took effect)
+        # at 66 s: end 25 (B3, LogAppendTime 65 s); record 22 has the append time, 65 s
+        ("g1", "orders", 0, "commit", 66, 22, 25, 3, 1_000, "record"),
+        # at 80 s: end 28 (the marker at 72 s); record 25 opens B4 at 70 s
+        ("g1", "orders", 0, "commit", 80, 25, 28, 3, 10_000, "record"),
+        # now (100 s): the live offsets
+        ("g1", "orders", 0, "now", 100, 25, 28, 3, 30_000, "record"),
+        ("g1", "audit", 1, "now", 100, 9, 5, -4, None, None),
+        ("g2", "orders", 0, "now", 100, 12, 28, 16, 78_000, "record"),
+        # g4 never read: all 5 records, the first written at 1 s
+        ("g4", "audit", 1, "now", 100, 0, 5, 5, 99_000, "record"),
+    ]
+)
+
+
+@pytest.fixture(scope="module")
+def full_run(spark, tmp_path_factory):
+    from lib.spark.pipeline import run_replay
+
+    base = tmp_path_factory.mktemp("lag")
+    log_dir = _log_dir(str(base / "logdir"))
+    wh = str(base / "wh")
+    result = run_replay(spark, find_partitions(log_dir), wh, NOW1, full=True)
+    return base, log_dir, wh, result
+
+
+def test_lag_at_every_commit_and_now_equals_the_hand_values(spark, full_run):
+    _, _, wh, result = full_run
+    assert result.lag is not None and result.lag.partitions_scanned == 2  # not unconsumed-0
+    assert _lag_view(_rows(spark, wh)) == EXPECTED_FULL
+
+
+def test_end_offsets_are_one_row_per_batch_of_the_consumed_partitions(spark, full_run):
+    _, _, wh, _ = full_run
+    rows = _rows(spark, wh, "partition_end_offsets")
+    view = sorted(
+        (r["topic"], r["partition"], r["end_offset"], (_ms(r["at"]) - T) // S, r["first_offset"], r["topic_id"])
+        for r in rows
+    )
+    assert view == [
+        ("audit", 1, 5, 5, 0, TOPIC_ID),
+        ("orders", 0, 10, 9, 0, TOPIC_ID),
+        ("orders", 0, 20, 29, 10, TOPIC_ID),
+        ("orders", 0, 25, 65, 20, TOPIC_ID),
+        ("orders", 0, 27, 71, 25, TOPIC_ID),
+        ("orders", 0, 28, 72, 27, TOPIC_ID),
+    ]
+    first = {(r["topic"], r["end_offset"]): r for r in rows}
+    assert _ms(first[("orders", 20)]["first_timestamp"]) == T + 20 * S
+    assert first[("orders", 25)]["timestamp_type"] == "LogAppendTime"
+    assert first[("orders", 28)]["is_control"] is True
+    checkpoints = {(r["topic"], r["partition"]): r for r in _rows(spark, wh, "lag_checkpoints")}
+    assert checkpoints[("orders", 0)]["next_offset"] == 28
+    assert checkpoints[("orders", 0)]["segment_base_offset"] == 20
+    assert checkpoints[("orders", 0)]["at_ms"] == T + 72 * S
+    assert checkpoints[("audit", 1)]["next_offset"] == 5
+
+
+def test_an_incremental_run_adds_the_new_commits_and_interpolates_where_the_record_is_gone(spark, full_run):
+    """Segment 0 of orders-0 is deleted by retention; g3 commits 15 (a record of that segment)
+    at 90 s. Its time: between the end-offset rows (10, 9 s) and (20, 29 s), the end offset
+    passed 15 (reached 16) at 9 + (16 - 10) * 20 / 10 = 21 s: 69 s behind at 90 s."""
+    from lib.spark.pipeline import run_replay
+
+    base, _, wh, _ = full_run
+    inc = str(base / "wh-inc")
+    shutil.copytree(wh, inc)
+    log_dir = _log_dir(str(base / "logdir2"), with_first_segment=False, extra=[("g3", "orders", 0, 15, T + 90 * S)])
+    now2 = T + 120 * S
+    result = run_replay(spark, find_partitions(log_dir), inc, now2)
+    assert result.incremental and result.lag.partitions_scanned == 2
+    rows = _lag_view(_rows(spark, inc))
+    new = [r for r in rows if r not in EXPECTED_FULL]
+    assert new == sorted(
+        [
+            ("g3", "orders", 0, "commit", 90, 15, 28, 13, 69_000, "interpolated"),
+            ("g1", "orders", 0, "now", 120, 25, 28, 3, 50_000, "record"),
+            ("g1", "audit", 1, "now", 120, 9, 5, -4, None, None),
+            # record 12 is gone too: end offset 13 reached at 9 + (13 - 10) * 20 / 10 = 15 s
+            ("g2", "orders", 0, "now", 120, 12, 28, 16, 105_000, "interpolated"),
+            ("g3", "orders", 0, "now", 120, 15, 28, 13, 99_000, "interpolated"),
+            ("g4", "audit", 1, "now", 120, 0, 5, 5, 119_000, "record"),
+        ]
+    )
+    # nothing of the first run was lost or rewritten
+    assert [r for r in rows if r in EXPECTED_FULL] == EXPECTED_FULL
+    # the end offsets were not read twice
+    assert len(_rows(spark, inc, "partition_end_offsets")) == 6
+
+
+@pytest.fixture(scope="module")
+def audit(spark, full_run):
+    from lib.reporting.audit_queries import bind, collect, load_queries, open_catalog, run_query
+
+    _, _, wh, _ = full_run
+    open_catalog(spark, wh)
+    queries = load_queries()
+
+    def run(name: str, **params) -> list[dict]:
+        q = queries[name]
+        return collect(run_query(spark, q, bind(q, {k: str(v) for k, v in params.items()})))[1]
+
+    yield run
+    spark.catalog.setCurrentDatabase("default")
+
+
+def _iso(seconds: int) -> str:
+    import datetime as dt
+
+    return dt.datetime.fromtimestamp((T + seconds * S) / 1000, dt.UTC).isoformat()
+
+
+def test_lag_at_answers_from_the_last_commit_and_end_offset_before_the_instant(audit):
+    rows = audit("lag_at", group="g1", at=_iso(50))
+    assert [
+        (r["topic"], r["partition"], r["committed_offset"], r["end_offset"], r["lag_records"], r["lag_ms"])
+        for r in rows
+    ] == [
+        # committed 9 beyond the end (5): truncated, no time lag
+        ("audit", 1, 9, 5, -4, None),
+        # commit of 10 at 30 s; end 20 since 29 s; record 10 written at 20 s: 30 s behind at 50 s
+        ("orders", 0, 10, 20, 10, 30_000),
+    ]
+    assert [r["truncated"] for r in rows] == [True, False]
+    assert rows[1]["lag_ms_method"] == "record"
+
+
+def test_lag_history_buckets(audit):
+    rows = audit("lag_history", group="g1", since=_iso(20), until=_iso(100), bucket="40s")
+    view = [(r["topic"], (_ms(r["at"]) - T) // S, r["committed_offset"], r["lag_records"], r["lag_ms"]) for r in rows]
+    assert view == [
+        ("audit", 20, 9, -4, None),
+        ("audit", 60, 9, -4, None),
+        ("audit", 100, 9, -4, None),
+        # at 20 s: commit 5 (15 s), end 10, record 5 of 5 s
+        ("orders", 20, 5, 5, 15_000),
+        # at 60 s: commit 10 (30 s), end 20 (the next batch is of 65 s), record 10 of 20 s
+        ("orders", 60, 10, 10, 40_000),
+        # at 100 s: commit 25 (80 s), end 28, record 25 of 70 s
+        ("orders", 100, 25, 3, 30_000),
+    ]
+
+
+def test_groups_falling_behind(audit):
+    """g1 dips below 5 records at 66 s and 80 s; g2 has been 8 to 16 behind since its commit
+    took effect at 40 s. In time, g2 reaches 70 s behind only after 72 s (50 s) and before
+    now (78 s): behind since now."""
+    rows = audit("groups_falling_behind", now=_iso(100), min_records=5, for_at_least="10s")
+    assert [
+        (
+            r["group_id"],
+            r["topic"],
+            r["partition"],
+            (_ms(r["behind_since"]) - T) // S,
+            r["lag_records"],
+            r["lag_ms"],
+            r["max_lag_records"],
+        )
+        for r in rows
+    ] == [
+        # g4 never read audit-1: 5 behind since its batch was written (5 s)
+        ("g4", "audit", 1, 5, 5, 99_000, 5),
+        ("g2", "orders", 0, 40, 16, 78_000, 16),
+    ]
+    assert audit("groups_falling_behind", now=_iso(100), min_lag="70s", for_at_least="10s") == []
+    rows = audit("groups_falling_behind", now=_iso(100), min_lag="70s", for_at_least="0s")
+    assert [(r["group_id"], (_ms(r["behind_since"]) - T) // S) for r in rows] == [("g2", 100), ("g4", 100)]
