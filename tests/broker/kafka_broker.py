@@ -419,9 +419,12 @@ class KafkaBroker:
 # ---------------------------------------------------------------------------------------------
 
 
-def snapshot_offsets_log_dir(broker: KafkaBroker, dest: str, include_indexes: bool = False) -> str:
-    """Copy the running broker's `__consumer_offsets-<P>/` folders and its
-    `replication-offset-checkpoint` into dest (a log dir the replay job can read); returns dest.
+def snapshot_offsets_log_dir(
+    broker: KafkaBroker, dest: str, include_indexes: bool = False, topics: tuple[str, ...] = ()
+) -> str:
+    """Copy the running broker's `__consumer_offsets-<P>/` folders (and those of `topics`, the
+    consumed topics' partitions) and its `replication-offset-checkpoint` into dest (a log dir
+    the replay job can read); returns dest.
 
     The broker keeps running. Appends go to the page cache, so a plain file copy sees every
     byte the broker has acknowledged (an OffsetCommit is answered only after its records are
@@ -436,7 +439,12 @@ def snapshot_offsets_log_dir(broker: KafkaBroker, dest: str, include_indexes: bo
     # Checkpoint first: the copied segments then hold at least everything below its watermarks.
     if os.path.exists(checkpoint):
         shutil.copyfile(checkpoint, os.path.join(dest, "replication-offset-checkpoint"))
-    for src in broker.offsets_partition_dirs():
+    consumed = [
+        os.path.join(broker.log_dir, name)
+        for name in sorted(os.listdir(broker.log_dir))
+        if any(re.fullmatch(re.escape(t) + r"-\d+", name) for t in topics)
+    ]
+    for src in broker.offsets_partition_dirs() + consumed:
         target = os.path.join(dest, os.path.basename(src))
         os.makedirs(target, exist_ok=True)
         for name in sorted(os.listdir(src)):
