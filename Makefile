@@ -7,10 +7,12 @@ VENV        := .venv
 PY          := $(VENV)/bin/python
 JARS        := .jars
 MVN         := mvn -q -B -f conf/maven/pom.xml
-SAMPLE      := samples/logdir
+# The bundled sample: ten days of a broker's log dir, 31 groups and the topics they consume
+# (samples/days, samples/README.md); samples/logdir, a 15-second real capture, feeds the tests.
+SAMPLE      ?= samples/days/logdir
 WAREHOUSE   ?= warehouse
-# The sample was captured at this instant; replaying "as of" it makes `make run` repeatable.
-SAMPLE_NOW  ?= $(shell cat samples/NOW 2>/dev/null)
+# The sample ends at this instant; replaying "as of" it makes `make run` repeatable.
+SAMPLE_NOW  ?= $(shell cat $(dir $(SAMPLE:/=))NOW 2>/dev/null)
 RECORDS     ?= 10000000
 
 export PYSPARK_PYTHON        := $(CURDIR)/$(PY)

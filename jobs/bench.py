@@ -1,23 +1,29 @@
 """Benchmark: generate a log (cached under bench-data/), then measure on the same files, side
 by side in one run: decode only (ours and Kafka's DumpLogSegments), the full replay into Delta,
-an incremental run after 1% more records, peak memory at 1x and 2x the log, and a coordinator
-warm start against a full load. Prints one line per figure as `name value unit` and writes the
-same as JSON under the warehouse.
+an incremental run after 1% more records, peak memory at 1x and 2x the log, a coordinator
+warm start against a full load, and the consumed topics' end offsets from batch headers
+against decoding their records (a log dir of consumed topics, also cached). Prints one line
+per figure as `name value unit` and writes the same as JSON under the warehouse.
 
-    python -m jobs.bench [--records N] [--partitions 50] [--seed 7] [--skip-2x]
+    python -m jobs.bench [--records N] [--partitions 50] [--seed 7] [--skip-2x] [--end-offsets-only]
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
+import statistics
 import time
 
 from lib.testdata.generate import GENERATOR_VERSION, generate_log
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# the consumed topics of the end-offsets figure: 10 topics of 12 partitions (generate_topics)
+END_OFFSETS_TOPICS, END_OFFSETS_PARTITIONS_PER_TOPIC = 10, 12
+END_OFFSETS_TARGET = 20  # decode / header scan, at least
 
 
 def main(argv=None) -> int:
@@ -38,17 +44,38 @@ def main(argv=None) -> int:
         default=10_000_000,
         help="size of the one-partition log for the coordinator warm-start figure (0: skip)",
     )
-    p.add_argument("--repeat", type=int, default=3, help="repetitions of the incremental and no-op runs (median)")
+    p.add_argument(
+        "--repeat",
+        type=int,
+        default=3,
+        help="repetitions of the incremental and no-op runs, and of the end-offsets header scan and decode (median)",
+    )
     p.add_argument("--skip-2x", action="store_true", help="skip the replay of a log twice the size (memory figure)")
     p.add_argument(
         "--scale-only",
         action="store_true",
         help="only the full replay's rate, named replay_records_per_s_per_core_<N>m (make bench-scale)",
     )
+    p.add_argument(
+        "--end-offsets-only",
+        action="store_true",
+        help="only the consumed topics' end offsets: header scan against full decode of --records records",
+    )
     args = p.parse_args(argv)
     warehouse = os.path.join(args.data, "warehouse")
     figures: dict[str, tuple[float | str, str]] = {}
     cores = os.cpu_count() or 1
+
+    if args.end_offsets_only:
+        figures.update(bench_end_offsets(args.data, args.records, args.seed, args.repeat))
+        for name, (value, unit) in figures.items():
+            print(f"{name} {value} {unit}")
+        os.makedirs(warehouse, exist_ok=True)
+        out = os.path.join(warehouse, "bench-end-offsets.json")
+        with open(out, "w") as f:
+            json.dump({k: {"value": v, "unit": u} for k, (v, u) in figures.items()}, f, indent=1)
+        print(f"written: {out}")
+        return 0
 
     # The log is generated 1% larger than asked; the full replay reads it cut at 99%, the
     # incremental run then reads the 1% appended since, as in an hourly schedule.
@@ -60,6 +87,8 @@ def main(argv=None) -> int:
 
     if not args.scale_only:
         figures.update(bench_decode(cut_dir, args.decode_sample))
+        # before the Spark session: nothing else runs beside the two processes
+        figures.update(bench_end_offsets(args.data, args.records, args.seed, args.repeat))
 
     from lib.source.logdir import find_partitions
     from lib.spark.pipeline import run_replay
@@ -395,6 +424,140 @@ def _cut_log(src: str, dest: str, fraction: float) -> int:
         if pos < len(data):
             return base
     return end
+
+
+def topics_generator_key() -> str:
+    """A digest of what generate_topics' output depends on: its module's source and the
+    writer's and codecs' (a changed line anywhere in them regenerates, about a second), and
+    the versions of the compression libraries that make the payloads' bytes."""
+    from importlib import metadata
+    from zlib import ZLIB_RUNTIME_VERSION
+
+    h = hashlib.sha256()
+    for name in ("testdata/topicbuilder.py", "codec/writer.py", "codec/compression.py", "codec/primitives.py"):
+        with open(os.path.join(REPO, "lib", name), "rb") as f:
+            h.update(f.read())
+    for dist in ("cramjam", "xxhash", "crc32c"):
+        try:
+            h.update(f"{dist}={metadata.version(dist)};".encode())
+        except metadata.PackageNotFoundError:
+            h.update(f"{dist}=?;".encode())
+    h.update(f"zlib={ZLIB_RUNTIME_VERSION}".encode())
+    return h.hexdigest()[:12]
+
+
+def ensure_topics(data: str, records: int, seed: int) -> tuple[str, dict]:
+    """A log dir of consumed topics (generate_topics), cached under `data` by its parameters and
+    the generator's key; a folder of the same parameters from an older generator is removed."""
+    prefix = f"topics-{records}-{END_OFFSETS_TOPICS}x{END_OFFSETS_PARTITIONS_PER_TOPIC}-{seed}-"
+    log_dir = os.path.join(data, prefix + topics_generator_key())
+    if not os.path.exists(os.path.join(log_dir, ".complete")):
+        from lib.testdata.topicbuilder import generate_topics
+
+        if os.path.isdir(data):
+            for name in os.listdir(data):
+                if name.startswith(prefix):
+                    shutil.rmtree(os.path.join(data, name), ignore_errors=True)
+        t0 = time.monotonic()
+        stats = generate_topics(
+            log_dir,
+            records,
+            topics=END_OFFSETS_TOPICS,
+            partitions_per_topic=END_OFFSETS_PARTITIONS_PER_TOPIC,
+            seed=seed,
+        )
+        with open(os.path.join(log_dir, ".complete"), "w") as f:
+            json.dump(stats, f)
+        print(
+            f"generated {stats['records']} records, {stats['batches']} batches in {stats['partition_count']} "
+            f"partitions of consumed topics in {time.monotonic() - t0:.1f}s",
+            flush=True,
+        )
+    with open(os.path.join(log_dir, ".complete")) as f:
+        return log_dir, json.load(f)
+
+
+def end_offsets_process(mode: str, log_dir: str, repeat: int) -> dict:
+    """jobs.bench_end_offsets in its own process: `scan` (batch headers) or `decode` (every
+    record); what it printed."""
+    import subprocess
+    import sys
+
+    settle_disk()
+    cmd = [sys.executable, "-m", "jobs.bench_end_offsets", mode, log_dir, "--repeat", str(repeat)]
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def bench_end_offsets(data: str, records: int, seed: int, repeat: int) -> dict:
+    """The consumed partitions' end offsets of a generated log dir (at least 100 partitions),
+    side by side, each side its own process and the median of `repeat` runs: from batch headers
+    (find_topic_partitions + scan_partition, the numba kernel loaded by an untimed first call)
+    against decoding every record of the same segments (SegmentReader: CRC-32C, decompression,
+    records parsed). Both sides must find the generator's end offsets and record count."""
+    log_dir, stats = ensure_topics(data, records, seed)
+    assert stats["partition_count"] >= 100, stats["partition_count"]
+    want = {f"{p['topic']}-{p['partition']}": p["end_offset"] for p in stats["partitions"]}
+    # both sides read from the page cache: the files read through once, untimed
+    for name in sorted(want):
+        folder = os.path.join(log_dir, name)
+        for seg in sorted(os.listdir(folder)):
+            if seg.endswith(".log"):
+                with open(os.path.join(folder, seg), "rb") as f:
+                    while f.read(1 << 20):
+                        pass
+    scan = end_offsets_process("scan", log_dir, repeat)
+    decode = end_offsets_process("decode", log_dir, repeat)
+    for side in (scan, decode):
+        assert side["end_offsets"] == want, f"{side['mode']}: end offsets differ from the generator's"
+        assert (side["partitions"], side["batches"], side["records"]) == (
+            stats["partition_count"],
+            stats["batches"],
+            stats["records"],
+        ), (side["mode"], side["partitions"], side["batches"], side["records"])
+    scan_s = statistics.median(r["wall_s"] for r in scan["runs"])
+    decode_s = statistics.median(r["wall_s"] for r in decode["runs"])
+    speedup = decode_s / scan_s
+    n = stats["records"]
+    med = f"median of {len(scan['runs'])}"
+    return {
+        "end_offsets_partitions": (stats["partition_count"], "partitions (consumed topics)"),
+        "end_offsets_batches": (stats["batches"], "batches"),
+        "end_offsets_records": (n, "records"),
+        "end_offsets_log_mb": (round(stats["bytes"] / 1e6, 1), "MB"),
+        "end_offsets_header_scan_s": (round(scan_s, 4), f"s (headers only, own process, {med})"),
+        "end_offsets_header_scan_s_each": (" ".join(f"{r['wall_s']:.4f}" for r in scan["runs"]), "s"),
+        "end_offsets_header_scan_records_per_s": (round(n / scan_s), "records/s"),
+        "end_offsets_header_scan_cpu_s": (
+            round(statistics.median(r["cpu_s"] for r in scan["runs"]), 4),
+            f"s CPU ({med})",
+        ),
+        "end_offsets_header_scan_import_s": (round(scan["import_s"], 3), "s (import of lib.source.topic_log, numba)"),
+        "end_offsets_header_scan_first_call_s": (
+            round(scan["first_call_s"], 4),
+            "s (first partition's scan, untimed above: "
+            + ("kernel compiled" if scan["kernel_compiled"] else "kernel loaded from numba's disk cache")
+            + f"; the same again: {scan['warm_call_s']:.4f} s)",
+        ),
+        "end_offsets_decode_s": (round(decode_s, 2), f"s (every record, CRC-32C checked, own process, {med})"),
+        "end_offsets_decode_s_each": (" ".join(f"{r['wall_s']:.2f}" for r in decode["runs"]), "s"),
+        "end_offsets_decode_records_per_s": (round(n / decode_s), "records/s"),
+        "end_offsets_speedup": (
+            round(speedup, 1),
+            f"x (decode / header scan; target >= {END_OFFSETS_TARGET}x: "
+            + ("met" if speedup >= END_OFFSETS_TARGET else "NOT MET")
+            + ")",
+        ),
+        "peak_rss_mb_end_offsets_header_scan": (
+            round(scan["peak_rss_mb"], 1),
+            "MB (own process, VmHWM; mapped segment pages it touched included)",
+        ),
+        "peak_rss_mb_end_offsets_decode": (
+            round(decode["peak_rss_mb"], 1),
+            "MB (own process, VmHWM; mapped segment pages it touched included)",
+        ),
+    }
 
 
 def bench_coordinator(spark, records: int, seed: int, data: str) -> dict:

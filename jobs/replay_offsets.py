@@ -16,6 +16,7 @@ from lib.cli import (
     EXIT_BUSY,
     add_conf_argument,
     failer,
+    format_duration_ms,
     format_ms,
     parse_partitions,
     parse_time_ms,
@@ -133,6 +134,10 @@ def main(argv=None) -> int:
     wall = time.monotonic() - started
     # --quiet prints one line: no summary queries (on a large log they cost more than the replay)
     summary = None if args.quiet else summarize(spark, args.warehouse, result.partitions)
+    if summary is not None and result.lag is not None and not result.lag.skipped:
+        from lib.spark.lag import lag_summary
+
+        summary["lag"] = lag_summary(spark, args.warehouse, result.now_ms)
     print_summary(args, result, summary, wall)
     if args.check:
         return run_checks(spark, args, result.partitions)
@@ -225,6 +230,23 @@ def print_summary(args, result, s: dict | None, wall: float) -> None:
         print(f"  offsets  {e['group_id']}: {e['offsets']}")
     for g in s["expired_groups"]:
         print(f"  group    {g}")
+    lag = result.lag
+    if lag is None:
+        return
+    if lag.skipped:
+        print(f"\nlag: not computed ({lag.skipped})")
+        return
+    print(
+        f"\nlag: {lag.partitions_scanned} consumed partitions read ({lag.batches} batch headers), "
+        f"{lag.lag_rows} group_lag rows; furthest behind as of {format_ms(result.now_ms)}:"
+    )
+    print(f"  {'group':<28} {'topic-partition':<26} {'committed':>9} {'end':>9} {'records':>8} {'behind':>14}")
+    for r in s.get("lag", []):
+        behind = "-" if r["lag_ms"] is None else format_duration_ms(r["lag_ms"])
+        print(
+            f"  {r['group_id'][:28]:<28} {(r['topic'] + '-' + str(r['partition']))[:26]:<26} "
+            f"{r['committed_offset']:>9} {r['end_offset']:>9} {r['lag_records']:>8} {behind:>14}"
+        )
 
 
 if __name__ == "__main__":

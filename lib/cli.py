@@ -75,3 +75,17 @@ def parse_partitions(text: str | None) -> list[int] | None:
 
 def format_ms(ms: int) -> str:
     return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).isoformat().replace("+00:00", "Z")
+
+
+def format_duration_ms(ms: int) -> str:
+    """A span for people: '4d 2h 13m', '2h 5m', '3m 20s', '12.3s'."""
+    if ms < 60_000:
+        return f"{ms / 1000:.1f}s"
+    minutes, seconds = divmod(ms // 1000, 60)
+    hours, minutes = divmod(minutes, 60)
+    days, hours = divmod(hours, 24)
+    if days:
+        return f"{days}d {hours}h {minutes}m"
+    if hours:
+        return f"{hours}h {minutes}m"
+    return f"{minutes}m {seconds}s"

@@ -599,3 +599,17 @@ def _look_up(spark: SparkSession, needed: DataFrame, topic_logs: list[TopicParti
         .sortWithinPartitions("path", "batch_byte_position")
         .mapInArrow(decode, "topic STRING, partition INT, committed_offset BIGINT, record_ms BIGINT")
     )
+
+
+def lag_summary(spark: SparkSession, warehouse: str, now_ms: int, limit: int = 12) -> list[dict]:
+    """The live offsets furthest behind at now (group_lag kind now), most behind in time first."""
+    rows = (
+        spark.read.format("delta")
+        .load(table_path(warehouse, T.GROUP_LAG))
+        .where((F.col("kind") == "now") & (F.col("at") == F.timestamp_millis(F.lit(now_ms))))
+        .where(F.col("lag_records") > 0)
+        .orderBy(F.col("lag_ms").desc_nulls_last(), F.col("lag_records").desc(), "group_id", "topic", "partition")
+        .limit(limit)
+        .collect()
+    )
+    return [r.asDict() for r in rows]

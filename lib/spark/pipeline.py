@@ -36,6 +36,7 @@ from lib.spark.delta import (
     table_layout,
     table_path,
 )
+from lib.spark.lag import LagResult
 from schemas import tables as T
 
 
@@ -57,7 +58,7 @@ class RunResult:
     quarantined: int = 0
     took_over_lock: dict | None = None
     skipped_partitions: int = 0
-    lag: object = None  # lib.spark.lag.LagResult of the lag stage, None when it did not run
+    lag: LagResult | None = None  # the lag stage's, None when it did not run
 
 
 @dataclass
