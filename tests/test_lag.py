@@ -288,3 +288,37 @@ def test_groups_falling_behind(audit):
     assert audit("groups_falling_behind", now=_iso(100), min_lag="70s", for_at_least="10s") == []
     rows = audit("groups_falling_behind", now=_iso(100), min_lag="70s", for_at_least="0s")
     assert [(r["group_id"], (_ms(r["behind_since"]) - T) // S) for r in rows] == [("g2", 100), ("g4", 100)]
+
+
+def test_quality_suites_of_the_lag_tables(spark, full_run, tmp_path):
+    """The hand-built log passes every error-level check; the truncated audit-1 rows (g1's
+    commit and its now row) are the one warning. A decreasing end offset is an error."""
+    from pyspark.sql import functions as F
+
+    from lib.reporting.quality_suites import run_suites
+
+    _, _, wh, _ = full_run
+    tables = ["partition_end_offsets", "group_lag", "lag_checkpoints"]
+
+    def failed(result):
+        return {
+            (t.table, e.name): (e.severity, e.unexpected_count)
+            for t in result.tables
+            for e in t.expectations
+            if not e.success
+        }
+
+    result = run_suites(spark, wh, partition_count=OFFSETS_PARTITIONS, tables=tables)
+    assert failed(result) == {("group_lag", "no_truncated_partitions"): ("warning", 2)}
+    assert result.success
+    broken = str(tmp_path / "wh")
+    shutil.copytree(wh, broken, ignore=shutil.ignore_patterns("_quality"))
+    path = f"{broken}/partition_end_offsets"
+    df = spark.read.format("delta").load(path)
+    df.withColumn(
+        "end_offset", F.when(F.col("end_offset") == 25, F.lit(19)).otherwise(F.col("end_offset"))
+    ).write.format("delta").mode("overwrite").save(path)
+    result = run_suites(spark, broken, partition_count=OFFSETS_PARTITIONS, tables=["partition_end_offsets"])
+    assert failed(result) == {
+        ("partition_end_offsets", "end_offsets_never_decrease_within_a_topic_id"): ("error", 1)
+    }

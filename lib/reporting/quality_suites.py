@@ -363,7 +363,7 @@ def run_suites(
     # Great Expectations writes its data docs to a local folder: for a warehouse on an object
     # store, a temporary one, uploaded at the end
     stage = tempfile.mkdtemp(prefix="offsets-lake-quality-") if storage.is_remote(warehouse) else None
-    out_dir = os.path.join(stage or warehouse, QUALITY_DIR)
+    out_dir = os.path.join(stage or os.path.abspath(warehouse), QUALITY_DIR)  # GX wants absolute paths
     docs_dir = os.path.join(out_dir, DOCS_DIR)
     shutil.rmtree(docs_dir, ignore_errors=True)
     os.makedirs(docs_dir, exist_ok=True)
