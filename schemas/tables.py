@@ -343,7 +343,11 @@ LAG_CHECKPOINTS = Table(
         C("segment_base_offset", "BIGINT", "segment the scan stopped in"),
         C("next_byte_position", "BIGINT", "byte position after the last complete batch of that segment"),
         C("trailing_bytes", "BIGINT", "bytes of a partial batch at the end of the segments"),
-        C("at_ms", "BIGINT", "the partition's latest `at` so far (epoch ms)"),
+        C(
+            "at_ms",
+            "BIGINT",
+            "consumed partition: its latest `at` so far; offsets partition: the --now of the stage (epoch ms)",
+        ),
         C("source_signature", "STRING", "the last segment's base offset, size and modification time as read"),
         C("run_id", "STRING", "", False),
         C("finished_at", "TIMESTAMP", "", False),

@@ -319,6 +319,41 @@ def test_quality_suites_of_the_lag_tables(spark, full_run, tmp_path):
         "end_offset", F.when(F.col("end_offset") == 25, F.lit(19)).otherwise(F.col("end_offset"))
     ).write.format("delta").mode("overwrite").save(path)
     result = run_suites(spark, broken, partition_count=OFFSETS_PARTITIONS, tables=["partition_end_offsets"])
-    assert failed(result) == {
-        ("partition_end_offsets", "end_offsets_never_decrease_within_a_topic_id"): ("error", 1)
+    assert failed(result) == {("partition_end_offsets", "end_offsets_never_decrease_within_a_topic_id"): ("error", 1)}
+
+
+def test_the_report_plots_the_groups_furthest_behind_first_with_their_lag(spark, full_run):
+    """Every commit falls in one hour bucket, whose end is after now: one lag point at now per
+    group, the sums of EXPECTED_FULL's now rows (audit-1, truncated, left out)."""
+    from lib.reporting.report_builder import collect_report
+
+    _, _, wh, _ = full_run
+    data = collect_report(spark, wh, NOW1)
+    assert data.behind == ["g4", "g2", "g1"]
+    assert {p.group_id: p.lag for p in data.plots} == {
+        "g4": [(NOW1, 5, 99_000)],
+        "g2": [(NOW1, 16, 78_000)],
+        "g1": [(NOW1, 3, 30_000)],
     }
+
+
+def test_a_run_with_nothing_new_skips_the_stage_and_a_later_now_adds_now_rows(spark, full_run):
+    from lib.spark.pipeline import run_replay
+
+    base, log_dir, wh, _ = full_run
+    again = str(base / "wh-again")
+    shutil.copytree(wh, again)
+    before = _lag_view(_rows(spark, again))
+    result = run_replay(spark, find_partitions(log_dir), again, NOW1)
+    assert result.skipped_partitions == OFFSETS_PARTITIONS
+    assert result.lag.skipped == "nothing new since the last run at the same --now"
+    assert _lag_view(_rows(spark, again)) == before
+    later = run_replay(spark, find_partitions(log_dir), again, NOW1 + 10 * S)
+    assert later.lag.skipped is None and later.lag.partitions_scanned == 0
+    added = [r for r in _lag_view(_rows(spark, again)) if r not in before]
+    # the same live offsets, 10 s later
+    assert added == sorted(
+        (g, t, p, "now", 110, c, e, lag, None if ms is None else ms + 10_000, m)
+        for g, t, p, kind, _, c, e, lag, ms, m in EXPECTED_FULL
+        if kind == "now"
+    )

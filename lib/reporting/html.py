@@ -7,7 +7,7 @@ import datetime as dt
 from html import escape
 
 from lib.reporting.model import DAY_MS, ReportData
-from lib.reporting.plots import commit_rate_svg, offsets_svg
+from lib.reporting.plots import commit_rate_svg, lag_svg, offsets_svg
 
 CSS = """
 body { font-family: "DejaVu Sans", "Liberation Sans", Arial, sans-serif; margin: 24px 32px; color: #222;
@@ -259,19 +259,27 @@ def expiring_section(d: ReportData) -> str:
 
 def groups_section(d: ReportData) -> str:
 
-    out = [f'<section id="groups"><h2>Groups over time (top {d.top} by commits)</h2>']
+    title = f"top {d.top} by commits"
+    if d.behind:
+        title = f"the {len(d.behind)} furthest behind now, then the {title}"
+    out = [f'<section id="groups"><h2>Groups over time ({title})</h2>']
     if not d.plots:
         out.append("<p>No offset commits in the log.</p></section>")
         return "".join(out)
     out.append(
         '<p class="note">Left: offset commits per hour (bucket width chosen per group to keep at most '
         "72 buckets). Right: each topic-partition's committed offset at the end of each bucket (at most 8 "
-        "partitions per group). Times are UTC, from the records' log timestamps.</p>"
+        "partitions per group). Below, where the log dir held the consumed topics: the group's lag at the "
+        "end of each bucket, in records (summed over its partitions) and in time (the oldest record it had "
+        "not consumed; group_lag, partition_end_offsets). Times are UTC, from the records' log timestamps.</p>"
     )
     for i, p in enumerate(d.plots):
         out.append(f'<div class="group" id="group-{i}"><h3>{escape(p.group_id)}</h3><div class="plots">')
         out.append(f"<figure>{commit_rate_svg(p, i)}</figure>")
         out.append(f"<figure>{offsets_svg(p, i)}</figure>")
+        if p.lag:
+            out.append(f"<figure>{lag_svg(p, i, in_time=False)}</figure>")
+            out.append(f"<figure>{lag_svg(p, i, in_time=True)}</figure>")
         out.append("</div></div>")
     out.append("</section>")
     return "".join(out)

@@ -13,6 +13,7 @@ MINUTE_MS = 60_000
 BUCKET_LADDER_MS = (HOUR_MS, 3 * HOUR_MS, 6 * HOUR_MS, 12 * HOUR_MS, DAY_MS, 7 * DAY_MS, 30 * DAY_MS)
 MAX_BUCKETS = 72
 MAX_SERIES = 8
+MAX_BEHIND_PLOTS = 5  # groups furthest behind now, plotted before the top groups by commits
 MAX_EXPIRING_ROWS = 200
 REPORT_DIR = "report"
 QUALITY_DIR = "_quality"
@@ -33,6 +34,9 @@ class GroupPlot:
     rate: list[tuple[int, float]]  # (bucket start ms, commits per hour); every bucket of the span
     series: list[Series]
     series_total: int  # topic-partitions the group committed to
+    # (bucket end ms, lag in records summed over the partitions, the oldest unconsumed record's
+    # age in ms, None when unknown) at each bucket's end; empty without lag tables
+    lag: list[tuple[int, int | None, int | None]] = field(default_factory=list)
 
 
 @dataclass
@@ -50,6 +54,7 @@ class ReportData:
     expiring_groups: list[dict]
     expiring_groups_total: int
     plots: list[GroupPlot]
+    behind: list[str] = field(default_factory=list)  # plotted first: furthest behind now (lag in time)
     quality: dict | None = None
     quality_error: str | None = None
     quality_docs_href: str | None = None

@@ -17,10 +17,12 @@ from matplotlib import dates as mdates
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from lib.reporting.model import DAY_MS, GroupPlot
+from lib.reporting.model import DAY_MS, HOUR_MS, GroupPlot
 
 FIGSIZE = (5.8, 2.7)
 BAR_COLOR = "#4c72b0"
+LAG_COLOR = "#dd8452"
+LAG_TIME_COLOR = "#c44e52"
 
 
 def _utc(ms: int) -> dt.datetime:
@@ -113,3 +115,33 @@ def offsets_svg(plot: GroupPlot, index: int) -> str:
         ax.legend(fontsize=7, loc="upper left", frameon=False, ncols=2 if len(plot.series) > 4 else 1)
     _time_axis(ax, plot)
     return to_svg(fig, f"Committed offsets: {plot.group_id}", f"offsets{index}", "committed-offsets")
+
+
+def lag_svg(plot: GroupPlot, index: int, in_time: bool) -> str:
+    """The group's lag at each bucket's end: in records (summed over its partitions), or in time
+    (the oldest unconsumed record's age, in hours)."""
+    fig = Figure(figsize=FIGSIZE, dpi=100, layout="constrained")
+    ax = fig.add_subplot()
+    # hours, or minutes when the lag never reaches two hours
+    unit_ms, unit = (
+        (HOUR_MS, "hours") if max((m or 0 for _, _, m in plot.lag), default=0) >= 2 * HOUR_MS else (60_000, "minutes")
+    )
+    points = [(t, r if not in_time else (None if m is None else m / unit_ms)) for t, r, m in plot.lag]
+    points = [(t, v) for t, v in points if v is not None]
+    xs = [_utc(t) for t, _ in points]
+    ys = [v for _, v in points]
+    color = LAG_COLOR if not in_time else LAG_TIME_COLOR
+    ax.fill_between(xs, ys, step="post", alpha=0.25, color=color)  # type: ignore[arg-type]  # matplotlib takes datetimes; its stubs list numbers only
+    ax.step(xs, ys, where="post", color=color, linewidth=1.2)  # type: ignore[arg-type]  # matplotlib takes datetimes; its stubs list numbers only
+    ax.set_ylim(bottom=0)
+    if in_time:
+        ax.set_ylabel(f"{unit} behind")
+        ax.set_title("Lag in time (oldest unconsumed record, at each bucket's end)", fontsize=10, loc="left")
+    else:
+        ax.set_ylabel("records behind")
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_title("Lag in records (all partitions, at each bucket's end)", fontsize=10, loc="left")
+    _time_axis(ax, plot)
+    kind = "lag-time" if in_time else "lag-records"
+    what = "Lag in time" if in_time else "Lag in records"
+    return to_svg(fig, f"{what}: {plot.group_id}", f"{kind}{index}", kind)

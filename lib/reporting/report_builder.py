@@ -40,6 +40,7 @@ from lib.reporting.model import (
     BUCKET_LADDER_MS,
     DAY_MS,
     HOUR_MS,
+    MAX_BEHIND_PLOTS,
     MAX_BUCKETS,
     MAX_EXPIRING_ROWS,
     MAX_SERIES,
@@ -92,6 +93,39 @@ def applied_commits(log):
         .select(*cols)
     )
     return plain.unionByName(txn).filter(F.col("ts").isNotNull())
+
+
+def _add_lag(spark, plots: list[GroupPlot], group_lag, end_offsets, now_ms: int) -> None:
+    """Each plotted group's lag at the end of each of its commit-rate buckets (up to now): the
+    sum over its partitions in records, the largest in time (lib.spark.lag.lag_at_bucket_ends;
+    a few hundred rows collected)."""
+    from pyspark.sql import functions as F
+
+    from lib.spark.lag import lag_at_bucket_ends
+
+    probes = [(p.group_id, b, min(b + p.bucket_ms, now_ms)) for p in plots for b, _ in p.rate if b <= now_ms]
+    if not probes:
+        return
+    probe_df = spark.createDataFrame(probes, "group_id STRING, bucket BIGINT, at_ms BIGINT").select(
+        "group_id", "bucket", F.timestamp_millis("at_ms").alias("at")
+    )
+    wanted = group_lag.join(F.broadcast(probe_df.select("group_id").distinct()), "group_id", "left_semi")
+    rows = (
+        lag_at_bucket_ends(wanted, end_offsets, probe_df)
+        .groupBy("group_id", "bucket")
+        .agg(
+            # truncated partitions (negative lag) left out of the sum
+            F.sum(F.when(F.col("lag_records") > 0, F.col("lag_records")).otherwise(0)).alias("records"),
+            F.max("lag_ms").alias("ms"),
+            F.max(F.unix_millis("at")).alias("at_ms"),
+        )
+        .collect()
+    )
+    by_group: dict[str, list] = {}
+    for r in rows:
+        by_group.setdefault(r["group_id"], []).append((r["at_ms"], r["records"], r["ms"]))
+    for p in plots:
+        p.lag = sorted(by_group.get(p.group_id, []))
 
 
 def _ms(value) -> int | None:
@@ -185,6 +219,7 @@ def collect_report(
             totals["last_run_ms"] = _ms(r["at"])
 
     commits = applied_commits(log).persist()
+    behind: list[str] = []
     overview = None
     try:
         # ---- per-group figures and the three rankings
@@ -218,9 +253,41 @@ def collect_report(
 
         # ---- plots of the top groups by commits
         plotted = largest["commits"]
+        lag_table, ends_table = table("group_lag"), table("partition_end_offsets")
+        if lag_table is not None and ends_table is not None:
+            # the groups furthest behind now come first, whatever their commit count
+            behind = [
+                r["group_id"]
+                for r in lag_table.where(
+                    (F.col("kind") == "now")
+                    & (F.col("at") == F.timestamp_millis(F.lit(now_ms)))
+                    & (F.col("lag_ms") > 0)
+                )
+                .groupBy("group_id")
+                .agg(F.max("lag_ms").alias("ms"))
+                .orderBy(F.desc("ms"), "group_id")
+                .limit(MAX_BEHIND_PLOTS)
+                .collect()
+            ]
+            if behind:
+                extra = overview.filter(F.col("group_id").isin(behind) & (F.col("commits") > 0)).collect()
+                rows = {
+                    r["group_id"]: {
+                        **r.asDict(),
+                        "first_commit": _ms(r["first_commit"]),
+                        "last_commit": _ms(r["last_commit"]),
+                    }
+                    for r in extra
+                }
+                plotted = [rows[g] for g in behind if g in rows] + [r for r in plotted if r["group_id"] not in rows]
         plots: list[GroupPlot] = []
         if plotted:
-            widths = {r["group_id"]: bucket_width(r["last_commit"] - r["first_commit"]) for r in plotted}
+            # a group behind now is drawn up to now: after its last commit its lag still grows
+            ends = {
+                r["group_id"]: max(r["last_commit"], now_ms) if r["group_id"] in behind else r["last_commit"]
+                for r in plotted
+            }
+            widths = {r["group_id"]: bucket_width(ends[r["group_id"]] - r["first_commit"]) for r in plotted}
             widths_df = spark.createDataFrame(list(widths.items()), "group_id STRING, bucket_ms BIGINT")
             sel = commits.join(F.broadcast(widths_df), "group_id").withColumn(
                 "bucket", F.floor(F.unix_millis("ts") / F.col("bucket_ms")) * F.col("bucket_ms")
@@ -259,6 +326,8 @@ def collect_report(
                 gid, w = g["group_id"], widths[g["group_id"]]
                 counts = rates.get(gid, {})
                 first, last = min(counts), max(counts)
+                if gid in behind:
+                    last = max(last, ends[gid] // w * w)
                 rate = [(b, counts.get(b, 0) * HOUR_MS / w) for b in range(first, last + w, w)]
                 series = [
                     Series(t, p, sorted(pts))
@@ -266,6 +335,8 @@ def collect_report(
                     if gg == gid
                 ]
                 plots.append(GroupPlot(gid, g["commits"], w, rate, series, totals_by_group.get(gid, len(series))))
+            if lag_table is not None and ends_table is not None:
+                _add_lag(spark, plots, lag_table, ends_table, now_ms)
     finally:
         commits.unpersist()
         if overview is not None:
@@ -327,6 +398,7 @@ def collect_report(
         expiring_groups=expiring_groups,
         expiring_groups_total=expiring_groups_total,
         plots=plots,
+        behind=behind,
         quality=quality,
         quality_error=quality_error,
         quality_docs_href=docs,

@@ -11,6 +11,12 @@ After the replay's commit point, under the same warehouse lock:
    from its batch, decoded by a lookup task; else interpolated between end-offset rows).
 3. Commits: partition_end_offsets, group_lag, then lag_checkpoints (the stage's commit point;
    a stage that died is rolled back by the next run like the replay's tables).
+
+From a live cluster (`run_live_lag_stage`) step 1 samples instead: ListOffsets of the same
+partitions (lib.source.live), one partition_end_offsets row each (source list_offsets, `at` the
+sampling time on this machine's clock); there are no batches to decode, so a lag in time is
+interpolated between the samples of successive runs, as kafka-lag-exporter does. Steps 2 and 3
+are the same.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from lib import storage
+from lib.lake.partition_task import _FileWriter
 from lib.lake.run_tags import run_tag
 from lib.lake.worker_errors import worker_error_from
 from lib.source.logdir import PartitionLog
@@ -145,29 +152,34 @@ def effective_commits(offsets_log: DataFrame) -> DataFrame:
 
 def lag_at_points(points: DataFrame, end_offsets: DataFrame) -> DataFrame:
     """points: group_id, topic, partition, at, kind, committed_offset, offsets_partition,
-    log_offset. end_offsets: partition_end_offsets rows. Adds end_offset, end_offset_at,
-    topic_id, lag_records, truncated and, for the time lag, the batch that holds the first
-    unconsumed record (batch_* columns) and the interpolated time of that record
-    (interpolated_ms); `with_time_lag` turns them into lag_ms."""
+    log_offset, and optionally _asof (the instant whose end offset to take, when not `at`).
+    end_offsets: partition_end_offsets rows. Adds end_offset, end_offset_at, topic_id,
+    lag_records, truncated and, for the time lag, the batch that holds the first unconsumed
+    record (batch_* columns) and the interpolated time of that record (interpolated_ms);
+    `with_time_lag` turns them into lag_ms."""
     tp = ["topic", "partition"]
     ends = end_offsets.where(F.col("at").isNotNull()).select(
         *tp,
-        "at",
+        F.col("at").alias("_asof"),
         "end_offset",
         "topic_id",
         F.lit(0).alias("_kind"),
     )
+    if "_asof" in points.columns:
+        points = points.withColumn("_asof", F.coalesce("_asof", "at"))
+    else:
+        points = points.withColumn("_asof", F.col("at"))
     # the partition's first known batch: before it was written the end offset was at most its
     # first offset, so a group that had committed exactly that offset had nothing to read
     log_end = end_offsets.groupBy(*tp).agg(
         F.max("end_offset").alias("log_end"),
         F.min_by(F.struct("at", "first_offset"), F.struct("at", "end_offset")).alias("_first"),
     )
-    # as of `at`: the last end-offset row at or before it (rows first at equal times)
-    timeline = ends.withColumn("_end_at", F.col("at")).unionByName(
+    # as of `_asof`: the last end-offset row at or before it (rows first at equal times)
+    timeline = ends.withColumn("_end_at", F.col("_asof")).unionByName(
         points.withColumn("_kind", F.lit(1)), allowMissingColumns=True
     )
-    so_far = Window.partitionBy(*tp).orderBy("at", "_kind", "end_offset").rowsBetween(Window.unboundedPreceding, 0)
+    so_far = Window.partitionBy(*tp).orderBy("_asof", "_kind", "end_offset").rowsBetween(Window.unboundedPreceding, 0)
     asof = (
         timeline.withColumn(
             "_last",
@@ -199,7 +211,7 @@ def lag_at_points(points: DataFrame, end_offsets: DataFrame) -> DataFrame:
         asof.withColumn("truncated", F.coalesce(truncated, F.lit(False)))
         .withColumn("end_offset", end)
         .withColumn("lag_records", F.col("end_offset") - F.col("committed_offset"))
-        .drop("_end_asof", "log_end", "_first")
+        .drop("_end_asof", "log_end", "_first", "_asof")
     )
 
 
@@ -340,6 +352,12 @@ def consumed_partitions(spark: SparkSession, warehouse: str) -> set[tuple[str, i
     return {(r["topic"], r["partition"]) for r in rows}
 
 
+def _previous_checkpoints(warehouse: str, full: bool) -> dict[tuple[str, int], dict]:
+    """The last lag stage's lag_checkpoints rows by (topic, partition); none for a full run."""
+    previous = None if full else read_small_table(table_path(warehouse, T.LAG_CHECKPOINTS))
+    return {(r["topic"], r["partition"]): r for r in (previous.to_pylist() if previous is not None else [])}
+
+
 def run_lag_stage(
     spark: SparkSession,
     log_dir: str | None,
@@ -348,22 +366,29 @@ def run_lag_stage(
     run_id: str,
     now_ms: int,
     full: bool,
+    replay_unchanged: bool = False,
 ) -> LagResult:
-    """The lag stage after a replay run's commit point (see the module's doc)."""
+    """The lag stage after a replay run's commit point (see the module's doc).
+    `replay_unchanged`: the replay skipped every partition (nothing new in __consumer_offsets):
+    the partitions groups commit on are those the last stage read, and a stage with nothing new
+    to read at the same --now is skipped (no Spark job, no commit)."""
     result = LagResult()
     t0 = time.monotonic()
     topic_logs = find_topic_partitions(log_dir) if log_dir else []
     if not topic_logs:
         result.skipped = "the input holds no consumed topic partitions"
         return result
-    wanted = consumed_partitions(spark, warehouse)
+    prev_rows = _previous_checkpoints(warehouse, full)
+    offsets_rows = [r for (topic, _), r in prev_rows.items() if topic == OFFSETS_TOPIC]
+    known = replay_unchanged and bool(offsets_rows)
+    if known:
+        wanted = {tp for tp in prev_rows if tp[0] != OFFSETS_TOPIC}
+    else:
+        wanted = consumed_partitions(spark, warehouse)
     topic_logs = [t for t in topic_logs if (t.topic, t.partition) in wanted]
     if not topic_logs:
         result.skipped = "no group commits on a topic partition of the input"
         return result
-    checkpoints_path = table_path(warehouse, T.LAG_CHECKPOINTS)
-    previous = None if full else read_small_table(checkpoints_path)
-    prev_rows = {(r["topic"], r["partition"]): r for r in (previous.to_pylist() if previous is not None else [])}
     tasks = []
     for log in topic_logs:
         prev = prev_rows.get((log.topic, log.partition))
@@ -392,51 +417,136 @@ def run_lag_stage(
             }
         )
     result.stage_seconds["lag_plan"] = time.monotonic() - t0
-    tag = run_tag(run_id)
-    end_path = table_path(warehouse, T.PARTITION_END_OFFSETS)
+    if known and not tasks and all(r.get("at_ms") == now_ms for r in offsets_rows):
+        result.skipped = "nothing new since the last run at the same --now"
+        return result
 
     # 1. scan
     t0 = time.monotonic()
     scanned = _scan(spark, tasks, warehouse, run_id)
     result.partitions_scanned = len(tasks)
     result.batches = sum(r["batches"] for r in scanned)
+    end_path = table_path(warehouse, T.PARTITION_END_OFFSETS)
     removed = []
     if full:
         listing = table_files(end_path)
         removed = listing[1] if listing else []
-    commit_files(end_path, T.PARTITION_END_OFFSETS, [f for r in scanned for f in r["files"]], tag, remove=removed)
+    files = [f for r in scanned for f in r["files"]]
+    commit_files(end_path, T.PARTITION_END_OFFSETS, files, run_tag(run_id), remove=removed)
     result.stage_seconds["lag_scan"] = time.monotonic() - t0
+
+    checkpoints = [c for r in scanned for c in r["checkpoints"]]
+    _lag_rows_and_commit_point(spark, warehouse, run_id, now_ms, full, prev_rows, checkpoints, topic_logs, result)
+    return result
+
+
+def run_live_lag_stage(
+    spark: SparkSession, bootstrap_servers: str, warehouse: str, run_id: str, now_ms: int, full: bool
+) -> LagResult:
+    """The lag stage after a replay run from a live cluster (see the module's doc): the
+    partitions groups commit on are sampled with ListOffsets (LATEST; the newest record's
+    timestamp, KIP-734, where the leader has it), one partition_end_offsets row each, appended
+    (also by a full run: past samples cannot be taken again). Partitions of deleted topics get
+    no row. The live offsets were fetched after --now and before the sample, so their `now`
+    rows take the end offset as of the sample when --now is earlier: that of the same moment
+    as kafka-consumer-groups --describe would show it."""
+    from lib.source.live import sample_end_offsets
+
+    result = LagResult()
+    t0 = time.monotonic()
+    wanted = consumed_partitions(spark, warehouse)
+    if not wanted:
+        result.skipped = "no group commits on a topic partition"
+        return result
+    prev_rows = _previous_checkpoints(warehouse, full)
+    result.stage_seconds["lag_plan"] = time.monotonic() - t0
+
+    # 1. sample
+    t0 = time.monotonic()
+    samples = sample_end_offsets(bootstrap_servers, wanted)
+    result.partitions_scanned = len(samples)
+    writer = _FileWriter(storage.absolute(warehouse), T.PARTITION_END_OFFSETS, None, run_id)
+    writer.write(_sample_rows(samples, run_id))
+    writer.close()
+    commit_files(table_path(warehouse, T.PARTITION_END_OFFSETS), T.PARTITION_END_OFFSETS, writer.files, run_tag(run_id))
+    result.stage_seconds["lag_sample"] = time.monotonic() - t0
+
+    sampled_at = max((s.at_ms for s in samples), default=None)
+    _lag_rows_and_commit_point(spark, warehouse, run_id, now_ms, full, prev_rows, [], [], result, sampled_at)
+    return result
+
+
+def _sample_rows(samples: list, run_id: str):
+    """partition_end_offsets rows of ListOffsets samples (lib.source.live.EndOffsetSample):
+    end_offset, at, max_timestamp and topic_id; the batch columns are null."""
+    import pyarrow as pa
+
+    def ts(ms: int | None):
+        return None if ms is None else dt.datetime.fromtimestamp(ms / 1000, dt.UTC)
+
+    rows = [
+        {
+            "topic": s.topic,
+            "partition": s.partition,
+            "end_offset": s.end_offset,
+            "at": ts(s.at_ms),
+            "source": "list_offsets",
+            "topic_id": s.topic_id,
+            "max_timestamp": ts(s.max_timestamp_ms),
+            "run_id": run_id,
+        }
+        for s in samples
+    ]
+    schema = T.PARTITION_END_OFFSETS.arrow_schema
+    return pa.Table.from_pylist([{c: r.get(c) for c in schema.names} for r in rows], schema=schema)
+
+
+def _lag_rows_and_commit_point(
+    spark: SparkSession,
+    warehouse: str,
+    run_id: str,
+    now_ms: int,
+    full: bool,
+    prev_rows: dict[tuple[str, int], dict],
+    checkpoints: list[dict],
+    topic_logs: list[TopicPartitionLog],
+    result: LagResult,
+    now_asof_ms: int | None = None,
+) -> None:
+    """Steps 2 and 3 of the stage, once partition_end_offsets is committed: group_lag rows,
+    then lag_checkpoints (the topic partitions' `checkpoints` over the previous rows, and every
+    offsets partition's watermark from replay_checkpoints)."""
+    import pyarrow as pa
 
     # 2. lag rows
     t0 = time.monotonic()
     watermarks = {r["partition"]: r["next_offset"] for (topic, _), r in prev_rows.items() if topic == OFFSETS_TOPIC}
-    lag_rows = _group_lag(spark, warehouse, run_id, now_ms, watermarks, full, topic_logs)
-    result.lag_rows = lag_rows
+    result.lag_rows = _group_lag(spark, warehouse, run_id, now_ms, watermarks, full, topic_logs, now_asof_ms)
     result.stage_seconds["lag_rows"] = time.monotonic() - t0
 
     # 3. the commit point
     finished = dt.datetime.now(dt.UTC)
     new_rows: dict[tuple[str, int], dict] = dict(prev_rows)
-    for r in scanned:
-        for c in r["checkpoints"]:
-            new_rows[(c["topic"], c["partition"])] = {**c, "run_id": run_id, "finished_at": finished}
+    for c in checkpoints:
+        new_rows[(c["topic"], c["partition"])] = {**c, "run_id": run_id, "finished_at": finished}
     replay = read_small_table(table_path(warehouse, T.REPLAY_CHECKPOINTS))
     for r in replay.to_pylist() if replay is not None else []:
         new_rows[(OFFSETS_TOPIC, r["offsets_partition"])] = {
             "topic": OFFSETS_TOPIC,
             "partition": r["offsets_partition"],
             "next_offset": r["next_log_offset"],
+            "at_ms": now_ms,  # the --now its `now` rows were computed at
             "run_id": run_id,
             "finished_at": finished,
         }
-    import pyarrow as pa
-
     names = T.LAG_CHECKPOINTS.column_names
     rows = [{c: row.get(c) for c in names} for _, row in sorted(new_rows.items())]
     overwrite_small_table(
-        checkpoints_path, T.LAG_CHECKPOINTS, pa.Table.from_pylist(rows, schema=T.LAG_CHECKPOINTS.arrow_schema), tag
+        table_path(warehouse, T.LAG_CHECKPOINTS),
+        T.LAG_CHECKPOINTS,
+        pa.Table.from_pylist(rows, schema=T.LAG_CHECKPOINTS.arrow_schema),
+        run_tag(run_id),
     )
-    return result
 
 
 def _scan(spark: SparkSession, tasks: list[dict], warehouse: str, run_id: str) -> list[dict]:
@@ -484,9 +594,13 @@ def _group_lag(
     watermarks: dict[int, int],
     full: bool,
     topic_logs: list[TopicPartitionLog],
+    now_asof_ms: int | None = None,
 ) -> int:
     """group_lag rows of the commits new since the last lag stage and of the live offsets at
-    now; written to the table (a full run rewrites it). Returns the rows written."""
+    now; written to the table (a full run rewrites it). The now rows take the end offset as of
+    now, or as of `now_asof_ms` when that is later (a live source's sample). First unconsumed
+    records are looked up in the segments of `topic_logs` (none: interpolation only). Returns
+    the rows written."""
     log = spark.read.format("delta").load(table_path(warehouse, T.OFFSETS_LOG))
     ends = spark.read.format("delta").load(table_path(warehouse, T.PARTITION_END_OFFSETS))
     commits = effective_commits(log)
@@ -519,12 +633,14 @@ def _group_lag(
         "committed_offset",
         "offsets_partition",
         F.lit(None).cast("bigint").alias("log_offset"),
+        F.timestamp_millis(F.lit(max(now_ms, now_asof_ms or now_ms))).alias("_asof"),
     )
-    points = commit_points.unionByName(now_points).where(F.col("at").isNotNull())
+    points = commit_points.unionByName(now_points, allowMissingColumns=True).where(F.col("at").isNotNull())
     lagged = lag_at_points(points, ends).localCheckpoint()
     batches = first_unconsumed_batches(lagged.where(F.col("lag_records") > 0), ends).localCheckpoint()
-    needed = lookups_needed(lagged, batches)
-    looked_up = _look_up(spark, needed, topic_logs).localCheckpoint()
+    looked_up = None
+    if topic_logs:
+        looked_up = _look_up(spark, lookups_needed(lagged, batches), topic_logs).localCheckpoint()
     rows = with_time_lag(lagged, batches, looked_up).withColumn("run_id", F.lit(run_id))
     rows = rows.select(*T.GROUP_LAG.column_names)
     path = table_path(warehouse, T.GROUP_LAG)
@@ -613,3 +729,74 @@ def lag_summary(spark: SparkSession, warehouse: str, now_ms: int, limit: int = 1
         .collect()
     )
     return [r.asDict() for r in rows]
+
+
+def lag_at_bucket_ends(group_lag: DataFrame, end_offsets: DataFrame, probes: DataFrame) -> DataFrame:
+    """The lag of groups at given instants, per topic partition they committed: probes (group_id,
+    bucket, at). The committed offset as of each instant is the group's last effective commit
+    at or before it (group_lag kind commit), the end offset as of it comes from `lag_at_points`,
+    and the time lag from the first unconsumed record's time: as a group_lag row knows it, else
+    from its batch header, else interpolated between end-offset rows. Columns: group_id, bucket, at, topic, partition, lag_records,
+    lag_ms."""
+    commits = group_lag.where(F.col("kind") == "commit").select(
+        "group_id", "topic", "partition", "at", "committed_offset", "offsets_partition", "log_offset"
+    )
+    tps = commits.select("group_id", "topic", "partition").distinct()
+    probe_rows = probes.join(tps, "group_id")
+    timeline = commits.withColumn("_kind", F.lit(0)).unionByName(
+        probe_rows.withColumn("_kind", F.lit(1)), allowMissingColumns=True
+    )
+    so_far = (
+        Window.partitionBy("group_id", "topic", "partition")
+        .orderBy("at", "_kind")
+        .rowsBetween(Window.unboundedPreceding, 0)
+    )
+    points = (
+        timeline.withColumn("_c", F.last("committed_offset", True).over(so_far))
+        .where((F.col("_kind") == 1) & F.col("_c").isNotNull())
+        .select(
+            "group_id",
+            "bucket",
+            "topic",
+            "partition",
+            "at",
+            F.lit("probe").alias("kind"),
+            F.col("_c").alias("committed_offset"),
+            F.lit(0).alias("offsets_partition"),
+            F.lit(None).cast("bigint").alias("log_offset"),
+        )
+    )
+    lagged = lag_at_points(points, end_offsets)
+    known = (
+        group_lag.where(F.col("first_unconsumed_timestamp").isNotNull())
+        .groupBy("topic", "partition", "committed_offset")
+        .agg(F.max_by("first_unconsumed_timestamp", F.col("lag_ms_method") == "record").alias("_record_time"))
+    )
+    # where no row knows it: the batch header (the record opens its batch), else interpolated
+    batches = first_unconsumed_batches(lagged.where(F.col("lag_records") > 0), end_offsets)
+    header = F.when(
+        F.col("batch_first_offset") == F.col("committed_offset"), _ms(F.col("batch_first_timestamp")).cast("bigint")
+    )
+    estimated = batches.select(
+        "topic", "partition", "committed_offset", F.coalesce(header, F.col("interpolated_ms")).alias("_estimate_ms")
+    )
+    at_ms = _ms(F.col("at")).cast("bigint")
+    record_ms = F.coalesce(_ms(F.col("_record_time")).cast("bigint"), F.col("_estimate_ms"))
+    tp_o = ["topic", "partition", "committed_offset"]
+    return (
+        lagged.join(known, tp_o, "left")
+        .join(estimated, tp_o, "left")
+        .select(
+            "group_id",
+            "bucket",
+            "at",
+            "topic",
+            "partition",
+            "lag_records",
+            F.when(F.col("truncated") | F.col("lag_records").isNull(), F.lit(None))
+            .when(F.col("lag_records") <= 0, F.lit(0))
+            .when(record_ms.isNotNull(), F.greatest(F.lit(0), at_ms - record_ms))
+            .cast("bigint")
+            .alias("lag_ms"),
+        )
+    )

@@ -130,8 +130,8 @@ def run_replay(
     what is read from a live topic (partition -> first offset not to read). `on_corrupt`:
     "fail" stops at the first undecodable batch or record, changing nothing; "quarantine"
     keeps each in quarantined_records (with its bytes) and goes on. `lag`: then run the lag
-    stage (lib.spark.lag) on the consumed topics of the log dir. Raises WarehouseBusyError if
-    another live run writes the warehouse."""
+    stage (lib.spark.lag) on the consumed topics of the log dir or of the live cluster. Raises
+    WarehouseBusyError if another live run writes the warehouse."""
     if on_corrupt not in ("fail", "quarantine"):
         raise ValueError(f"on_corrupt must be fail or quarantine, not {on_corrupt!r}")
     run_id = new_run_id()
@@ -141,8 +141,8 @@ def run_replay(
         result.took_over_lock = lock.took_over
         result.rolled_back = roll_back_incomplete(spark, warehouse)
         _run_locked(spark, logs, warehouse, result, full, end_offsets)
-        if lag and logs and not logs[0].path.startswith("kafka://"):
-            result.lag = _run_lag_locked(spark, storage.dirname(logs[0].path), logs, warehouse, result, full)
+        if lag and logs:
+            result.lag = _run_lag_locked(spark, logs, warehouse, result, full)
         return result
 
 
@@ -154,11 +154,18 @@ def roll_back_incomplete(spark: SparkSession | None, warehouse: str) -> list[dic
     )
 
 
-def _run_lag_locked(spark: SparkSession, log_dir: str, logs, warehouse: str, result: RunResult, full: bool):
-    from lib.spark.lag import run_lag_stage
+def _run_lag_locked(spark: SparkSession, logs, warehouse: str, result: RunResult, full: bool):
+    from lib.spark.lag import run_lag_stage, run_live_lag_stage
 
     try:
-        lag = run_lag_stage(spark, log_dir, logs, warehouse, result.run_id, result.now_ms, full)
+        source = logs[0].path
+        if source.startswith("kafka://"):  # a live cluster: ListOffsets samples
+            lag = run_live_lag_stage(spark, source[len("kafka://") :], warehouse, result.run_id, result.now_ms, full)
+        else:
+            unchanged = not full and result.skipped_partitions == len(logs)
+            lag = run_lag_stage(
+                spark, storage.dirname(source), logs, warehouse, result.run_id, result.now_ms, full, unchanged
+            )
     except BaseException:
         roll_back_incomplete_runs(spark, warehouse, T.LAG_TABLES, T.LAG_CHECKPOINTS)
         raise
