@@ -603,6 +603,17 @@ def _group_lag(
     the rows written."""
     log = spark.read.format("delta").load(table_path(warehouse, T.OFFSETS_LOG))
     ends = spark.read.format("delta").load(table_path(warehouse, T.PARTITION_END_OFFSETS))
+    if watermarks and not full:
+        # only offsets partitions with records past their watermark can hold new commits: the
+        # others' history is not read again (offsets_log's files are skipped by their
+        # offsets_partition statistics)
+        replay = read_small_table(table_path(warehouse, T.REPLAY_CHECKPOINTS))
+        changed = [
+            r["offsets_partition"]
+            for r in (replay.to_pylist() if replay is not None else [])
+            if r["next_log_offset"] > watermarks.get(r["offsets_partition"], -1)
+        ]
+        log = log.where(F.col("offsets_partition").isin(changed))
     commits = effective_commits(log)
     if watermarks and not full:
         # per offsets partition, the commits made effective at or after its watermark
