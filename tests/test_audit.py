@@ -713,7 +713,10 @@ def test_cli_list_query_json_and_errors(audit):
         "group_generation_history",
         "group_offsets_as_of_version",
         "groups_expiring_within",
+        "groups_falling_behind",
         "idle_groups",
+        "lag_at",
+        "lag_history",
         "offset_rewinds",
         "partition_owner_at",
     ]
