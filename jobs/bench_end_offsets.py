@@ -35,7 +35,7 @@ def main(argv=None) -> int:
 
     read_one: Callable[[TopicPartitionLog], tuple[int, int, int]]
     if args.mode == "scan":
-        from lib.source.topic_log import _hop
+        from lib.source.topic_scan import _hop
 
         read_one = _scan_one
     else:
@@ -100,7 +100,7 @@ def _read_all(log_dir: str, read_one) -> dict:
 def _scan_one(log) -> tuple[int, int, int]:
     """From headers: (batches, records the offsets span, end offset). The span counts the
     records of a log with no gaps (no compaction, no control batches), as generated."""
-    from lib.source.topic_log import scan_partition
+    from lib.source.topic_scan import scan_partition
 
     scans = [s for s in scan_partition(log) if len(s)]
     if not scans:

@@ -10,7 +10,8 @@ import pytest
 
 from lib.codec.errors import CorruptBatchError
 from lib.codec.writer import encode_batch, encode_control_batch, encode_legacy_message, encode_legacy_wrapper
-from lib.source.topic_log import ScanStart, find_topic_partitions, record_timestamps, scan_partition
+from lib.source.topic_log import find_topic_partitions
+from lib.source.topic_scan import ScanStart, record_timestamps, scan_partition
 
 T = 1_763_000_000_000
 

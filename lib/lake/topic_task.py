@@ -17,7 +17,8 @@ from lib.codec.errors import DecodeError
 from lib.lake.partition_task import _FileWriter
 from lib.lake.worker_errors import worker_error
 from lib.source.logdir import Segment
-from lib.source.topic_log import TIMESTAMP_TYPES, ScanStart, TopicPartitionLog, record_timestamps, scan_partition
+from lib.source.topic_log import TopicPartitionLog
+from lib.source.topic_scan import TIMESTAMP_TYPES, ScanStart, record_timestamps, scan_partition
 from schemas import tables as T
 
 _TS_TYPES = np.array(TIMESTAMP_TYPES, dtype=object)
