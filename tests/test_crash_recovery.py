@@ -22,7 +22,7 @@ import pytest
 
 from lib.lake.run_tags import tagged_run
 from lib.spark.delta import commit_history, completed_runs
-from tests.helpers import NOW, REPO, STATE_TABLES, phases, rows, snapshot
+from tests.helpers import NOW, STATE_TABLES, phases, replay_job, rows, snapshot
 
 pytestmark = pytest.mark.spark
 
@@ -37,30 +37,7 @@ KILL_POINTS = [
 
 
 def job(log_dir, warehouse, env_extra=None, **popen):
-    env = dict(
-        os.environ,
-        PYTHONPATH=REPO,
-        PYSPARK_PYTHON=sys.executable,
-        PYSPARK_DRIVER_PYTHON=sys.executable,
-        **(env_extra or {}),
-    )
-    cmd = [
-        sys.executable,
-        "-m",
-        "jobs.replay_offsets",
-        "--input",
-        str(log_dir),
-        "--warehouse",
-        str(warehouse),
-        "--now",
-        str(NOW),
-        "--quiet",
-        "--conf",
-        "spark.sql.shuffle.partitions=2",
-        "--conf",
-        "spark.master=local[2]",
-    ]
-    return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
+    return replay_job(log_dir, warehouse, env_extra, ("spark.sql.shuffle.partitions=2",), **popen)
 
 
 def checkpoints(spark, warehouse) -> dict[int, int]:

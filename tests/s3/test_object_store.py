@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from tests.helpers import NOW, REPO, phases, rows, snapshot
+from tests.helpers import NOW, phases, replay_job, rows, snapshot
 
 pytestmark = [pytest.mark.spark, pytest.mark.s3]
 
@@ -182,29 +182,7 @@ def test_a_corrupt_segment_in_a_bucket_fails_as_on_local_disk(spark, logs, s3_se
 
 def job(log_dir: str, warehouse: str, env: dict, extra_env: dict | None = None) -> subprocess.Popen:
     """jobs.replay_offsets in its own process, told about the store through the environment."""
-    run_env = dict(
-        os.environ,
-        PYTHONPATH=REPO,
-        PYSPARK_PYTHON=sys.executable,
-        PYSPARK_DRIVER_PYTHON=sys.executable,
-        **env,
-        **(extra_env or {}),
-    )
-    cmd = [
-        sys.executable,
-        "-m",
-        "jobs.replay_offsets",
-        "--input",
-        log_dir,
-        "--warehouse",
-        warehouse,
-        "--now",
-        str(NOW),
-        "--quiet",
-        "--conf",
-        "spark.master=local[2]",
-    ]
-    return subprocess.Popen(cmd, cwd=REPO, env=run_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return replay_job(log_dir, warehouse, {**env, **(extra_env or {})})
 
 
 def test_a_second_run_against_the_bucket_while_the_first_holds_it_exits_75(spark, logs, runs, s3_server, tmp_path):
