@@ -333,13 +333,6 @@ def lookups_needed(lagged: DataFrame, batches: DataFrame) -> DataFrame:
 # --- the stage ------------------------------------------------------------------------------
 
 
-def _signature(log: TopicPartitionLog) -> str:
-    if not log.segments:
-        return "empty"
-    last = log.segments[-1]
-    return f"{last.base_offset}:{last.size}:{last.mtime_ns}"
-
-
 def consumed_partitions(spark: SparkSession, warehouse: str) -> set[tuple[str, int]]:
     """The topic partitions any group has committed on (a small set, safe to collect)."""
     log = spark.read.format("delta").load(table_path(warehouse, T.OFFSETS_LOG))
@@ -372,6 +365,8 @@ def run_lag_stage(
     `replay_unchanged`: the replay skipped every partition (nothing new in __consumer_offsets):
     the partitions groups commit on are those the last stage read, and a stage with nothing new
     to read at the same --now is skipped (no Spark job, no commit)."""
+    from lib.spark.pipeline import source_signature
+
     result = LagResult()
     t0 = time.monotonic()
     topic_logs = find_topic_partitions(log_dir) if log_dir else []
@@ -394,7 +389,7 @@ def run_lag_stage(
         prev = prev_rows.get((log.topic, log.partition))
         if prev is not None and prev["topic_id"] != log.topic_id:
             prev = None  # the topic was recreated: its new log from the start
-        signature = _signature(log)
+        signature = source_signature(log)  # as the replay's checkpoints hold it
         if prev is not None and prev["source_signature"] == signature:
             continue
         tasks.append(
@@ -552,15 +547,10 @@ def _lag_rows_and_commit_point(
 def _scan(spark: SparkSession, tasks: list[dict], warehouse: str, run_id: str) -> list[dict]:
     if not tasks:
         return []
-    from lib.spark.pipeline import ReplayError, _describe_worker_error
+    from lib.spark.pipeline import ReplayError, _describe_worker_error, _pack
 
-    n = max(1, min(len(tasks), 2 * spark.sparkContext.defaultParallelism))
-    packed: list[list[dict]] = [[] for _ in range(n)]
-    loads = [0] * n
-    for t in sorted(tasks, key=lambda t: -t["size"]):
-        i = loads.index(min(loads))
-        packed[i].append(t)
-        loads[i] += max(1, t["size"])
+    # the replay's packing: partitions by size into Spark tasks that end together
+    packed = _pack([(t["size"], t) for t in tasks], spark.sparkContext.defaultParallelism)
     groups = [
         {
             "warehouse": storage.absolute(warehouse),

@@ -26,6 +26,7 @@ from lib.lake.run_tags import rebuilt_tag, run_tag
 from lib.lake.worker_errors import worker_error_from
 from lib.replay.expiry import DEFAULT_RETENTION_MINUTES
 from lib.source.logdir import PartitionLog, segments_from
+from lib.source.topic_log import TopicPartitionLog
 from lib.spark.delta import (
     DataFile,
     commit_files,
@@ -173,7 +174,7 @@ def _run_lag_locked(spark: SparkSession, logs, warehouse: str, result: RunResult
     return lag
 
 
-def source_signature(log: PartitionLog) -> str | None:
+def source_signature(log: PartitionLog | TopicPartitionLog) -> str | None:
     """What the input of a partition looks like without reading it: the last segment's base
     offset, size and modification time (None for the live topic, whose end is asked for
     instead). Segments only grow at the end, and older ones are only deleted."""
