@@ -138,6 +138,10 @@ def main(argv=None) -> int:
         from lib.spark.lag import lag_summary
 
         summary["lag"] = lag_summary(spark, args.warehouse, result.now_ms)
+    if summary is not None and result.assignment is not None:
+        from lib.spark.assignment import assignment_summary
+
+        summary["assignments"] = assignment_summary(spark, args.warehouse)
     print_summary(args, result, summary, wall)
     if args.check:
         return run_checks(spark, args, result.partitions)
@@ -230,6 +234,37 @@ def print_summary(args, result, s: dict | None, wall: float) -> None:
         print(f"  offsets  {e['group_id']}: {e['offsets']}")
     for g in s["expired_groups"]:
         print(f"  group    {g}")
+    _print_lag(result, s)
+    _print_assignments(s.get("assignments"))
+
+
+def _print_assignments(a: dict | None) -> None:
+    if not a:
+        return
+    verdicts = ", ".join(f"{v} {n}" for v, n in sorted(a["verdicts"].items()))
+    total = sum(a["verdicts"].values())
+    print(f"\nassignments: {total} generations of {a['groups']} groups audited ({verdicts or 'none'})")
+    if not a["flagged"]:
+        return
+    print("  latest generation worth a look:")
+    print(f"  {'group':<28} {'generation':>10} {'assignor':<18} {'members':>7} {'imbalance':>9}  why")
+    for r in a["flagged"]:
+        why = (
+            f"differs from Kafka's {r['assignor']}"
+            if r["verdict"] == "differs"
+            else f"{r['twice']} assigned twice"
+            if r["twice"]
+            else f"{r['unassigned']} unassigned"
+            if r["unassigned"]
+            else "imbalance"
+        )
+        print(
+            f"  {r['group_id'][:28]:<28} {r['generation']:>10} {(r['assignor'] or '-')[:18]:<18} "
+            f"{r['member_count']:>7} {r['imbalance']:>9}  {why}"
+        )
+
+
+def _print_lag(result, s: dict) -> None:
     lag = result.lag
     if lag is None:
         return

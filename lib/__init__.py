@@ -5,6 +5,8 @@ pyspark-free ones):
 lib.storage      where files live: local paths and s3a:// URIs (pyarrow, delta-rs options), the
                  shared bottom of every layer (with lib.numba_cache: the kernels' cache in a zip)
 lib.codec        bytes <-> records: segments, batches, compression, Kafka's record serde (stdlib only)
+lib.assignors    Kafka's Java client assignors (range, roundrobin, sticky, cooperative-sticky) in
+                 Python, and the assignment audit of group histories (stdlib only)
 lib.decode       records -> Arrow rows in the offsets_log schema (pyarrow, numba)
 lib.replay       Kafka's rules: offsets, transactions, tombstones, groups, expiry, partitioning;
                  the compiled one-partition engine; the Spark-expression twins (*_spark.py)

@@ -772,7 +772,10 @@ class Events:
 
 
 def assign(protocol: str, members: list[Member], tps: list, previous: dict | None) -> dict:
-    """member id -> [(topic, partition)], as the client-side assignors do."""
+    """member id -> [(topic, partition)]: range and roundrobin as Kafka's assignors give them for
+    members with the same subscription (classic cooperative-sticky groups use lib.assignors:
+    GroupSim.kafka_assign); the sticky branch stands in for KIP-848's server-side uniform
+    assignor (a member keeps what it owns, up to a balanced share)."""
     out: dict = {m.member_id: [] for m in members}
     if not members:
         return out
@@ -839,7 +842,12 @@ class GroupSim:
         return Member(f"{client_id}-{uuid.UUID(bytes=raw, version=4)}", client_id, host, instance)
 
     # -- classic groups ------------------------------------------------------------------------
-    def write_generation(self, ts: int, members: list[Member], assignment: dict, same_generation=False) -> None:
+    def write_generation(
+        self, ts: int, members: list[Member], assignment: dict, same_generation=False, owned: dict | None = None
+    ) -> None:
+        """`owned`: what each member held when it joined (cooperative protocols send it, with the
+        generation it was held in)."""
+        owned_in = self.generation
         if not same_generation:
             self.generation += 1
         self.assignment = assignment
@@ -860,6 +868,8 @@ class GroupSim:
                         client_host=m.host,
                         instance_id=m.instance_id,
                         session_timeout=45000 if self.g.client == "java" else 10000,
+                        owned_partitions=by_topic(owned[m.member_id]) if owned and m.member_id in owned else None,
+                        generation_id=owned_in if owned and m.member_id in owned else -1,
                     )
                     for m in members
                 ],
@@ -872,15 +882,40 @@ class GroupSim:
             # Kafka 4's coordinator stores the group it creates on the first JoinGroup, Empty
             empty = group_metadata_value(protocol_type="", generation=0, protocol=None, state_ts=ts - 6)
             self.events.add(self.g.name, ts - 4, "group", empty)
-        new = assign(self.g.protocol, members, self.tps, previous)
-        if self.g.protocol == "cooperative-sticky" and previous and members:
-            # the first rebalance revokes what moves to another member, the second hands it out
-            interim = {m: [tp for tp in tps if tp in previous.get(m, [])] for m, tps in new.items()}
-            if any(set(previous[m]) - set(new.get(m, [])) for m in previous if m in new):
-                self.write_generation(ts, members, interim)
+        if self.g.protocol == "cooperative-sticky" and members:
+            # Kafka's CooperativeStickyAssignor (lib.assignors) from what each member owned: the
+            # first rebalance leaves out what moves to another member, the members then rejoin
+            # owning the rest and the second hands it out
+            new = self.kafka_assign(members, previous)
+            if previous and sum(len(tps) for tps in new.values()) < len(self.tps):
+                self.write_generation(ts, members, new, owned=previous)
                 ts += self.rng.randrange(80, 400)
+                previous = dict(new)
+                new = self.kafka_assign(members, previous)
+            self.members = members
+            self.write_generation(ts, members, new, owned=previous)
+            return
+        new = assign(self.g.protocol, members, self.tps, previous)
         self.members = members
         self.write_generation(ts, members, new)
+
+    def kafka_assign(self, members: list[Member], owned: dict) -> dict:
+        from lib.assignors import Subscription
+        from lib.assignors import assign as kafka_assign
+
+        topics = tuple(sorted(self.g.topics))
+        counts = {t: 1 + max(p for tt, p in self.tps if tt == t) for t in topics}
+        subs = [
+            Subscription(
+                m.member_id,
+                topics,
+                group_instance_id=m.instance_id,
+                owned_partitions=tuple(sorted(owned.get(m.member_id, ()))),
+                generation_id=self.generation if m.member_id in owned else None,
+            )
+            for m in members
+        ]
+        return kafka_assign(self.g.protocol, counts, subs)
 
     # -- KIP-848 groups ---------------------------------------------------------------------------
     def set_members_848(self, ts: int, members: list[Member]) -> None:

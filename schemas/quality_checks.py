@@ -436,6 +436,66 @@ LAG_CHECKPOINTS = Suite(
     (),
 )
 
+IMBALANCE_CONSISTENT = Derived(
+    "_q_imbalance_consistent",
+    "sql",
+    "imbalance = max_per_member - min_per_member AND min_per_member <= max_per_member AND member_count = size(members)",
+    "imbalance is the spread of the members' partition counts",
+)
+ASSIGNMENT_AUDIT = Suite(
+    T.ASSIGNMENT_AUDIT,
+    tuple(
+        _generic(T.ASSIGNMENT_AUDIT)
+        + [
+            Check(
+                "verdict_known",
+                "ExpectColumnValuesToBeInSet",
+                {"column": "verdict", "value_set": ["matches", "equivalent", "differs", "custom", "not_recomputed"]},
+                ERROR,
+                "matches, equivalent, differs, custom or not_recomputed",
+            ),
+            Check(
+                "group_type_known",
+                "ExpectColumnValuesToBeInSet",
+                {"column": "group_type", "value_set": ["classic", "consumer"]},
+                ERROR,
+                "classic or consumer",
+            ),
+            Check(
+                "imbalance_consistent",
+                "ExpectColumnValuesToBeInSet",
+                {"column": IMBALANCE_CONSISTENT.name, "value_set": [True]},
+                ERROR,
+                IMBALANCE_CONSISTENT.doc,
+                column="imbalance",
+            ),
+            _non_negative("moved"),
+            _non_negative("min_moves"),
+            Check(
+                "assignment_as_its_assignor_computes",
+                "ExpectColumnValuesToNotBeInSet",
+                {"column": "verdict", "value_set": ["differs"]},
+                WARNING,
+                "the leader's assignment is not what Kafka's Java assignor of that name computes from the same "
+                "subscriptions: a client bug or a custom assignor under a standard name",
+                column="differing_members",
+            ),
+            Check(
+                "no_partition_assigned_twice",
+                "ExpectColumnValuesToBeInSet",
+                {"column": "_q_assigned_twice", "value_set": [0]},
+                WARNING,
+                "a partition assigned to more than one member of a generation",
+                column="assigned_twice",
+            ),
+        ]
+    ),
+    (
+        IMBALANCE_CONSISTENT,
+        Derived("_q_assigned_twice", "sql", "size(assigned_twice)", "partitions assigned to two members"),
+    ),
+)
+
 ALL_SUITES = (
     OFFSETS_LOG,
     GROUP_OFFSETS,
@@ -449,6 +509,7 @@ ALL_SUITES = (
     PARTITION_END_OFFSETS,
     GROUP_LAG,
     LAG_CHECKPOINTS,
+    ASSIGNMENT_AUDIT,
 )
 SUITES = {s.name: s for s in ALL_SUITES}
 

@@ -24,6 +24,10 @@ GROUP_METADATA = (
     "STRUCT<protocol_type: STRING, generation: INT, protocol: STRING, leader: STRING, "
     f"current_state_timestamp: TIMESTAMP, members: ARRAY<{CLASSIC_MEMBER}>>"
 )
+AUDIT_MEMBER = (
+    "STRUCT<member_id: STRING, group_instance_id: STRING, client_id: STRING, rack_id: STRING, "
+    f"subscribed_topics: ARRAY<STRING>, partition_count: INT, assignment: {TOPIC_PARTITIONS}>"
+)
 GROUP_MEMBER = (
     "STRUCT<member_id: STRING, group_instance_id: STRING, client_id: STRING, client_host: STRING, "
     "rebalance_timeout_ms: INT, session_timeout_ms: INT, subscribed_topics: ARRAY<STRING>, "
@@ -355,6 +359,75 @@ LAG_CHECKPOINTS = Table(
     key=("topic", "partition"),
 )
 
+ASSIGNMENT_AUDIT = Table(
+    "assignment_audit",
+    "One row per generation of a classic consumer group (its last GroupMetadata record, where the leader's "
+    "assignment is) or per target assignment epoch of a KIP-848 consumer group: how the partitions were spread, "
+    "what moved, and what Kafka's own assignors would have done with the same subscriptions.",
+    (
+        C("group_id", "STRING", "", False),
+        C("group_type", "STRING", "classic or consumer (KIP-848)", False),
+        C("generation", "INT", "classic: generation id; consumer: assignment epoch", False),
+        C("at", "TIMESTAMP", "time of the record that holds the assignment"),
+        C("protocol_type", "STRING", "classic: consumer (only consumer-protocol groups are audited)"),
+        C(
+            "assignor",
+            "STRING",
+            "classic: the protocol the group chose (range, roundrobin, ...); consumer: server assignor",
+        ),
+        C("leader", "STRING", "classic: the member that computed the assignment"),
+        C("member_count", "INT", "", False),
+        C("members", f"ARRAY<{AUDIT_MEMBER}>", "each member, its subscription and what it was assigned", False),
+        C(
+            "topics",
+            "ARRAY<STRUCT<topic: STRING, partitions: INT>>",
+            "subscribed topics and their partition counts",
+            False,
+        ),
+        C("partitions", "INT", "partitions of the subscribed topics", False),
+        C("assigned", "INT", "distinct partitions assigned to some member", False),
+        C("min_per_member", "INT", "fewest partitions a member got", False),
+        C("max_per_member", "INT", "most partitions a member got", False),
+        C("imbalance", "INT", "max_per_member - min_per_member", False),
+        C(
+            "moved",
+            "INT",
+            "partitions whose owner (instance id, else member id) changed or went away since the previous generation; null for the first",
+        ),
+        C("min_moves", "INT", "fewest moves a balanced (sticky) assignment could have made; null for the first"),
+        C("unassigned", TOPIC_PARTITIONS, "subscribed partitions no member got", False),
+        C("assigned_twice", TOPIC_PARTITIONS, "partitions assigned to more than one member", False),
+        C(
+            "verdict",
+            "STRING",
+            "matches (the leader assigned what Kafka's Java assignor of that name gives), equivalent (other "
+            "partitions, but the members' counts are the same (which member gets the larger share may differ), as many "
+            "are assigned and as many moved: another "
+            "client's tie-breaking), differs (a client bug or a custom assignor under a standard name), custom (not "
+            "one of Kafka's assignors), or not_recomputed (KIP-848 server-side assignment)",
+            False,
+        ),
+        C("differing_members", "ARRAY<STRING>", "members whose assignment differs from the reference"),
+        C("reference", f"ARRAY<STRUCT<member_id: STRING, assignment: {TOPIC_PARTITIONS}>>", "the reference assignment"),
+        C(
+            "what_if",
+            "ARRAY<STRUCT<assignor: STRING, imbalance: INT, moved: INT, unassigned: INT>>",
+            "each of Kafka's assignors recomputed on the same subscriptions (the sticky ones from the previous "
+            "generation's actual assignment): its imbalance, moves and partitions left unassigned (cooperative-sticky "
+            "leaves what it moves unassigned for one rebalance, as a cooperative group does)",
+        ),
+        C(
+            "racks_recorded",
+            "BOOLEAN",
+            "members sent rack ids (rack-aware variants need partition racks, not in the log)",
+            False,
+        ),
+        C("offsets_partition", "INT", "", False),
+        C("log_offset", "BIGINT", "the record that holds the assignment", False),
+    ),
+    key=("group_id", "offsets_partition", "log_offset"),
+)
+
 # In commit order: replay_checkpoints last, since its commit is a run's commit point.
 REPLAY_TABLES = (
     OFFSETS_LOG,
@@ -369,5 +442,5 @@ REPLAY_TABLES = (
 )
 # The lag stage's, after the replay's: lag_checkpoints last, its own commit point.
 LAG_TABLES = (PARTITION_END_OFFSETS, GROUP_LAG, LAG_CHECKPOINTS)
-ALL_TABLES = REPLAY_TABLES + LAG_TABLES
+ALL_TABLES = REPLAY_TABLES + LAG_TABLES + (ASSIGNMENT_AUDIT,)
 TABLES = {t.name: t for t in ALL_TABLES}

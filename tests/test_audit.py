@@ -567,6 +567,42 @@ def test_group_generation_history(audit):
     ]
 
 
+# --- assignment_history, unbalanced_groups ---------------------------------------------------
+def test_assignment_history(audit):
+    cols = ("generation", "member_count", "per_member", "partitions", "imbalance", "moved", "min_moves", "verdict")
+    # range over orders' two partitions: m1 holds both, then m2 joins and takes partition 1 (one
+    # move, the fewest possible; every assignor moves one)
+    rows = audit["run"]("assignment_history", group="orders-app")
+    assert pick(rows, *cols) == [
+        (1, 1, "c1..m1=2", 2, 0, None, None, "matches"),
+        (2, 2, "c1..m1=1, c2..m2=1", 2, 0, 1, 1, "matches"),
+    ]
+    assert pick(rows, "what_if_imbalance", "what_if_moved") == [
+        ("range=0 roundrobin=0 sticky=0 cooperative-sticky=0", "range=- roundrobin=- sticky=- cooperative-sticky=-"),
+        # cooperative-sticky revokes partition 1 first: m2 empty for one rebalance
+        ("range=0 roundrobin=0 sticky=0 cooperative-sticky=1", "range=1 roundrobin=1 sticky=1 cooperative-sticky=1"),
+    ]
+    # KIP-848: target assignment epochs, the server's assignor not recomputed
+    assert pick(
+        audit["run"]("assignment_history", group="stream-848"), "generation", "per_member", "moved", "verdict"
+    ) == [
+        (1, "ca..a=2", None, "not_recomputed"),
+        (2, "ca..a=1, cb..b=1", 1, "not_recomputed"),
+    ]
+
+
+def test_unbalanced_groups(audit):
+    cols = ("group_id", "generation", "imbalance", "verdict", "best_assignor", "reason")
+    # groups with members now: empty-app is Empty and gone-app deleted; range, roundrobin and
+    # sticky all balance orders-app with one move (cooperative-sticky would leave m2 empty for a
+    # rebalance): the first by name
+    assert pick(audit["run"]("unbalanced_groups", min_imbalance=0), *cols) == [
+        ("orders-app", 2, 0, "matches", "range", "imbalance 0"),
+        ("stream-848", 2, 0, "not_recomputed", None, "imbalance 0"),
+    ]
+    assert audit["run"]("unbalanced_groups") == []
+
+
 # --- partition_owner_at ---------------------------------------------------------------------
 OWNER = (
     "topic",
@@ -708,6 +744,7 @@ def test_cli_list_query_json_and_errors(audit):
     assert listed.returncode == 0
     names = [line.split(":")[0] for line in listed.stdout.splitlines() if not line.startswith(" ")]
     assert names == [
+        "assignment_history",
         "commit_rate_per_hour",
         "committed_offset_as_of",
         "group_generation_history",
@@ -719,6 +756,7 @@ def test_cli_list_query_json_and_errors(audit):
         "lag_history",
         "offset_rewinds",
         "partition_owner_at",
+        "unbalanced_groups",
     ]
     assert "    --param at (timestamp) = now: " in listed.stdout
     assert cli(["--warehouse", wh, "no_such_query"]).returncode == 2

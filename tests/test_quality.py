@@ -109,6 +109,33 @@ EXPECTED_NAMES = {
         "checkpoint_not_behind_previous_version",
         "checkpoint_after_last_record",
     ],
+    "assignment_audit": [
+        "group_id_not_null",
+        "group_type_not_null",
+        "generation_not_null",
+        "member_count_not_null",
+        "members_not_null",
+        "topics_not_null",
+        "partitions_not_null",
+        "assigned_not_null",
+        "min_per_member_not_null",
+        "max_per_member_not_null",
+        "imbalance_not_null",
+        "unassigned_not_null",
+        "assigned_twice_not_null",
+        "verdict_not_null",
+        "racks_recorded_not_null",
+        "offsets_partition_not_null",
+        "log_offset_not_null",
+        "key_unique",
+        "verdict_known",
+        "group_type_known",
+        "imbalance_consistent",
+        "moved_non_negative",
+        "min_moves_non_negative",
+        "assignment_as_its_assignor_computes",
+        "no_partition_assigned_twice",
+    ],
 }
 # rows per table, counted from the log below
 EXPECTED_ROWS = {
@@ -120,6 +147,7 @@ EXPECTED_ROWS = {
     "expired_groups": 1,
     "quarantined_records": 0,
     "replay_checkpoints": 4,
+    "assignment_audit": 1,  # alpha's one generation
 }
 
 
@@ -330,6 +358,26 @@ def test_unknown_group_state_fails(spark, clean, tmp_path):
     )
     result = run_suites(spark, wh, partition_count=N, tables=["consumer_groups"])
     assert failures(result, "consumer_groups") == {"state_known": ("error", 1)}
+
+
+def test_assignment_audit_rules(spark, clean, tmp_path):
+    from pyspark.sql import functions as F
+
+    from lib.reporting.quality_suites import run_suites
+
+    wh = broken_copy(clean, tmp_path)
+    df = spark.read.format("delta").load(os.path.join(wh, "assignment_audit"))
+    assert [(r["group_id"], r["verdict"], r["imbalance"]) for r in df.collect()] == [("alpha", "matches", 0)]
+    # a leader's assignment that differs is a warning; an imbalance that is not max - min an error
+    overwrite(
+        spark, wh, "assignment_audit", df.withColumn("verdict", F.lit("differs")).withColumn("imbalance", F.lit(3))
+    )
+    result = run_suites(spark, wh, partition_count=N, tables=["assignment_audit"])
+    assert failures(result, "assignment_audit") == {
+        "imbalance_consistent": ("error", 1),
+        "assignment_as_its_assignor_computes": ("warning", 1),
+    }
+    assert not result.success
 
 
 def test_a_checkpoint_moving_backwards_fails(spark, clean, tmp_path):

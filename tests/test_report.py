@@ -271,7 +271,15 @@ def test_page_is_in_the_warehouse_and_self_contained(report):
     assert "url(http" not in html and "@import" not in html
     t = parse(html)
     assert sorted(set(t.hrefs)) == sorted(
-        {"#summary", "#quality", "#largest", "#expiring", "#groups", "../_quality/data_docs/index.html"}
+        {
+            "#summary",
+            "#quality",
+            "#largest",
+            "#expiring",
+            "#groups",
+            "#assignments",
+            "../_quality/data_docs/index.html",
+        }
     )
 
 
@@ -433,6 +441,33 @@ def run_chromium(exe: str, profile: str, *args: str) -> subprocess.CompletedProc
 
 
 @pytest.mark.spark
+def test_assignment_section(report):
+    data, path, _ = report
+    # neither group is flagged (orders' two partitions one each, clicks' one to r1): by name
+    assert [(a.group_id, a.assignor, a.generations, a.flag) for a in data.assignments] == [
+        ("orders-app", "range", 1, None),
+        ("reporting", "range", 1, None),
+    ]
+    assert [
+        (r.generation, r.per_member, r.imbalance, r.moved, r.min_moves, r.verdict)
+        for r in data.assignments[0].rebalances
+    ] == [(3, {"m1": 1, "m2": 1}, 0, None, None, "matches")]
+    t = parse(open(path, encoding="utf-8").read())
+    assert t.tables["assignment-table-0"][0] == [
+        "generation",
+        "at",
+        "members",
+        "imbalance",
+        "moved",
+        "fewest",
+        "unassigned",
+        "twice",
+        "verdict",
+    ]
+    assert body_rows(t, "assignment-table-0") == [["3", iso(NOW - 2 * DAY), "2", "0", "", "", "0", "0", "matches"]]
+
+
+@pytest.mark.spark
 def test_rendered_in_chromium(report, chromium, tmp_path):
     data, path, _ = report
     url = "file://" + os.path.abspath(path)
@@ -440,8 +475,11 @@ def test_rendered_in_chromium(report, chromium, tmp_path):
     assert dom.returncode == 0, dom.stderr[-2000:]
     t = parse(dom.stdout)
     groups = ["orders-app", "billing", "reporting", "standalone", "txn-group", "deadline", "orphaned"]
-    assert t.svg_titles == [f"{kind}: {g}" for g in groups for kind in ("Commit rate", "Committed offsets")]
-    assert dom.stdout.count('class="plot"') == 14
+    audited = ["orders-app", "reporting"]  # the groups with members in a generation
+    assert t.svg_titles == [f"{kind}: {g}" for g in groups for kind in ("Commit rate", "Committed offsets")] + [
+        f"{kind}: {g}" for g in audited for kind in ("Partitions per member", "Moves per rebalance")
+    ]
+    assert dom.stdout.count('class="plot"') == 18
     assert body_rows(t, "largest-commits") == ranked(groups)
     # the legend of orders-app's offsets plot names its two partitions (text kept as text)
     first_offsets_svg = dom.stdout.split('data-kind="committed-offsets"', 1)[1].split("</svg>", 1)[0]

@@ -7,7 +7,7 @@ import datetime as dt
 from html import escape
 
 from lib.reporting.model import DAY_MS, ReportData
-from lib.reporting.plots import commit_rate_svg, lag_svg, offsets_svg
+from lib.reporting.plots import commit_rate_svg, lag_svg, members_svg, moves_svg, offsets_svg
 
 CSS = """
 body { font-family: "DejaVu Sans", "Liberation Sans", Arial, sans-serif; margin: 24px 32px; color: #222;
@@ -24,6 +24,7 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .rankings { display: flex; flex-wrap: wrap; gap: 24px; }
 .ok { color: #1a7f37; font-weight: bold; }
 .fail { color: #c62828; font-weight: bold; }
+.warn { color: #b26a00; font-weight: bold; }
 .group { margin-bottom: 18px; }
 .plots { display: flex; flex-wrap: wrap; gap: 12px; }
 .plots figure { margin: 0; border: 1px solid #e3e3e3; padding: 4px; background: #fff; }
@@ -285,18 +286,75 @@ def groups_section(d: ReportData) -> str:
     return "".join(out)
 
 
+def assignments_section(d: ReportData) -> str:
+    out = ['<section id="assignments"><h2>Assignments</h2>']
+    if not d.assignments:
+        out.append("<p>No consumer group assignments in the log.</p></section>")
+        return "".join(out)
+    out.append(
+        '<p class="note">From assignment_audit: groups whose latest generation needs a look first (the '
+        "leader's assignment differs from what Kafka's Java assignor of that name computes from the same "
+        "subscriptions, partitions unassigned or assigned twice, an imbalance of 2 or more), then the most "
+        "rebalanced. Left: partitions per member at each generation. Right: partitions moved in each "
+        "rebalance, the fewest a balanced assignment could have moved, and what cooperative-sticky would "
+        "have moved from the same previous assignment. sql/audits/assignment_history.sql lists it all.</p>"
+    )
+    for i, a in enumerate(d.assignments):
+        shown = (
+            f"latest {len(a.rebalances)} of {a.generations}"
+            if a.generations > len(a.rebalances)
+            else str(a.generations)
+        )
+        flag = f' <span class="warn">{escape(a.flag)}</span>' if a.flag else ""
+        out.append(
+            f'<div class="group" id="assignment-{i}"><h3>{escape(a.group_id)}</h3>'
+            f'<p class="meta">{escape(a.group_type)} group, assignor {escape(a.assignor or "unknown")}, '
+            f'{shown} generations{flag}</p><div class="plots">'
+        )
+        out.append(f"<figure>{members_svg(a, i)}</figure>")
+        out.append(f"<figure>{moves_svg(a, i)}</figure>")
+        out.append("</div>")
+        rows = [
+            [
+                r.generation,
+                iso(r.at_ms),
+                len(r.per_member),
+                r.imbalance,
+                "" if r.moved is None else r.moved,
+                "" if r.min_moves is None else r.min_moves,
+                r.unassigned,
+                r.assigned_twice,
+                r.verdict,
+            ]
+            for r in reversed(a.rebalances[-5:])
+        ]
+        out.append(
+            table(
+                f"assignment-table-{i}",
+                ["generation", "at", "members", "imbalance", "moved", "fewest", "unassigned", "twice", "verdict"],
+                rows,
+                numeric={0, 2, 3, 4, 5, 6, 7},
+            )
+        )
+        out.append("</div>")
+    out.append("</section>")
+    return "".join(out)
+
+
 def render_html(d: ReportData) -> str:
     body = [
         "<h1>offsets-lake report</h1>",
         f'<p class="meta">Warehouse: <code>{escape(d.warehouse)}</code></p>',
         f'<p class="meta">As of {iso(d.now_ms)} &middot; generated {iso(d.generated_ms)}</p>',
         '<nav><a href="#summary">Summary</a><a href="#quality">Quality</a><a href="#largest">Largest groups</a>'
-        '<a href="#expiring">Expiring soon</a><a href="#groups">Groups over time</a></nav>',
+        '<a href="#expiring">Expiring soon</a><a href="#groups">Groups over time</a>'
+        '<a href="#assignments">Assignments</a></nav>',
         summary_section(d),
         quality_section(d),
         largest_section(d),
         expiring_section(d),
         groups_section(d),
+        assignments_section(d),
     ]
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'

@@ -15,6 +15,8 @@ MAX_BUCKETS = 72
 MAX_SERIES = 8
 MAX_BEHIND_PLOTS = 5  # groups furthest behind now, plotted before the top groups by commits
 MAX_EXPIRING_ROWS = 200
+MAX_ASSIGNMENT_GROUPS = 10  # groups with an assignment section: flagged ones first, then the most rebalanced
+MAX_GENERATIONS = 40  # the latest generations drawn per group
 REPORT_DIR = "report"
 QUALITY_DIR = "_quality"
 
@@ -40,6 +42,32 @@ class GroupPlot:
 
 
 @dataclass
+class Rebalance:
+    """One generation of a group's assignment (an assignment_audit row, trimmed)."""
+
+    generation: int
+    at_ms: int | None
+    per_member: dict[str, int]  # member (instance id, else member id) -> partitions
+    imbalance: int
+    moved: int | None
+    min_moves: int | None
+    what_if_moved: dict[str, int | None]  # Kafka assignor -> moves it would have made
+    unassigned: int
+    assigned_twice: int
+    verdict: str
+
+
+@dataclass
+class AssignmentPlot:
+    group_id: str
+    group_type: str
+    assignor: str | None
+    generations: int  # in the table; the latest MAX_GENERATIONS are drawn
+    rebalances: list[Rebalance]
+    flag: str | None  # why the group is listed first (its latest generation's problem), None when fine
+
+
+@dataclass
 class ReportData:
     warehouse: str
     now_ms: int
@@ -59,3 +87,4 @@ class ReportData:
     quality_error: str | None = None
     quality_docs_href: str | None = None
     notes: list[str] = field(default_factory=list)
+    assignments: list[AssignmentPlot] = field(default_factory=list)

@@ -17,7 +17,7 @@ from matplotlib import dates as mdates
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from lib.reporting.model import DAY_MS, HOUR_MS, GroupPlot
+from lib.reporting.model import DAY_MS, HOUR_MS, MAX_SERIES, AssignmentPlot, GroupPlot
 
 FIGSIZE = (5.8, 2.7)
 BAR_COLOR = "#4c72b0"
@@ -145,3 +145,84 @@ def lag_svg(plot: GroupPlot, index: int, in_time: bool) -> str:
     kind = "lag-time" if in_time else "lag-records"
     what = "Lag in time" if in_time else "Lag in records"
     return to_svg(fig, f"{what}: {plot.group_id}", f"{kind}{index}", kind)
+
+
+def _generation_axis(ax, plot: AssignmentPlot) -> None:
+    ax.set_xticks(range(len(plot.rebalances)), [str(r.generation) for r in plot.rebalances])
+    ax.xaxis.set_major_locator(MaxNLocator(nbins=12, integer=True))
+    ax.tick_params(axis="x", labelsize=7)
+    ax.set_xlabel("generation" if plot.group_type == "classic" else "assignment epoch", fontsize=8)
+    ax.grid(True, axis="y", color="#dddddd", linewidth=0.6)
+    ax.set_axisbelow(True)
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+
+
+def members_svg(plot: AssignmentPlot, index: int) -> str:
+    """Partitions per member, generation by generation: a stacked bar per generation, one colour
+    per member (instance id, else member id) over all generations drawn; the members beyond
+    MAX_SERIES (by partitions held) share one grey."""
+    fig = Figure(figsize=FIGSIZE, dpi=100, layout="constrained")
+    ax = fig.add_subplot()
+    totals: dict[str, int] = {}
+    for r in plot.rebalances:
+        for m, n in r.per_member.items():
+            totals[m] = totals.get(m, 0) + n
+    named = sorted(totals, key=lambda m: (-totals[m], m))[:MAX_SERIES]
+    xs = list(range(len(plot.rebalances)))
+    bottom = [0] * len(xs)
+    for m in named + ["other"]:
+        ys = [
+            r.per_member.get(m, 0) if m != "other" else sum(n for k, n in r.per_member.items() if k not in named)
+            for r in plot.rebalances
+        ]
+        if not any(ys):
+            continue
+        label = m if len(m) <= 28 else m[:25] + "..."
+        ax.bar(
+            xs,
+            ys,
+            bottom=bottom,
+            label=label,
+            color="#bbbbbb" if m == "other" else None,
+            edgecolor="white",
+            linewidth=0.3,
+        )
+        bottom = [b + y for b, y in zip(bottom, ys)]
+    ax.set_ylabel("partitions")
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_title("Partitions per member", fontsize=10, loc="left")
+    if named:
+        ax.legend(fontsize=6, loc="upper left", frameon=False, ncols=2 if len(named) > 4 else 1)
+    _generation_axis(ax, plot)
+    return to_svg(fig, f"Partitions per member: {plot.group_id}", f"members{index}", "members")
+
+
+def moves_svg(plot: AssignmentPlot, index: int) -> str:
+    """Partitions moved in each rebalance, next to the fewest a balanced assignment could have
+    moved and to what cooperative-sticky would have moved from the same previous assignment."""
+    fig = Figure(figsize=FIGSIZE, dpi=100, layout="constrained")
+    ax = fig.add_subplot()
+    xs = list(range(len(plot.rebalances)))
+    width = 0.28
+    series = (
+        ("moved", [r.moved for r in plot.rebalances], BAR_COLOR),
+        ("fewest possible", [r.min_moves for r in plot.rebalances], "#55a868"),
+        ("cooperative-sticky", [r.what_if_moved.get("cooperative-sticky") for r in plot.rebalances], LAG_COLOR),
+    )
+    drawn = False
+    for i, (label, ys, color) in enumerate(series):
+        points = [(x + (i - 1) * width, y) for x, y in zip(xs, ys) if y is not None]
+        if points:
+            ax.bar([x for x, _ in points], [y for _, y in points], width=width, label=label, color=color)
+            drawn = True
+    ax.set_ylim(bottom=0)
+    ax.set_ylabel("partitions moved")
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_title("Moves per rebalance", fontsize=10, loc="left")
+    if drawn:
+        ax.legend(fontsize=7, loc="upper left", frameon=False)
+    else:  # one generation: nothing to compare with yet
+        ax.text(0.5, 0.5, "no rebalance yet", transform=ax.transAxes, ha="center", va="center", color="#888888")
+    _generation_axis(ax, plot)
+    return to_svg(fig, f"Moves per rebalance: {plot.group_id}", f"moves{index}", "moves")

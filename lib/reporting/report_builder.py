@@ -24,6 +24,12 @@ What it shows, and how each number is computed:
   group's `current_state_timestamp` for an Empty classic group with a protocol type, and the
   offset's `commit_timestamp` otherwise. Groups due: `judge_groups` at the same horizon; a
   group's due time is that of its last offset to go (now, when it has none).
+- Assignments (`assignment_audit`): up to `MAX_ASSIGNMENT_GROUPS` groups, those whose latest
+  generation is flagged first (the leader's assignment differs from Kafka's assignor of that
+  name, a partition assigned twice or unassigned, an imbalance of 2 or more), then the most
+  rebalanced; per group its latest `MAX_GENERATIONS` generations: partitions per member, and the
+  partitions moved in each rebalance next to the fewest a balanced assignment could have moved
+  and to what cooperative-sticky would have moved from the same previous assignment.
 - Quality: WAREHOUSE/_quality/results.json (written by jobs/quality.py), with a link to
   WAREHOUSE/_quality/data_docs/index.html when that exists.
 """
@@ -40,14 +46,18 @@ from lib.reporting.model import (
     BUCKET_LADDER_MS,
     DAY_MS,
     HOUR_MS,
+    MAX_ASSIGNMENT_GROUPS,
     MAX_BEHIND_PLOTS,
     MAX_BUCKETS,
     MAX_EXPIRING_ROWS,
+    MAX_GENERATIONS,
     MAX_SERIES,
     MINUTE_MS,
     QUALITY_DIR,
     REPORT_DIR,
+    AssignmentPlot,
     GroupPlot,
+    Rebalance,
     ReportData,
     Series,
 )
@@ -136,6 +146,81 @@ def _ms(value) -> int | None:
             value = value.replace(tzinfo=dt.UTC)
         return int(value.timestamp() * 1000)
     return int(value)
+
+
+def _flag(row) -> str | None:
+    """Why a group's latest generation needs a look (as sql/audits/unbalanced_groups.sql says it)."""
+    if row["verdict"] == "differs":
+        return f"the leader's assignment differs from Kafka's {row['assignor']} assignor"
+    if row["twice"]:
+        return f"{row['twice']} partitions assigned twice"
+    if row["unassigned_n"]:
+        return f"{row['unassigned_n']} partitions unassigned"
+    if row["imbalance"] >= 2:
+        return f"imbalance {row['imbalance']}"
+    return None
+
+
+def collect_assignments(audit, limit: int = MAX_ASSIGNMENT_GROUPS) -> list[AssignmentPlot]:
+    """The groups of the assignment section: those whose latest generation is flagged first, then
+    the most rebalanced; each with its latest MAX_GENERATIONS generations (small, collected)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    def partitions(col):
+        return F.aggregate(col, F.lit(0), lambda acc, t: acc + F.size(t["partitions"]))
+
+    rows = audit.select(
+        "group_id",
+        "group_type",
+        "generation",
+        "at",
+        "assignor",
+        "members",
+        "imbalance",
+        "moved",
+        "min_moves",
+        "what_if",
+        "verdict",
+        "offsets_partition",
+        "log_offset",
+        partitions(F.col("unassigned")).alias("unassigned_n"),
+        partitions(F.col("assigned_twice")).alias("twice"),
+        F.count("*").over(Window.partitionBy("group_id")).alias("generations"),
+        F.row_number()
+        .over(Window.partitionBy("group_id").orderBy(F.col("at").desc_nulls_last(), F.col("log_offset").desc()))
+        .alias("age"),
+    )
+    latest = [r.asDict() for r in rows.where("age = 1").collect()]  # one row per group
+    for r in latest:
+        r["flag"] = _flag(r)
+    latest.sort(key=lambda r: (r["flag"] is None, -r["generations"], r["group_id"]))
+    chosen = {r["group_id"]: r for r in latest[:limit]}
+    if not chosen:
+        return []
+    history: dict[str, list[Rebalance]] = {g: [] for g in chosen}
+    kept = rows.where(F.col("group_id").isin(list(chosen)) & (F.col("age") <= MAX_GENERATIONS))
+    for r in kept.orderBy("group_id", "age").collect():
+        history[r["group_id"]].append(
+            Rebalance(
+                generation=r["generation"],
+                at_ms=_ms(r["at"]),
+                per_member={
+                    (m["group_instance_id"] or m["member_id"]): m["partition_count"] for m in r["members"] or []
+                },
+                imbalance=r["imbalance"],
+                moved=r["moved"],
+                min_moves=r["min_moves"],
+                what_if_moved={w["assignor"]: w["moved"] for w in r["what_if"] or []},
+                unassigned=r["unassigned_n"],
+                assigned_twice=r["twice"],
+                verdict=r["verdict"],
+            )
+        )
+    return [
+        AssignmentPlot(g, r["group_type"], r["assignor"], r["generations"], list(reversed(history[g])), r["flag"])
+        for g, r in chosen.items()
+    ]
 
 
 def _read_quality(warehouse: str) -> tuple[dict | None, str | None, str | None]:
@@ -383,6 +468,9 @@ def collect_report(
     expiring_groups = [r.asDict() for r in due_groups.orderBy("due_ms", "group_id").limit(MAX_EXPIRING_ROWS).collect()]
     due.unpersist()
 
+    audit = table("assignment_audit")
+    assignments = collect_assignments(audit) if audit is not None else []
+
     quality, quality_error, docs = _read_quality(warehouse)
     return ReportData(
         warehouse=storage.absolute(warehouse),
@@ -402,6 +490,7 @@ def collect_report(
         quality=quality,
         quality_error=quality_error,
         quality_docs_href=docs,
+        assignments=assignments,
     )
 
 

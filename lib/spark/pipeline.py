@@ -27,6 +27,7 @@ from lib.lake.worker_errors import worker_error_from
 from lib.replay.expiry import DEFAULT_RETENTION_MINUTES
 from lib.source.logdir import PartitionLog, segments_from
 from lib.source.topic_log import TopicPartitionLog
+from lib.spark.assignment import AssignmentResult
 from lib.spark.delta import (
     DataFile,
     commit_files,
@@ -60,6 +61,7 @@ class RunResult:
     took_over_lock: dict | None = None
     skipped_partitions: int = 0
     lag: LagResult | None = None  # the lag stage's, None when it did not run
+    assignment: AssignmentResult | None = None  # the assignment audit's
 
 
 @dataclass
@@ -144,6 +146,8 @@ def run_replay(
         _run_locked(spark, logs, warehouse, result, full, end_offsets)
         if lag and logs:
             result.lag = _run_lag_locked(spark, logs, warehouse, result, full)
+        if logs:
+            result.assignment = _run_assignment_locked(spark, logs, warehouse, result, full)
         return result
 
 
@@ -172,6 +176,16 @@ def _run_lag_locked(spark: SparkSession, logs, warehouse: str, result: RunResult
         raise
     result.stage_seconds.update(lag.stage_seconds)
     return lag
+
+
+def _run_assignment_locked(spark: SparkSession, logs, warehouse: str, result: RunResult, full: bool):
+    from lib.spark.assignment import run_assignment_stage
+
+    source = logs[0].path
+    log_dir = None if source.startswith("kafka://") else storage.dirname(source)
+    audit = run_assignment_stage(spark, warehouse, log_dir, result.run_id, full)
+    result.stage_seconds.update(audit.stage_seconds)
+    return audit
 
 
 def source_signature(log: PartitionLog | TopicPartitionLog) -> str | None:

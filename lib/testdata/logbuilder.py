@@ -54,10 +54,13 @@ def consumer_member(
     session_timeout: int = 45000,
     rebalance_timeout: int = 300000,
     protocol_version: int = 3,
+    owned_partitions: dict[str, list[int]] | None = None,
+    generation_id: int = -1,
 ) -> dict:
+    owned = [{"topic": t, "partitions": p} for t, p in (owned_partitions or {}).items()]
     sub = encode_subscription(
         protocol_version,
-        {"topics": topics, "userData": None, "ownedPartitions": [], "generationId": -1, "rackId": None},
+        {"topics": topics, "userData": None, "ownedPartitions": owned, "generationId": generation_id, "rackId": None},
     )
     asg = encode_assignment(
         protocol_version,

@@ -167,6 +167,51 @@ def _run_tool(
     return proc
 
 
+JAVA_ASSIGNORS = {
+    "range": "org.apache.kafka.clients.consumer.RangeAssignor",
+    "roundrobin": "org.apache.kafka.clients.consumer.RoundRobinAssignor",
+    "sticky": "org.apache.kafka.clients.consumer.StickyAssignor",
+    "cooperative-sticky": "org.apache.kafka.clients.consumer.CooperativeStickyAssignor",
+}
+
+
+def java_console_consumer(
+    jar_dir: str, work_dir: str, bootstrap: str, group: str, include: str, assignor: str, client_id: str
+) -> subprocess.Popen:
+    """A real Java consumer (Kafka's own kafka-console-consumer, a classic-protocol group member
+    using the Java client's `assignor`) subscribed to the topics matching `include`; it stays in
+    the group until terminated (SIGTERM: it closes and leaves the group)."""
+    log_opts = _write_log_config(jar_dir, work_dir, None, level="WARN")
+    main = _find_class(jar_dir, ["org.apache.kafka.tools.consumer.ConsoleConsumer", "kafka.tools.ConsoleConsumer"])
+    props = {
+        "partition.assignment.strategy": JAVA_ASSIGNORS[assignor],
+        "client.id": client_id,
+        "group.protocol": "classic",
+        "session.timeout.ms": "30000",
+        "heartbeat.interval.ms": "1000",
+    }
+    cmd = [
+        JAVA,
+        "-Xmx128m",
+        "-XX:+UseSerialGC",
+        "-XX:TieredStopAtLevel=1",
+        "-Djava.awt.headless=true",
+        *log_opts,
+        "-cp",
+        os.path.join(os.path.abspath(jar_dir), "*"),
+        main,
+        "--bootstrap-server",
+        bootstrap,
+        "--include",
+        include,
+        "--group",
+        group,
+        *[a for k, v in props.items() for a in ("--consumer-property", f"{k}={v}")],
+    ]
+    with open(os.path.join(work_dir, f"{client_id}.log"), "wb") as log:  # its warnings, for a failing test
+        return subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log)
+
+
 def dump_log_segments(jar_dir: str, files: list[str]) -> str:
     """Kafka's DumpLogSegments with --offsets-decoder over files; returns its stdout."""
     if not files:
