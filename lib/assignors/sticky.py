@@ -330,21 +330,28 @@ class _ConstrainedAssignmentBuilder:
         if not sorted_assigned:
             return [(topic, p) for topic in sorted_topics for p in range(self.partitions_per_topic[topic])]
         sorted_assigned.sort(key=tp_key)
-        unassigned: list[TopicPartition] = []
-        add_directly = False
-        assigned_iter = iter(sorted_assigned)
-        next_assigned = next(assigned_iter)
-        for topic in sorted_topics:
-            for p in range(self.partitions_per_topic[topic]):
-                if add_directly or next_assigned != (topic, p):
-                    unassigned.append((topic, p))
-                else:
-                    following = next(assigned_iter, None)
-                    if following is None:
-                        add_directly = True
-                    else:
-                        next_assigned = following
-        return unassigned
+        every = ((topic, p) for topic in sorted_topics for p in range(self.partitions_per_topic[topic]))
+        return _walk_unassigned(every, sorted_assigned)
+
+
+def _walk_unassigned(every: Iterable[TopicPartition], sorted_assigned: list[TopicPartition]) -> list[TopicPartition]:
+    """The two builders' getUnassignedPartitions walk: `every` partition in order, skipping the
+    next of `sorted_assigned` (non-empty, in the same order) whenever it comes up. It assumes
+    every assigned partition exists: one that does not stalls the pointer, as in Java."""
+    unassigned: list[TopicPartition] = []
+    add_directly = False
+    assigned_iter = iter(sorted_assigned)
+    next_assigned = next(assigned_iter)
+    for tp in every:
+        if add_directly or next_assigned != tp:
+            unassigned.append(tp)
+        else:
+            following = next(assigned_iter, None)
+            if following is None:
+                add_directly = True
+            else:
+                next_assigned = following
+    return unassigned
 
 
 class _SortedConsumers:
@@ -529,20 +536,7 @@ class _GeneralAssignmentBuilder:
             return self.sorted_all_partitions
         # PartitionComparator: topic's potential consumers, topic, partition
         sorted_assigned.sort(key=lambda tp: (len(self.topic_consumers[tp[0]]), java_str_key(tp[0]), tp[1]))
-        unassigned: list[TopicPartition] = []
-        add_directly = False
-        assigned_iter = iter(sorted_assigned)
-        next_assigned = next(assigned_iter)
-        for tp in self.sorted_all_partitions:
-            if add_directly or next_assigned != tp:
-                unassigned.append(tp)
-            else:
-                following = next(assigned_iter, None)
-                if following is None:
-                    add_directly = True
-                else:
-                    next_assigned = following
-        return unassigned
+        return _walk_unassigned(self.sorted_all_partitions, sorted_assigned)
 
     def _prepopulate_current_assignments(self, prev_assignment: dict[TopicPartition, tuple[str, int]]) -> None:
         """GeneralAssignmentBuilder.prepopulateCurrentAssignments: partitions members held in
