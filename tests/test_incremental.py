@@ -38,6 +38,17 @@ def test_incremental_runs_equal_one_full_run(spark, replay_logdir, tmp_path):
     assert {r["group_id"] for r in got["expired_groups"]} == {"old", "s"}
     cps = {r["offsets_partition"]: r["next_log_offset"] for r in rows(spark, str(incremental), "replay_checkpoints")}
     assert cps == {0: builders[0].next_offset, 1: builders[1].next_offset}
+    # the assignment audit, redone for the partitions each run moved, equals the full run's, and
+    # its last commit says which replay checkpoints its rows reflect
+    from lib.spark.assignment import audited_through
+    from lib.spark.delta import commit_history
+
+    def audit(wh):
+        return sorted(rows(spark, str(wh), "assignment_audit"), key=lambda r: (r["offsets_partition"], r["log_offset"]))
+
+    assert audit(incremental) == audit(full) != []
+    last = commit_history(None, str(incremental / "assignment_audit"), 1)[0][1]
+    assert audited_through(last) == cps
 
 
 def test_a_log_behind_its_checkpoint_needs_full(spark, replay_logdir, tmp_path):
