@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from lib.assignors import ASSIGNOR_NAMES, AssignorError, Subscription, TopicPartition, assign, encode_sticky_user_data
 from schemas.records import RecordType as R
@@ -105,16 +105,25 @@ def _what_if_subscriptions(
     assignors carry the previous generation's actual assignment (StickyAssignor in its user data,
     cooperative-sticky as owned partitions with the generation)."""
     subs = []
-    prev_generation = previous.generation if previous is not None else None
+    # Every member that held partitions held them in the same (previous) generation; the sticky
+    # assignors only compare generations with each other, so its number is immaterial, and one
+    # constant lets the remembered results serve every generation with the same assignment.
+    prev_generation = 1 if previous is not None else None
     for m in gen.members:
         held = tuple(sorted(prev_by_identity.get(m.identity, ())))
-        base = Subscription(m.member_id, m.topics, group_instance_id=m.group_instance_id, rack_id=m.rack_id)
-        if name == "sticky":
-            base = replace(base, user_data=encode_sticky_user_data(held, prev_generation) if held else None)
-        elif name == "cooperative-sticky":
-            base = replace(base, owned_partitions=held, generation_id=prev_generation if held else None)
-        subs.append(base)
+        owned: tuple[TopicPartition, ...] = ()
+        generation = user_data = None
+        if held and name == "sticky":
+            user_data = _sticky_user_data(held, prev_generation)
+        elif held and name == "cooperative-sticky":
+            owned, generation = held, prev_generation
+        subs.append(Subscription(m.member_id, m.topics, m.group_instance_id, owned, generation, m.rack_id, user_data))
     return subs
+
+
+@functools.lru_cache(maxsize=4096)
+def _sticky_user_data(held: tuple[TopicPartition, ...], generation: int | None) -> bytes:
+    return encode_sticky_user_data(held, generation)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -123,6 +132,14 @@ def _assign_cached(name: str, partitions: tuple[tuple[str, int], ...], subs: tup
     members rejoining), and every assignor is a pure function of them (the result is not changed
     by its users)."""
     return assign(name, dict(partitions), list(subs))
+
+
+def _assign_remembered(name: str, partitions: Mapping[str, int], subs: Sequence[Subscription]) -> dict:
+    """range and roundrobin read neither owned partitions, generation nor user data: left out,
+    the generations of a group with the same members share one remembered result."""
+    if name in ("range", "roundrobin"):
+        subs = [Subscription(s.member_id, s.topics, s.group_instance_id, rack_id=s.rack_id) for s in subs]
+    return _assign_cached(name, tuple(sorted(partitions.items())), tuple(subs))
 
 
 def audit_generation(gen: Generation, previous: Generation | None, known_partitions: Mapping[str, int]) -> dict:
@@ -205,7 +222,7 @@ def audit_generation(gen: Generation, previous: Generation | None, known_partiti
             subs = _what_if_subscriptions(name, gen, previous, prev_by_identity)
             counts = ppt
         try:
-            result = _assign_cached(name, tuple(sorted(counts.items())), tuple(subs))
+            result = _assign_remembered(name, counts, subs)
         except AssignorError:
             # Kafka's Java assignor throws on these subscriptions (e.g. a partition owned twice in
             # one generation): no leader running it made this assignment
