@@ -99,7 +99,8 @@ def main(argv=None) -> int:
     shutil.rmtree(warehouse, ignore_errors=True)
     settle_disk()
     t0 = time.monotonic()
-    result = run_replay(spark, find_partitions(cut_dir), warehouse, now_ms=now_ms, full=True)
+    # the replay alone, as before the assignment audit; the audit is measured on its own below
+    result = run_replay(spark, find_partitions(cut_dir), warehouse, now_ms=now_ms, full=True, assignments=False)
     wall = time.monotonic() - t0
     figures["replay_wall_s"] = (round(wall, 2), "s")
     for stage, seconds in result.stage_seconds.items():
@@ -132,15 +133,16 @@ def main(argv=None) -> int:
             shutil.copytree(after_full, warehouse)
         settle_disk()
         t0 = time.monotonic()
-        inc = run_replay(spark, find_partitions(log_dir), warehouse, now_ms=now_ms)
+        inc = run_replay(spark, find_partitions(log_dir), warehouse, now_ms=now_ms, assignments=False)
         inc_wall = time.monotonic() - t0
         assert inc.incremental
         settle_disk()
         t0 = time.monotonic()
-        noop = run_replay(spark, find_partitions(log_dir), warehouse, now_ms=now_ms)
+        noop = run_replay(spark, find_partitions(log_dir), warehouse, now_ms=now_ms, assignments=False)
         noop_wall = time.monotonic() - t0
         assert noop.records == 0, noop.records
         repeats.append((inc_wall, noop_wall, inc))
+    figures.update(bench_assignment_audit(spark, after_full, warehouse, log_dir, now_ms))
     shutil.rmtree(after_full)
     inc_wall, _, inc = sorted(repeats, key=lambda r: r[0])[len(repeats) // 2]
     noop_wall = sorted(r[1] for r in repeats)[len(repeats) // 2]
@@ -221,6 +223,35 @@ def segment_files(log_dir: str) -> list[str]:
     from lib.source.logdir import find_partitions
 
     return [seg.path for log in find_partitions(log_dir) for seg in log.segments]
+
+
+def bench_assignment_audit(spark, after_full: str, warehouse: str, log_dir: str, now_ms: int) -> dict:
+    """The assignment audit on its own: over the whole log after the full replay, then after the
+    incremental replay (it re-audits every offsets partition that has moved, whole)."""
+    from lib.source.logdir import find_partitions
+    from lib.spark.assignment import run_assignment_stage
+    from lib.spark.pipeline import new_run_id, run_replay
+
+    shutil.rmtree(warehouse)
+    shutil.copytree(after_full, warehouse)
+    settle_disk()
+    t0 = time.monotonic()
+    full = run_assignment_stage(spark, warehouse, None, new_run_id(), full=True)
+    full_wall = time.monotonic() - t0
+    run_replay(spark, find_partitions(log_dir), warehouse, now_ms=now_ms, assignments=False)
+    settle_disk()
+    t0 = time.monotonic()
+    inc = run_assignment_stage(spark, warehouse, None, new_run_id())
+    inc_wall = time.monotonic() - t0
+    return {
+        "assignment_audit_generations": (full.rows, "rows (generations) of the full log"),
+        "assignment_audit_full_s": (round(full_wall, 2), "s (whole log, after the full replay)"),
+        "assignment_audit_us_per_generation": (round(full_wall / max(full.rows, 1) * 1e6), "us wall"),
+        "assignment_audit_incremental_s": (
+            round(inc_wall, 2),
+            f"s (after the incremental replay: {len(inc.audited_partitions)} partitions re-audited whole)",
+        ),
+    }
 
 
 def bench_decode(log_dir: str, sample_records: int) -> dict:
@@ -317,6 +348,7 @@ def replay_process(log_dir: str, warehouse: str, now_ms: int) -> dict:
         "--now",
         str(now_ms),
         "--quiet",
+        "--skip-assignment-audit",  # the replay's own peaks (the audit is measured apart)
     ]
     peaks = {"jvm_mb": 0.0, "python_mb": 0.0, "worker_mb": 0.0}
     t0 = time.monotonic()

@@ -80,6 +80,12 @@ def parse_args(argv=None) -> argparse.Namespace:
         default=50,
         help="with --check: partition count of __consumer_offsets (default 50)",
     )
+    p.add_argument(
+        "--skip-assignment-audit",
+        action="store_true",
+        help="leave assignment_audit for a later run: it re-audits whole offsets partitions (about 0.17 ms per "
+        "generation), and the next run without this flag catches up on every partition left behind",
+    )
     p.add_argument("--quiet", action="store_true", help="print only the one-line result")
     return p.parse_args(argv)
 
@@ -124,6 +130,7 @@ def main(argv=None) -> int:
             full=args.full,
             lock_wait_seconds=args.lock_wait,
             on_corrupt=args.on_corrupt,
+            assignments=not args.skip_assignment_audit,
         )
     except ReplayError as e:
         return fail(str(e))

@@ -300,3 +300,23 @@ def test_an_optimized_state_table_is_read_and_carried(spark, replay_logdir, tmp_
     assert _offsets(spark, wh) == _expected_offsets({("g3", "t", 3): 999})
     assert {r["group_id"] for r in rows(spark, str(wh), "consumer_groups")} == {"g0", "g1", "g2", "g3"}
     assert len(rows(spark, str(wh), "group_fold_state")) == 4
+
+
+def test_a_run_that_skips_the_assignment_audit_leaves_it_to_the_next(spark, tmp_path):
+    from lib.source.logdir import find_partitions
+    from lib.spark.delta import table_exists
+    from lib.spark.pipeline import run_replay
+
+    log, wh = str(tmp_path / "log"), str(tmp_path / "wh")
+    PartitionLogBuilder(0).group("g", T, members=[consumer_member("m1", ["t"], {"t": [0]})]).write(log)
+    first = run_replay(spark, find_partitions(log), wh, NOW, assignments=False)
+    assert first.assignment is None and not table_exists(None, f"{wh}/assignment_audit")
+    # nothing new for the replay (its partition is skipped unread), but the audit catches up
+    second = run_replay(spark, find_partitions(log), wh, NOW)
+    assert second.skipped_partitions == 1 and second.assignment.audited_partitions == [0]
+    audit = rows(spark, wh, "assignment_audit")
+    assert [(r["group_id"], r["generation"], r["member_count"], r["verdict"]) for r in audit] == [
+        ("g", 1, 1, "matches")
+    ]
+    # and then nothing is left to do
+    assert run_replay(spark, find_partitions(log), wh, NOW).assignment.audited_partitions == []

@@ -126,6 +126,7 @@ def run_replay(
     lock_wait_seconds: float = 0.0,
     on_corrupt: str = "fail",
     lag: bool = True,
+    assignments: bool = True,
 ) -> RunResult:
     """Replay `logs` into the tables. Incremental unless `full` or a partition has no
     checkpoint yet: only records at or after each partition's checkpoint are read, and their
@@ -133,7 +134,9 @@ def run_replay(
     what is read from a live topic (partition -> first offset not to read). `on_corrupt`:
     "fail" stops at the first undecodable batch or record, changing nothing; "quarantine"
     keeps each in quarantined_records (with its bytes) and goes on. `lag`: then run the lag
-    stage (lib.spark.lag) on the consumed topics of the log dir or of the live cluster. Raises
+    stage (lib.spark.lag) on the consumed topics of the log dir or of the live cluster.
+    `assignments`: then audit the group assignments of the offsets partitions the audit is behind
+    on (lib.spark.assignment; a run without it leaves them for the next one). Raises
     WarehouseBusyError if another live run writes the warehouse."""
     if on_corrupt not in ("fail", "quarantine"):
         raise ValueError(f"on_corrupt must be fail or quarantine, not {on_corrupt!r}")
@@ -146,7 +149,7 @@ def run_replay(
         _run_locked(spark, logs, warehouse, result, full, end_offsets)
         if lag and logs:
             result.lag = _run_lag_locked(spark, logs, warehouse, result, full)
-        if logs:
+        if assignments and logs:
             result.assignment = _run_assignment_locked(spark, logs, warehouse, result, full)
         return result
 
