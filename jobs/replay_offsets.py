@@ -256,18 +256,9 @@ def _print_assignments(a: dict | None) -> None:
     print("  latest generation worth a look:")
     print(f"  {'group':<28} {'generation':>10} {'assignor':<18} {'members':>7} {'imbalance':>9}  why")
     for r in a["flagged"]:
-        why = (
-            f"differs from Kafka's {r['assignor']}"
-            if r["verdict"] == "differs"
-            else f"{r['twice']} assigned twice"
-            if r["twice"]
-            else f"{r['unassigned']} unassigned"
-            if r["unassigned"]
-            else "imbalance"
-        )
         print(
             f"  {r['group_id'][:28]:<28} {r['generation']:>10} {(r['assignor'] or '-')[:18]:<18} "
-            f"{r['member_count']:>7} {r['imbalance']:>9}  {why}"
+            f"{r['member_count']:>7} {r['imbalance']:>9}  {r['why']}"
         )
 
 

@@ -164,6 +164,7 @@ def audit_generation(gen: Generation, previous: Generation | None, known_partiti
             for tp in pm.assignment:
                 prev_owner.setdefault(tp, pm.identity)
 
+    moved = moves(prev_owner, owners, universe) if previous is not None else None
     row = {
         "group_id": gen.group_id,
         "group_type": gen.group_type,
@@ -191,7 +192,7 @@ def audit_generation(gen: Generation, previous: Generation | None, known_partiti
         "min_per_member": min(sizes),
         "max_per_member": max(sizes),
         "imbalance": max(sizes) - min(sizes),
-        "moved": moves(prev_owner, owners, universe) if previous is not None else None,
+        "moved": moved,
         "min_moves": min_moves(prev_owner, gen.members, universe) if previous is not None else None,
         "unassigned": _sorted_tps(universe - owners.keys()),
         "assigned_twice": _sorted_tps(tp for tp, who in owners.items() if len(who) > 1),
@@ -257,7 +258,7 @@ def audit_generation(gen: Generation, previous: Generation | None, known_partiti
                 same_counts = sorted(len(set(m.assignment)) for m in gen.members) == sorted(
                     len(result.get(m.member_id, ())) for m in gen.members
                 )
-                same_moves = moves(prev_owner, owners, universe) == moves(prev_owner, their_owners, universe)
+                same_moves = (moved or 0) == moves(prev_owner, their_owners, universe)
                 equivalent = same_counts and same_moves and len(owners) == len(their_owners)
                 row["verdict"] = "equivalent" if equivalent else "differs"
             row["differing_members"] = differing

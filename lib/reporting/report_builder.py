@@ -148,27 +148,13 @@ def _ms(value) -> int | None:
     return int(value)
 
 
-def _flag(row) -> str | None:
-    """Why a group's latest generation needs a look (as sql/audits/unbalanced_groups.sql says it)."""
-    if row["verdict"] == "differs":
-        return f"the leader's assignment differs from Kafka's {row['assignor']} assignor"
-    if row["twice"]:
-        return f"{row['twice']} partitions assigned twice"
-    if row["unassigned_n"]:
-        return f"{row['unassigned_n']} partitions unassigned"
-    if row["imbalance"] >= 2:
-        return f"imbalance {row['imbalance']}"
-    return None
-
-
 def collect_assignments(audit, limit: int = MAX_ASSIGNMENT_GROUPS) -> list[AssignmentPlot]:
     """The groups of the assignment section: those whose latest generation is flagged first, then
     the most rebalanced; each with its latest MAX_GENERATIONS generations (small, collected)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    def partitions(col):
-        return F.aggregate(col, F.lit(0), lambda acc, t: acc + F.size(t["partitions"]))
+    from lib.spark.assignment import partitions_in, why_flagged
 
     rows = audit.select(
         "group_id",
@@ -184,8 +170,8 @@ def collect_assignments(audit, limit: int = MAX_ASSIGNMENT_GROUPS) -> list[Assig
         "verdict",
         "offsets_partition",
         "log_offset",
-        partitions(F.col("unassigned")).alias("unassigned_n"),
-        partitions(F.col("assigned_twice")).alias("twice"),
+        partitions_in("unassigned").alias("unassigned_n"),
+        partitions_in("assigned_twice").alias("twice"),
         F.count("*").over(Window.partitionBy("group_id")).alias("generations"),
         F.row_number()
         .over(Window.partitionBy("group_id").orderBy(F.col("at").desc_nulls_last(), F.col("log_offset").desc()))
@@ -193,7 +179,7 @@ def collect_assignments(audit, limit: int = MAX_ASSIGNMENT_GROUPS) -> list[Assig
     )
     latest = [r.asDict() for r in rows.where("age = 1").collect()]  # one row per group
     for r in latest:
-        r["flag"] = _flag(r)
+        r["flag"] = why_flagged(r)
     latest.sort(key=lambda r: (r["flag"] is None, -r["generations"], r["group_id"]))
     chosen = {r["group_id"]: r for r in latest[:limit]}
     if not chosen:

@@ -160,6 +160,25 @@ def run_assignment_stage(
     return result
 
 
+def partitions_in(col: str) -> Column:
+    """How many partitions a topic-partitions list column (unassigned, assigned_twice) holds."""
+    return F.aggregate(F.col(col), F.lit(0), lambda acc, t: acc + F.size(t["partitions"]))
+
+
+def why_flagged(row) -> str | None:
+    """Why a group's latest generation needs a look (as sql/audits/unbalanced_groups.sql says
+    it), from its verdict, assignor, imbalance and `unassigned_n` / `twice` counts; None when fine."""
+    if row["verdict"] == "differs":
+        return f"the leader's assignment differs from Kafka's {row['assignor']} assignor"
+    if row["twice"]:
+        return f"{row['twice']} partitions assigned twice"
+    if row["unassigned_n"]:
+        return f"{row['unassigned_n']} partitions unassigned"
+    if row["imbalance"] >= 2:
+        return f"imbalance {row['imbalance']}"
+    return None
+
+
 def assignment_summary(spark: SparkSession, warehouse: str, limit: int = 8) -> dict:
     """Verdict counts over every audited generation, and the groups whose latest generation
     needs a look (unassigned or twice-assigned partitions, an imbalance of 2 or more, an
@@ -169,9 +188,6 @@ def assignment_summary(spark: SparkSession, warehouse: str, limit: int = 8) -> d
         return {"verdicts": {}, "groups": 0, "flagged": []}
     audit = spark.read.format("delta").load(path)
     verdicts = {r["verdict"]: r["n"] for r in audit.groupBy("verdict").agg(F.count("*").alias("n")).collect()}
-
-    def partitions(col: str) -> Column:
-        return F.aggregate(F.col(col), F.lit(0), lambda acc, t: acc + F.size(t["partitions"]))
 
     latest = (
         audit.withColumn("_n", F.row_number().over(Window.partitionBy("group_id").orderBy(F.col("log_offset").desc())))
@@ -184,15 +200,15 @@ def assignment_summary(spark: SparkSession, warehouse: str, limit: int = 8) -> d
             "imbalance",
             "moved",
             "verdict",
-            partitions("unassigned").alias("unassigned"),
-            partitions("assigned_twice").alias("twice"),
+            partitions_in("unassigned").alias("unassigned_n"),
+            partitions_in("assigned_twice").alias("twice"),
         )
     )
     groups = latest.count()
     flagged = (
-        latest.where("verdict = 'differs' OR unassigned > 0 OR twice > 0 OR imbalance >= 2")
-        .orderBy(F.col("verdict") == "differs", "twice", "unassigned", "imbalance", ascending=False)
+        latest.where("verdict = 'differs' OR unassigned_n > 0 OR twice > 0 OR imbalance >= 2")
+        .orderBy(F.col("verdict") == "differs", "twice", "unassigned_n", "imbalance", ascending=False)
         .limit(limit)
         .collect()
     )
-    return {"verdicts": verdicts, "groups": groups, "flagged": [r.asDict() for r in flagged]}
+    return {"verdicts": verdicts, "groups": groups, "flagged": [r.asDict() | {"why": why_flagged(r)} for r in flagged]}
