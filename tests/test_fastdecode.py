@@ -8,6 +8,7 @@ the fast path's rows against values worked out by hand."""
 
 from __future__ import annotations
 
+import datetime as dt
 import glob
 import os
 import struct
@@ -103,7 +104,7 @@ def rich_log(b: PartitionLogBuilder) -> PartitionLogBuilder:
     b.commit(g, "t", 5, 15, T + 5, version=3, leader_epoch=9, metadata="x" * 5000)
     b.commit(g, "t", 6, 16, T + 6, version=4, topic_id=TOPIC_ID, metadata="ü€😀")
     b.commit(g, "t", 7, 17, T + 7, version=4)
-    b.commit(g, "t", 8, 18, -5, version=3)  # negative timestamps -> null
+    b.commit(g, "t", 8, 18, -5, version=3)  # a negative timestamp is an instant before 1970
     b.commit("grüppe-😀", "tøpic", 0, 5, T, record_type=0, version="legacy")
     b.offset_tombstone(g, "t", 0, T + 8)
     b.offset_tombstone(g, "t", 1, T + 9, record_type=0)
@@ -245,7 +246,8 @@ def test_rich_log_rows_hand_checked(rich):
     assert by_offset[1005]["metadata"] == "x" * 5000
     assert (by_offset[1006]["topic_id"], by_offset[1006]["metadata"]) == (TOPIC_ID, "ü€😀")
     assert by_offset[1007]["topic_id"] is None
-    assert by_offset[1008]["log_timestamp"] is None and by_offset[1008]["commit_timestamp"] is None
+    before_1970 = dt.datetime(1969, 12, 31, 23, 59, 59, 995000, tzinfo=dt.UTC)
+    assert by_offset[1008]["log_timestamp"] == before_1970 == by_offset[1008]["commit_timestamp"]
     r = by_offset[1009]
     assert (r["record_type"], r["record_type_name"], r["group_id"], r["topic"]) == (
         0,
@@ -421,7 +423,7 @@ def commit_records(draw):
     offset = draw(st.integers(-(2**63), 2**63 - 1))
     epoch = draw(st.sampled_from((-1, 0, 7, 2**31 - 1)))
     meta = draw(_text).encode("utf-8")
-    ts = draw(st.sampled_from((-1, 0, T, 2**62, 9_223_372_036_854_775)))
+    ts = draw(st.sampled_from((-1, -5, 0, T, 2**62, 9_223_372_036_854_775, -(2**63))))
     value = struct.pack(">hq", version, offset)
     if version >= 3:
         value += struct.pack(">i", epoch)
@@ -431,7 +433,7 @@ def commit_records(draw):
         value += struct.pack(">h", len(meta)) + meta
     value += struct.pack(">q", ts)
     if version == 1:
-        value += struct.pack(">q", draw(st.sampled_from((-1, T, 2**40))))
+        value += struct.pack(">q", draw(st.sampled_from((-1, -2, T, 2**40, -(2**63)))))
     if version >= 4:
         tags = draw(st.lists(st.tuples(st.sampled_from((0, 1, 5)), st.binary(min_size=16, max_size=16)), max_size=2))
         value += bytes([len(tags)])
@@ -458,7 +460,7 @@ def logs(draw):
         recs = draw(st.lists(commit_records(), min_size=0 if kind == 1 else 1, max_size=5))
         if kind == 2:
             recs.append((group_key("gm"), group_metadata_value(generation=1, members=[])))
-        ts = draw(st.sampled_from((-1, T)))
+        ts = draw(st.sampled_from((-1, -7, T)))
         if not recs:
             data += encode_batch(offset, [], last_offset_delta=draw(st.integers(0, 3)))
             offset += 1

@@ -106,7 +106,8 @@ def codec_only_decode_errors(fn, *args):
 names = st.text(max_size=12)
 int32s = st.integers(*INT32)
 int64s = st.integers(*INT64)
-timestamps = st.one_of(st.just(-1), st.integers(0, 2**43))  # -1 = none, else up to year 2248
+# -1 = none (expire and state timestamps; a commit's -1 is an instant), else 1691 to 2248
+timestamps = st.one_of(st.just(-1), st.integers(-(2**43), 2**43))
 uuids = st.binary(min_size=16, max_size=16).map(uuid_text)
 
 _PRIMS = {
@@ -162,7 +163,7 @@ def offset_commit(draw):
         "committed_offset": data["offset"],
         "metadata": data["metadata"],
         "leader_epoch": None if leader_epoch == -1 else leader_epoch,
-        "commit_timestamp": ms_to_us(data["commitTimestamp"]),
+        "commit_timestamp": data["commitTimestamp"] * 1000,
         "expire_timestamp": ms_to_us(expire),
         "topic_id": topic_id,
         "is_tombstone": False,
@@ -171,7 +172,8 @@ def offset_commit(draw):
 
 
 def ms_to_us(ms: int):
-    return None if ms < 0 else ms * 1000
+    """An expire or state timestamp: only Kafka's -1 means none."""
+    return None if ms == -1 else ms * 1000
 
 
 @st.composite
@@ -285,7 +287,7 @@ def group_metadata(draw, max_members: int = 3):
             "generation": data["generation"],
             "protocol": data["protocol"],
             "leader": data["leader"],
-            "current_state_timestamp": (None if state_ts < 0 else EPOCH + dt.timedelta(milliseconds=state_ts)),
+            "current_state_timestamp": (None if state_ts == -1 else EPOCH + dt.timedelta(milliseconds=state_ts)),
             "members": expected_members,
         },
     }

@@ -6,6 +6,7 @@ worked out by hand from the spec."""
 
 from __future__ import annotations
 
+import datetime as dt
 import struct
 
 import pytest
@@ -142,6 +143,27 @@ def build(s: Scenario) -> None:
     s.on(g).commit(g, "t", 0, 1, RECENT, version=1, expire_ts=NOW - 1000)
     g = "expire-ts-future"
     s.on(g).commit(g, "t", 0, 1, NOW - 30 * DAY, version=1, expire_ts=NOW + 1000)
+
+    # Timestamps as Kafka holds them (spec 4.7): the raw long. Only -1 means "absent" for an
+    # expire or state timestamp; a commit timestamp has no sentinel at all.
+    def commit_at(g, commit_ts, topic="t", **kw):
+        s.on(g).batch([(offset_commit_key(g, topic, 0), offset_commit_value(1, commit_ts, **kw), RECENT)])
+
+    commit_at("commit-ts-negative", -5)  # OffsetCommit v1 let clients pick it: now - (-5) >= retention
+    commit_at("commit-ts-minus-one", -1)  # not a sentinel for commits
+    commit_at("commit-ts-before-year-one", -(10**17))  # beyond a Spark TIMESTAMP: held as 0001-01-02
+    commit_at("commit-ts-after-year-9999", 10**17)  # held as 9999-12-31T23:59:59.999, never due
+    g = "commit-ts-negative-subscribed"  # a Stable group keeps its subscribed topics whatever the age
+    s.on(g).group(g, RECENT, generation=1, members=[consumer_member("m1", ["in"], {"in": [0]})])
+    commit_at(g, -5, topic="in")
+    commit_at("expire-ts-minus-two", RECENT, version=1, expire_ts=-2)  # a real instant, long past
+    commit_at("expire-ts-minus-one", RECENT, version=1, expire_ts=-1)  # absent: commit + retention
+    g = "state-ts-negative"  # an Empty group's state timestamp of -2 is an instant, base of expiry
+    commit_at(g, RECENT)
+    s.on(g).group(g, RECENT, generation=2, state_ts=-2, members=[])
+    g = "state-ts-minus-one"  # -1: no state timestamp, the commit's time is the base
+    commit_at(g, RECENT)
+    s.on(g).group(g, RECENT, generation=2, state_ts=-1, members=[])
 
     g = "group-v0"
     s.on(g).group(g, RECENT, version=0, members=[consumer_member("m1", ["t"], {"t": [0]}, session_timeout=10000)])
@@ -474,6 +496,61 @@ def test_simple_group_expires_by_commit_time_and_is_deleted(tables):
 def test_explicit_expire_timestamp_overrides_retention(tables):
     assert offsets_of(tables, "expire-ts-past", "expired_offsets") == {("t", 0): 1}
     assert offsets_of(tables, "expire-ts-future") == {("t", 0): 1}
+
+
+def at_ms(ms):
+    """The instant as PySpark's collect() gives it (naive, local time: UTC here, conf/spark.conf)."""
+    return dt.datetime(1970, 1, 1) + dt.timedelta(milliseconds=ms)
+
+
+def offset_row(tables, group, table):
+    found = [r for r in tables[table] if r["group_id"] == group]
+    assert len(found) == 1, found
+    return found[0]
+
+
+def test_negative_commit_timestamp_is_kept_and_expires_at_once(tables):
+    row = offset_row(tables, "commit-ts-negative", "expired_offsets")
+    assert row["commit_timestamp"] == at_ms(-5) == dt.datetime(1969, 12, 31, 23, 59, 59, 995000)
+    assert row["expire_timestamp"] is None
+    assert offsets_of(tables, "commit-ts-negative") == {}
+    assert group_row(tables, "commit-ts-negative", "expired_groups")["group_type"] == "classic"
+    assert offset_row(tables, "commit-ts-minus-one", "expired_offsets")["commit_timestamp"] == at_ms(-1)
+
+
+def test_negative_commit_timestamp_in_the_log(tables):
+    by_group = {r["group_id"]: r for r in tables["offsets_log"] if r["record_type"] == 1}
+    assert by_group["commit-ts-negative"]["commit_timestamp"] == at_ms(-5)
+    assert by_group["commit-ts-minus-one"]["commit_timestamp"] == at_ms(-1)
+    assert by_group["commit-ts-before-year-one"]["commit_timestamp"] == dt.datetime(1, 1, 2)
+    assert by_group["commit-ts-after-year-9999"]["commit_timestamp"] == dt.datetime(9999, 12, 31, 23, 59, 59, 999000)
+    assert by_group["expire-ts-minus-two"]["expire_timestamp"] == at_ms(-2)
+    assert by_group["expire-ts-minus-one"]["expire_timestamp"] is None
+
+
+def test_timestamps_beyond_spark_range_expire_as_their_raw_value(tables):
+    assert offsets_of(tables, "commit-ts-before-year-one", "expired_offsets") == {("t", 0): 1}
+    assert offsets_of(tables, "commit-ts-after-year-9999") == {("t", 0): 1}
+
+
+def test_negative_commit_timestamp_of_a_subscribed_topic_is_not_eligible(tables):
+    row = offset_row(tables, "commit-ts-negative-subscribed", "group_offsets")
+    assert (row["topic"], row["committed_offset"], row["commit_timestamp"]) == ("in", 1, at_ms(-5))
+
+
+def test_only_minus_one_means_no_expire_timestamp(tables):
+    row = offset_row(tables, "expire-ts-minus-two", "expired_offsets")
+    assert row["expire_timestamp"] == at_ms(-2)
+    assert offsets_of(tables, "expire-ts-minus-one") == {("t", 0): 1}
+    assert offset_row(tables, "expire-ts-minus-one", "group_offsets")["expire_timestamp"] is None
+
+
+def test_only_minus_one_means_no_state_timestamp(tables):
+    assert offsets_of(tables, "state-ts-negative", "expired_offsets") == {("t", 0): 1}
+    assert group_row(tables, "state-ts-negative") is None
+    assert group_row(tables, "state-ts-negative", "expired_groups")["current_state_timestamp"] == at_ms(-2)
+    assert offsets_of(tables, "state-ts-minus-one") == {("t", 0): 1}
+    assert group_row(tables, "state-ts-minus-one")["current_state_timestamp"] is None
 
 
 def test_v0_member_without_rebalance_timeout_uses_session_timeout(tables):

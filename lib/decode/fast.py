@@ -38,7 +38,7 @@ from lib.decode.numba_bytes import i32 as _i32
 from lib.decode.numba_bytes import i64 as _i64
 from lib.decode.numba_bytes import u64 as _u64
 from lib.decode.rows import SCHEMA, PythonDecoder, _Columns
-from lib.decode.values import MAX_TIMESTAMP_MS
+from lib.decode.values import MAX_TIMESTAMP_MS, MIN_TIMESTAMP_MS
 from lib.numba_cache import use_stable_zip_cache
 from schemas.records import CONTROL_TYPES, RECORD_TYPES, RecordType
 
@@ -652,17 +652,18 @@ def _gather(seg, extra, offs, lens, keep):
 
 
 @njit(cache=True, nogil=True)
-def _timestamps(values, keep, cap, scale):
-    """lib.decode.values' rule for a timestamp column (clamp_ms): null where negative (or not `keep`),
-    capped at `cap` ms, then times `scale` (1000 for microseconds). Values and validity bitmap."""
+def _timestamps(values, keep, optional, lo, hi, scale):
+    """lib.decode.values' rule for a timestamp column (instant_ms, or optional_ms when
+    `optional`): null where not `keep` or, when optional, -1; held within [lo, hi] ms, then
+    times `scale` (1000 for microseconds). Values and validity bitmap."""
     n = len(values)
     out = np.zeros(n, np.int64)
     bitmap = np.zeros((n + 7) >> 3, np.uint8)
     nulls = 0
     for i in range(n):
         v = values[i]
-        if keep[i] and v >= 0:
-            out[i] = (v if v < cap else cap) * scale
+        if keep[i] and not (optional and v == -1):
+            out[i] = (lo if v < lo else hi if v > hi else v) * scale
             bitmap[i >> 3] |= np.uint8(1 << (i & 7))
         else:
             nulls += 1
@@ -759,12 +760,13 @@ def _num(values: np.ndarray, typ, valid=None):
     return pa.array(values, typ, mask=~valid)
 
 
-def _ts(values: np.ndarray, keep: np.ndarray, field_type):
-    """ms since the epoch as the column's timestamp type, by lib.decode.values' rule (clamp_ms): null
-    when negative, and capped at the last instant a Spark TIMESTAMP holds."""
+def _ts(values: np.ndarray, keep: np.ndarray, field_type, optional: bool):
+    """ms since the epoch as the column's timestamp type, by lib.decode.values' rule: the
+    instant, held within Spark's range; null where not `keep`, and for Kafka's -1 sentinel
+    when `optional` (instant_ms / optional_ms)."""
 
     micros = field_type == pa.timestamp("us", tz="UTC")
-    out, bitmap, nulls = _timestamps(values, keep, MAX_TIMESTAMP_MS, 1000 if micros else 1)
+    out, bitmap, nulls = _timestamps(values, keep, optional, MIN_TIMESTAMP_MS, MAX_TIMESTAMP_MS, 1000 if micros else 1)
     arr = pa.Array.from_buffers(
         field_type if micros else pa.timestamp("ms", tz="UTC"),
         len(values),
@@ -931,9 +933,9 @@ class _Rows:
         lepoch = self.lepoch[s]
         cols["leader_epoch"] = _num(lepoch, pa.int32(), oc & (lepoch != -1))
         cols["metadata"] = _varwidth(pa.string(), seg, extra, self.meta_off[s], self.meta_len[s], oc)
-        cols["log_timestamp"] = _ts(self.ts[s], every, schema.field("log_timestamp").type)
-        cols["commit_timestamp"] = _ts(self.cts[s], oc, schema.field("commit_timestamp").type)
-        cols["expire_timestamp"] = _ts(self.ets[s], oc, schema.field("expire_timestamp").type)
+        cols["log_timestamp"] = _ts(self.ts[s], every, schema.field("log_timestamp").type, True)
+        cols["commit_timestamp"] = _ts(self.cts[s], oc, schema.field("commit_timestamp").type, False)
+        cols["expire_timestamp"] = _ts(self.ets[s], oc, schema.field("expire_timestamp").type, True)
         tid = np.where(oc, self.tid[s], -1)
         cols["topic_id"] = _uuids(seg, extra, tid)
         gm_type = schema.field("group_metadata").type

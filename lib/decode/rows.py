@@ -24,7 +24,7 @@ from lib.codec.serde import (
     value_version,
 )
 from lib.decode.group_metadata import group_metadata as fast_group_metadata
-from lib.decode.values import clamp_ms, decode_consumer_member, member_row, micros
+from lib.decode.values import decode_consumer_member, instant_ms, member_row, micros, optional_ms
 from schemas.records import CONTROL_TYPES, OFFSET_COMMIT_TYPES, RECORD_TYPES, RecordType
 from schemas.tables import OFFSETS_LOG
 
@@ -89,7 +89,7 @@ def _append_record(cols: dict, partition: int, batch: Batch, rec, segment_file: 
     c = cols
     c["offsets_partition"].append(partition)
     c["log_offset"].append(offset)
-    c["log_timestamp"].append(clamp_ms(timestamp))
+    c["log_timestamp"].append(optional_ms(timestamp))
     c["batch_base_offset"].append(batch.base_offset)
     c["magic"].append(batch.magic)
     c["compression"].append(CODEC_NAMES.get(batch.compression, str(batch.compression)))
@@ -132,8 +132,8 @@ def _append_record(cols: dict, partition: int, batch: Batch, rec, segment_file: 
                     version, committed, metadata = oc.version, oc.offset, oc.metadata
                     leader_epoch = None if oc.leader_epoch == -1 else oc.leader_epoch
                     commit_ts, expire_ts, topic_id = (
-                        clamp_ms(oc.commit_timestamp),
-                        clamp_ms(oc.expire_timestamp),
+                        instant_ms(oc.commit_timestamp),
+                        optional_ms(oc.expire_timestamp),
                         oc.topic_id,
                     )
             elif value is not None:

@@ -9,23 +9,40 @@ import base64
 from lib.codec.errors import DecodeError
 from lib.codec.serde import decode_assignment, decode_subscription
 
-# The latest instant Spark's TIMESTAMP supports (9999-12-31T23:59:59.999Z; Python's datetime
-# ends there too), in ms. Kafka takes any int64 (clients chose commit timestamps in OffsetCommit
-# v1, and expiry through retention times); a later timestamp is stored as this instant, which
-# compares with any real "now" as the true value does, so expiry decides alike. raw_value keeps
-# the exact bytes.
-MAX_TIMESTAMP_MS = 253_402_300_799_999
+# Kafka's timestamps are any int64 (ms since the epoch): clients chose commit timestamps in
+# OffsetCommit v1, retention times set expiries, and the coordinator compares the raw longs
+# (OffsetExpirationConditionImpl: now >= expireTimestamp, now - base >= retention). A TIMESTAMP
+# column holds that instant, before 1970 included. Beyond what PySpark can read back it holds
+# the bound (the start is a day into year 1: collect() makes a local datetime by probing a day
+# either side, and fails on 0001-01-01 itself); any real "now" compares with the bound as with
+# the true value, so expiry decides alike. The one exception, a base within "now" ms of
+# Long.MIN_VALUE, where Java's subtraction overflows and Kafka never expires the offset, is in
+# the README. raw_value keeps the exact bytes.
+MIN_TIMESTAMP_MS = -62_135_510_400_000  # 0001-01-02T00:00:00.000Z
+MAX_TIMESTAMP_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
+# RecordBatch.NO_TIMESTAMP, and the sentinel of an OffsetCommitValue's expireTimestamp and a
+# GroupMetadataValue's currentStateTimestamp (Utils.ofSentinel, ClassicGroup.fromRecord): only
+# -1 means "none"; any other negative value is an instant.
+NO_TIMESTAMP = -1
 
 
-def clamp_ms(value: int) -> int | None:
-    if value is None or value < 0:
+def instant_ms(value: int) -> int:
+    """A timestamp that is always there (a commit's): its instant, within Spark's range."""
+    return MIN_TIMESTAMP_MS if value < MIN_TIMESTAMP_MS else MAX_TIMESTAMP_MS if value > MAX_TIMESTAMP_MS else value
+
+
+def optional_ms(value: int | None) -> int | None:
+    """A timestamp with Kafka's -1 sentinel (record, expire and state timestamps): None for -1
+    (or no value at all), else its instant."""
+    if value is None or value == NO_TIMESTAMP:
         return None
-    return value if value <= MAX_TIMESTAMP_MS else MAX_TIMESTAMP_MS
+    return instant_ms(value)
 
 
-def micros(ms: int) -> int | None:
-    clamped = clamp_ms(ms)
-    return None if clamped is None else clamped * 1000
+def micros(ms: int | None) -> int | None:
+    """optional_ms in µs, as a TIMESTAMP inside a struct is built."""
+    held = optional_ms(ms)
+    return None if held is None else held * 1000
 
 
 def member_row(
