@@ -169,6 +169,53 @@ def test_truncated_tail_is_ignored_and_reported(spark, good_run):
     assert cps == {0: (2, 0), 1: (1, 42)}
 
 
+def test_preallocated_segment_is_read_up_to_its_zeros(spark, good_run):
+    """log.preallocate=true: the active segment is created at its full size and filled from the
+    front; a crash (or a copy of a running broker's log dir) leaves the zeros after the data."""
+    logs, wh, b0, b1, versions, before = good_run
+    path = str(logs / "__consumer_offsets-1" / "00000000000000000000.log")
+    written = os.path.getsize(path)
+    os.truncate(path, 1 << 20)  # the zeros of a preallocated 1 MiB segment
+    assert run_job("--input", logs, "--warehouse", wh) == 0
+    assert (
+        rows(spark, str(wh), "replay_checkpoints", ("offsets_partition",))[1]["trailing_bytes"] == (1 << 20) - written
+    )
+
+    # the broker writes on into the zeros: the next run reads from where the data ended
+    b1.commit("g1", "t", 1, 4, T0)  # offset 1
+    with open(path, "r+b") as f:
+        f.seek(written)
+        f.write(b1.segments[0][1][written:])
+    grown = len(b1.segments[0][1])
+    assert os.path.getsize(path) == 1 << 20 and grown > written
+    assert run_job("--input", logs, "--warehouse", wh) == 0
+    cps = {
+        r["offsets_partition"]: (r["next_log_offset"], r["trailing_bytes"], r["next_byte_position"])
+        for r in rows(spark, str(wh), "replay_checkpoints")
+    }
+    p0_size = os.path.getsize(logs / "__consumer_offsets-0" / "00000000000000000000.log")
+    assert cps == {0: (2, 0, p0_size), 1: (2, (1 << 20) - grown, grown)}
+    offsets = {
+        (r["group_id"], r["topic"], r["partition"]): r["committed_offset"]
+        for r in rows(spark, str(wh), "group_offsets")
+    }
+    assert offsets == {("g0", "t", 0): 1, ("g0", "t", 1): 2, ("g1", "t", 0): 3, ("g1", "t", 1): 4}
+
+
+def test_zeros_followed_by_data_are_corrupt(spark, good_run, capsys):
+    logs, wh, b0, b1, versions, before = good_run
+    path = str(logs / "__consumer_offsets-1" / "00000000000000000000.log")
+    data = open(path, "rb").read()
+    b1.commit("g1", "t", 1, 4, T0)
+    later = b1.segments[0][1][len(data) :]  # offset 1's batch: its base offset begins with 7 zeros
+    open(path, "wb").write(data + bytes(100) + later)
+    assert run_job("--input", logs, "--warehouse", wh, "--full") == 2
+    err = capsys.readouterr().err
+    assert "entry size 0 is smaller than the minimum 14 (107 zero bytes, then data" in err
+    assert f"file {path}, partition 1, log offset 0, byte position {len(data)}" in err
+    assert_untouched(spark, wh, versions, before)
+
+
 def test_same_input_twice_leaves_identical_tables(spark, good_run):
     logs, wh, b0, b1, versions, before = good_run
     assert run_job("--input", logs, "--warehouse", wh) == 0

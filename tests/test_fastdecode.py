@@ -173,6 +173,23 @@ def rich(tmp_path_factory):
     return glob.glob(os.path.join(folder, "*.log"))[0]
 
 
+@pytest.mark.parametrize("zeros", [17, 4096, 70_000])
+def test_preallocated_zeros_after_the_rich_log(rich, zeros):
+    data = open(rich, "rb").read()
+    assert_same("pad.log", data=data + bytes(zeros), source_name="pad.log", start_offset=1003)
+    dec, batches, err = _run(True, "pad.log", data=data + bytes(zeros), source_name="pad.log")
+    assert err is None and dec.trailing_bytes == zeros
+    same_log = [{**r, "segment_file": "pad.log"} for r in rows_of(_run(True, rich)[1])]
+    assert rows_of(batches) == same_log
+
+
+def test_zeros_then_data_after_the_rich_log_same_error(rich):
+    data = open(rich, "rb").read()
+    assert_same("pad.log", data=data + bytes(100) + data, source_name="pad.log")
+    _, _, err = _run(True, "pad.log", data=data + bytes(100) + data, source_name="pad.log")
+    assert "zero bytes, then data" in str(err) and err.position == len(data)
+
+
 @pytest.mark.parametrize("chunk_rows", [1, 2, 3, 5, 7, 16, 65536])
 def test_rich_log_every_chunk_size(rich, chunk_rows):
     assert_same(rich, chunk_rows=chunk_rows)

@@ -463,6 +463,42 @@ def test_entry_size_below_14_raises():
         assert (ei.value.file, ei.value.partition) == (FILE, 3), (size, tail)
 
 
+# --- a preallocated segment (log.preallocate=true) that was not trimmed, as after a crash --------
+
+
+@pytest.mark.parametrize("padding", [1, 16, 17, 100, 4096, (1 << 20) + 3])
+def test_zero_padding_after_the_last_batch_is_a_tail(padding):
+    # Kafka's recovery stops at the first entry of size 0 and truncates the file there
+    batches, r = read_all(B71 + B72 + bytes(padding), file=FILE, partition=3)
+    assert [b.base_offset for b in batches] == [100, 101]
+    assert (r.trailing_bytes, r.unreadable_bytes) == (padding, 0)
+
+
+def test_zero_padding_is_not_quarantined():
+    handed = []
+    batches, r = read_all(B71 + bytes(300), on_corrupt=lambda e, raw: handed.append(raw))
+    assert [b.base_offset for b in batches] == [100] and handed == [] and r.trailing_bytes == 300
+
+
+def test_a_segment_of_zeros_only_is_a_tail():
+    batches, r = read_all(bytes(5000))
+    assert batches == [] and r.trailing_bytes == 5000
+
+
+@pytest.mark.parametrize("zeros", [17, 40, 1 << 20])
+def test_zeros_followed_by_data_stay_an_error(zeros):
+    with pytest.raises(CorruptBatchError) as ei:
+        read_all(B71 + bytes(zeros) + B72, file=FILE, partition=3)
+    e = ei.value
+    assert (e.file, e.partition, e.offset, e.position) == (FILE, 3, 0, len(B71))
+    # B72 begins with its base offset 101: seven more zero bytes, then 0x65
+    assert B72[:8] == i64(101) and B72[7] == 0x65
+    assert str(e.message) == (
+        f"entry size 0 is smaller than the minimum 14 ({zeros + 7} zero bytes, then data: "
+        "not a preallocated file's unused end)"
+    )
+
+
 def test_unknown_magic_raises():
     for magic in (3, 4, 0x7F, 0xFF):
         seg = bytearray(B71)

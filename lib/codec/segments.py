@@ -29,6 +29,20 @@ NO_TIMESTAMP = -1
 MAX_RECORD_OFFSET = 2**63 - 2
 
 _ENTRY_HEAD = struct.Struct(">qi")
+_ZEROS = bytes(1 << 20)
+
+
+def is_zero_padding(buf, start: int, end: int) -> bool:
+    """Whether buf[start:end] is all zero bytes: the unused end of a segment file a broker
+    preallocated (log.preallocate=true, or the topic's preallocate) and did not trim, as after a crash."""
+    view = memoryview(buf)
+    for at in range(start, end, len(_ZEROS)):
+        stop = min(end, at + len(_ZEROS))
+        if view[at:stop] != _ZEROS[: stop - at]:
+            return False
+    return True
+
+
 # attributes, lastOffsetDelta, baseTimestamp, maxTimestamp, producerId, producerEpoch, baseSequence, count
 _BATCH_BODY = struct.Struct(">hiqqqhii")
 _BATCH_PREFIX = struct.Struct(">qiibI")  # baseOffset, length, leaderEpoch, magic, crc
@@ -107,7 +121,17 @@ class SegmentReader:
         while end - pos >= HEADER_SIZE_UP_TO_MAGIC:
             offset, size = _ENTRY_HEAD.unpack_from(buf, pos)
             if size < RECORD_OVERHEAD_V0:
-                err = self._corrupt(f"entry size {size} is smaller than the minimum {RECORD_OVERHEAD_V0}", offset, pos)
+                # Kafka's log recovery truncates a segment at its first invalid entry: the zeros
+                # of a preallocated file's unwritten end are a tail, like a partial batch. Zeros
+                # followed by data are not: the run stops there, naming the position.
+                if is_zero_padding(buf, pos, end):
+                    break
+                message = f"entry size {size} is smaller than the minimum {RECORD_OVERHEAD_V0}"
+                if offset == 0 and size == 0:
+                    rest = bytes(buf[pos:end])
+                    zeros = len(rest) - len(rest.lstrip(b"\0"))
+                    message += f" ({zeros} zero bytes, then data: not a preallocated file's unused end)"
+                err = self._corrupt(message, offset, pos)
                 if self.on_corrupt is None:
                     raise err
                 self.on_corrupt(err, bytes(buf[pos:end]))

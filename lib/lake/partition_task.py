@@ -534,7 +534,7 @@ def read_segments(task: dict, summary: dict, quarantine, consume) -> None:
     offset index lets a fetch start near its offset, instead of stepping over every earlier
     batch header: the read costs what the new records cost."""
 
-    from lib.codec.segments import read_segment_bytes
+    from lib.codec.segments import is_zero_padding, read_segment_bytes
     from lib.decode import SegmentDecoder
 
     p, start = task["partition"], task["start_offset"]
@@ -544,8 +544,9 @@ def read_segments(task: dict, summary: dict, quarantine, consume) -> None:
         if pos:
             # from the checkpoint's byte on: a slice of the mapped file, or one range read
             tail = read_segment_bytes(path, pos)
-            # nothing from pos on: the log ends there, or the file shrank (rewritten) below it
-            at_end = len(tail) == 0 and storage.getsize(path) == pos
+            # nothing from pos on: the log ends there (or only a preallocated file's zeros
+            # follow), or the file shrank (rewritten) below it
+            at_end = storage.getsize(path) == pos if len(tail) == 0 else is_zero_padding(tail, 0, len(tail))
             if at_end or (len(tail) and _batch_starts_at(tail, 0, start)):
                 data, shift = memoryview(tail), pos
         if data is None and storage.is_remote(path):
