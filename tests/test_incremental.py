@@ -51,6 +51,23 @@ def test_incremental_runs_equal_one_full_run(spark, replay_logdir, tmp_path):
     assert audited_through(last) == cps
 
 
+def test_a_commit_marker_alone_completes_a_transaction_of_many_offsets(spark, replay_logdir, tmp_path):
+    # the marker's batch is one row; the transaction it commits wrote five offsets runs earlier
+    b = PartitionLogBuilder(0).commit("g", "t", 0, 1, T)
+    for p in range(5):
+        b.commit("g", "t", p, 10 + p, T, producer_id=7)
+    b.write(str(tmp_path / "log"))
+    replay_logdir(tmp_path / "log", tmp_path / "wh", NOW)
+    b.marker(7, True, T)
+    b.write(str(tmp_path / "log"))
+    assert replay_logdir(tmp_path / "log", tmp_path / "wh", NOW).incremental
+    got = rows(spark, str(tmp_path / "wh"), "group_offsets")
+    assert sorted((r["partition"], r["committed_offset"], r["log_offset"]) for r in got) == [
+        (p, 10 + p, 1 + p) for p in range(5)
+    ]
+    assert rows(spark, str(tmp_path / "wh"), "pending_transactional_offsets") == []
+
+
 def test_a_log_behind_its_checkpoint_needs_full(spark, replay_logdir, tmp_path):
     from lib.spark.pipeline import ReplayError
 

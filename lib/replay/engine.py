@@ -566,7 +566,10 @@ class PartitionReplay:
         log_offset = col("log_offset").to_numpy()
         self._topic_pairs(batch, oc & ~tomb)
         self.epoch += 1
-        touched = np.empty(n + 1, np.int64)
+        # each key once: this batch's rows, and the keys a marker here commits, which its
+        # transaction may have written in earlier batches (or runs)
+        before = sum(len(entries) for entries in self.pending.values()) if marker.any() else 0
+        touched = np.empty(n + 1 + before, np.int64)
         n_touched = 0
         group_rows: dict[int, dict] = {}
         if group_rec.any():
