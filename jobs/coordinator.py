@@ -22,11 +22,21 @@ def main(argv=None) -> int:
     src.add_argument("--input", metavar="LOG_DIR")
     p.add_argument("--partitions", required=True, help="offsets partitions to immigrate, e.g. 0,12 or 0-49")
     p.add_argument("--group", action="append", default=[], help="group to describe (repeatable)")
+    p.add_argument(
+        "--fetch-max-bytes",
+        type=int,
+        metavar="BYTES",
+        help="with --bootstrap-servers: the size limit of each Fetch of the tail (default 8 MiB)",
+    )
     args = p.parse_args(argv)
+    if args.fetch_max_bytes is not None and (args.fetch_max_bytes < 1 or not args.bootstrap_servers):
+        p.error("--fetch-max-bytes takes a positive size, with --bootstrap-servers")
 
     from lib.coordinator.group_coordinator import GroupCoordinator, NotCoordinatorError
 
-    coordinator = GroupCoordinator(args.warehouse, args.bootstrap_servers, log_dir=args.input)
+    coordinator = GroupCoordinator(
+        args.warehouse, args.bootstrap_servers, log_dir=args.input, fetch_max_bytes=args.fetch_max_bytes
+    )
     for partition in parse_partitions(args.partitions) or []:
         state = coordinator.immigrate(partition)
         print(

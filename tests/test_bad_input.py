@@ -72,6 +72,13 @@ def test_bad_now(tmp_path, capsys):
     assert "not epoch milliseconds or an ISO-8601 time: 'yesterday'" in capsys.readouterr().err
 
 
+def test_fetch_size_only_with_a_live_source(tmp_path, capsys):
+    PartitionLogBuilder(0).commit("g", "t", 0, 1, T0).write(str(tmp_path / "logs"))
+    assert run_job("--input", tmp_path / "logs", "--warehouse", tmp_path / "wh", "--fetch-max-bytes", "1024") == 2
+    assert "--fetch-max-bytes takes a positive size, with --bootstrap-servers" in capsys.readouterr().err
+    assert not (tmp_path / "wh").exists()
+
+
 @pytest.fixture
 def good_run(spark, tmp_path):
     """A log of two partitions replayed once: the state bad runs must not touch."""

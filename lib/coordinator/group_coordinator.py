@@ -74,14 +74,17 @@ class GroupCoordinator:
         bootstrap_servers: str | None = None,
         partition_count: int | None = None,
         log_dir: str | None = None,
+        fetch_max_bytes: int | None = None,
     ):
         """The tail comes from the live topic (`bootstrap_servers`) or, for offline use and
-        benchmarks, from a broker log dir's segment files (`log_dir`)."""
+        benchmarks, from a broker log dir's segment files (`log_dir`). `fetch_max_bytes`: the
+        size limit of each Fetch of the live topic (default lib.source.live.FETCH_MAX_BYTES)."""
         if (bootstrap_servers is None) == (log_dir is None):
             raise ValueError("give exactly one of bootstrap_servers and log_dir")
         self.warehouse = warehouse
         self.bootstrap = bootstrap_servers
         self.log_dir = log_dir
+        self.fetch_max_bytes = fetch_max_bytes
         self._partition_count = partition_count
         self._states: dict[int, str] = {}
         self._partitions: dict[int, PartitionState] = {}
@@ -185,7 +188,7 @@ class GroupCoordinator:
         from lib.lake.partition_task import LiveTopicRead
 
         assert self.bootstrap is not None, "the constructor takes a log dir or a bootstrap"
-        live = LiveTopicRead(self.bootstrap, partition, state.next_offset)
+        live = LiveTopicRead(self.bootstrap, partition, state.next_offset, fetch_max_bytes=self.fetch_max_bytes)
         for batch in live:
             engine.feed(batch, live.batch_group_metadata)
         state.tail_records += live.records

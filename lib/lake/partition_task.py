@@ -452,7 +452,7 @@ def replay_partition(task: dict, state: TaskState) -> dict:
         small=lambda rows: state.write(T.OFFSETS_LOG, p, rows),
     )
     quarantine: list[dict] | None = [] if task.get("quarantine") else None
-    summary: dict = {"records": 0, "next_offset": None, "trailing_bytes": 0, "end_position": None}
+    summary: dict = {"records": 0, "next_offset": None, "trailing_bytes": 0, "end_position": None, "fetches": 0}
 
     def consume(batches):
         for batch in batches:
@@ -497,6 +497,7 @@ def replay_partition(task: dict, state: TaskState) -> dict:
         "next_offset": summary["next_offset"],
         "trailing_bytes": summary["trailing_bytes"],
         "end_position": summary["end_position"],
+        "fetches": summary["fetches"],
         "quarantined": len(quarantine or ()),
         "expiry_changes_at": result["expiry_changes_at"],
         "topic_names": engine.topic_names,
@@ -583,8 +584,10 @@ class LiveTopicRead:
     """The live topic's partition from `start_offset` up to its high watermark as the read
     began (or `end_offset` if lower), fetched chunk by chunk and decoded: iterate for the
     batches; `batch_group_metadata` is the decoder's for the batch just yielded (None when
-    the batch was cut at the end). After iteration: `next_offset` and `records`. One loop for
-    the Spark tasks and the coordinator."""
+    the batch was cut at the end). After iteration: `next_offset`, `records` and `fetches` (the
+    Fetch requests that read records). One loop for the Spark tasks and the coordinator.
+    `fetch_max_bytes`: each Fetch's size limit (default lib.source.live.FETCH_MAX_BYTES); a
+    batch larger than it still comes whole (KIP-74), so 1 fetches one batch at a time."""
 
     def __init__(
         self,
@@ -593,12 +596,19 @@ class LiveTopicRead:
         start_offset: int,
         end_offset: int | None = None,
         quarantine: list | None = None,
+        fetch_max_bytes: int | None = None,
     ):
+        from lib.source.live import FETCH_MAX_BYTES
+
         self.bootstrap, self.partition = bootstrap, partition
         self.start_offset, self.end_offset = start_offset, end_offset
         self.quarantine = quarantine
+        self.fetch_max_bytes = FETCH_MAX_BYTES if fetch_max_bytes is None else int(fetch_max_bytes)
+        if self.fetch_max_bytes < 1:
+            raise ValueError(f"fetch_max_bytes must be at least 1, not {fetch_max_bytes}")
         self.next_offset = start_offset
         self.records = 0
+        self.fetches = 0
         self.batch_group_metadata: dict | None = None
 
     def __iter__(self) -> Iterator[pa.RecordBatch]:
@@ -615,7 +625,8 @@ class LiveTopicRead:
             if self.end_offset is not None and self.end_offset >= 0:
                 end = min(end, self.end_offset)
             while offset < end:
-                chunk = reader.fetch(p, offset)
+                chunk = reader.fetch(p, offset, self.fetch_max_bytes)
+                self.fetches += 1
                 decoder = SegmentDecoder(
                     f"{self.bootstrap} __consumer_offsets-{p} fetched at offset {offset}",
                     p,
@@ -643,7 +654,15 @@ class LiveTopicRead:
 def _fetch(task: dict, summary: dict, quarantine, consume) -> None:
     """The live topic from start_offset to its high watermark as the task began (or
     end_offset if lower)."""
-    live = LiveTopicRead(task["bootstrap"], task["partition"], task["start_offset"], task.get("end_offset"), quarantine)
+    live = LiveTopicRead(
+        task["bootstrap"],
+        task["partition"],
+        task["start_offset"],
+        task.get("end_offset"),
+        quarantine,
+        fetch_max_bytes=task.get("fetch_max_bytes"),
+    )
     consume(live)
     summary["records"] += live.records
+    summary["fetches"] += live.fetches
     summary["next_offset"] = live.next_offset

@@ -14,6 +14,14 @@ from dataclasses import dataclass
 
 TOPIC = "__consumer_offsets"
 FETCH_VERSION = 11  # Kafka 2.3+; carries producer ids, aborted transactions, log start
+FETCH_MAX_BYTES = 8 << 20  # a fetch's size limit (response and partition); see fetch()
+# The largest response frame the network client accepts: none but the protocol's own (a frame
+# length is an int32), as Kafka's Java clients. A fetch answer is bounded by its max_bytes
+# except for its first batch, which Kafka returns whole however large (KIP-74): up to the
+# topic's max.message.bytes, which may be anything. kafka-python's KafkaNetClient refuses
+# frames over 1,000,000 bytes by default ("Invalid frame length"), so without this any fetch of
+# more than about 1 MB, and any record batch larger than that, could not be read.
+RECEIVE_MESSAGE_MAX_BYTES = (1 << 31) - 1
 
 
 @dataclass
@@ -54,7 +62,11 @@ class OffsetsTopicReader:
             raise RuntimeError(f"no leader for {TOPIC}-{partition}")
         return leader
 
-    def fetch(self, partition: int, offset: int, max_bytes: int = 8 << 20) -> FetchedChunk:
+    def fetch(self, partition: int, offset: int, max_bytes: int = FETCH_MAX_BYTES) -> FetchedChunk:
+        """Record batches of `partition` from `offset` on, up to about `max_bytes`: the response
+        ends where the limit falls, possibly inside a batch (the caller reads the whole ones and
+        fetches again from the next offset), except that a first batch larger than the limit
+        comes whole (KIP-74). max_bytes=1 therefore returns exactly one batch."""
         from kafka.errors import for_code
         from kafka.protocol.consumer.fetch import FetchRequest
 
@@ -85,8 +97,18 @@ class OffsetsTopicReader:
         return FetchedChunk(bytes(p.records or b""), p.high_watermark, p.last_stable_offset, p.log_start_offset)
 
     def end_offset(self, partition: int) -> int:
-        """The high watermark: what a consumer (and OffsetFetch) can see."""
-        return self.fetch(partition, 0, max_bytes=1).high_watermark
+        """The high watermark: what a consumer (and OffsetFetch) can see. Asked with ListOffsets
+        LATEST, read_uncommitted (which answers the high watermark): a Fetch would bring a
+        record batch along, whole however large (KIP-74)."""
+        from kafka.errors import for_code
+
+        leader = self._leader(partition)
+        code, offset, _ = _list_offsets(self.client, leader, [(TOPIC, partition)], LATEST, self.timeout_ms)[
+            (TOPIC, partition)
+        ]
+        if code:
+            raise for_code(code)(f"ListOffsets of {TOPIC}-{partition} at broker {leader}")
+        return offset
 
 
 def _tp(partition: int):
@@ -237,6 +259,10 @@ def _topic_id(value) -> str | None:
 def _connect(bootstrap_servers: str, timeout_ms: int):
     from kafka.net.compat import KafkaNetClient
 
-    client = KafkaNetClient(bootstrap_servers=bootstrap_servers, client_id="offsets-lake")
+    client = KafkaNetClient(
+        bootstrap_servers=bootstrap_servers,
+        client_id="offsets-lake",
+        receive_message_max_bytes=RECEIVE_MESSAGE_MAX_BYTES,
+    )
     client._manager.bootstrap(timeout_ms)  # the compat client exposes no public bootstrap
     return client

@@ -58,6 +58,7 @@ class RunResult:
     rolled_back: list = field(default_factory=list)
     on_corrupt: str = "fail"
     quarantined: int = 0
+    fetches: int = 0  # Fetch requests that read a live topic's records
     took_over_lock: dict | None = None
     skipped_partitions: int = 0
     lag: LagResult | None = None  # the lag stage's, None when it did not run
@@ -127,6 +128,7 @@ def run_replay(
     on_corrupt: str = "fail",
     lag: bool = True,
     assignments: bool = True,
+    fetch_max_bytes: int | None = None,
 ) -> RunResult:
     """Replay `logs` into the tables. Incremental unless `full` or a partition has no
     checkpoint yet: only records at or after each partition's checkpoint are read, and their
@@ -136,8 +138,10 @@ def run_replay(
     keeps each in quarantined_records (with its bytes) and goes on. `lag`: then run the lag
     stage (lib.spark.lag) on the consumed topics of the log dir or of the live cluster.
     `assignments`: then audit the group assignments of the offsets partitions the audit is behind
-    on (lib.spark.assignment; a run without it leaves them for the next one). Raises
-    WarehouseBusyError if another live run writes the warehouse."""
+    on (lib.spark.assignment; a run without it leaves them for the next one).
+    `fetch_max_bytes`: the size limit of each Fetch of a live topic (default
+    lib.source.live.FETCH_MAX_BYTES). Raises WarehouseBusyError if another live run writes
+    the warehouse."""
     if on_corrupt not in ("fail", "quarantine"):
         raise ValueError(f"on_corrupt must be fail or quarantine, not {on_corrupt!r}")
     run_id = new_run_id()
@@ -146,7 +150,7 @@ def run_replay(
         result = RunResult(run_id, [pl.partition for pl in logs], now_ms, retention_minutes, on_corrupt=on_corrupt)
         result.took_over_lock = lock.took_over
         result.rolled_back = roll_back_incomplete(spark, warehouse)
-        _run_locked(spark, logs, warehouse, result, full, end_offsets)
+        _run_locked(spark, logs, warehouse, result, full, end_offsets, fetch_max_bytes)
         if lag and logs:
             result.lag = _run_lag_locked(spark, logs, warehouse, result, full)
         if assignments and logs:
@@ -224,6 +228,7 @@ def _run_locked(
     result: RunResult,
     full: bool,
     end_offsets: dict[int, int] | None,
+    fetch_max_bytes: int | None = None,
 ) -> None:
     """Each partition with anything to do is one Spark task (lib.lake.partition_task) that reads it
     once and writes its files; the driver then commits them table by table (delta-rs), the
@@ -282,6 +287,7 @@ def _run_locked(
         }
         if pl.path.startswith("kafka://"):
             task["bootstrap"] = pl.path[len("kafka://") :]
+            task["fetch_max_bytes"] = fetch_max_bytes
             task["segments"] = []
             size = 0
         else:
@@ -331,6 +337,7 @@ def _run_locked(
             result.stage_seconds[key] = result.stage_seconds.get(key, 0.0) + seconds
     result.records = sum(s["records"] for s in summaries)
     result.quarantined = sum(s["quarantined"] for s in summaries)
+    result.fetches = sum(s.get("fetches", 0) for s in summaries)
     _crash_point("before_commit")
 
     t0 = time.monotonic()

@@ -527,11 +527,18 @@ def _wait_for_rewrite(path: str, timeout: float) -> None:
         time.sleep(0.05)
 
 
-def own_kafka4(tmp_path_factory, name: str, offsets_partitions: int):
+def own_kafka4(
+    tmp_path_factory, name: str, offsets_partitions: int, extra_config: dict | None = None, heap: str = HEAP
+):
     """A module's own 4.x broker (a generator for a fixture): no other test's clients write to
-    it while the module compares two reads of its log."""
+    it while the module compares two reads of its log. `extra_config`: broker settings added
+    to (or replacing) the defaults; `heap`: its -Xms/-Xmx."""
     broker = KafkaBroker(
-        os.path.join(REPO, ".jars", "kafka4"), str(tmp_path_factory.mktemp(name)), offsets_partitions=offsets_partitions
+        os.path.join(REPO, ".jars", "kafka4"),
+        str(tmp_path_factory.mktemp(name)),
+        offsets_partitions=offsets_partitions,
+        extra_config=extra_config,
+        heap=heap,
     )
     broker.start()
     yield broker
