@@ -24,7 +24,9 @@ pytestmark = [pytest.mark.broker, pytest.mark.spark]
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOPIC = "negative-ts-topic"
-COMMITS = {"negative-ts": (7, -5), "broker-clock": (8, -1)}  # group -> (offset, commit timestamp sent)
+# group -> (offset, commit timestamp sent), in this order: the negative one last, so the cleanup's
+# tombstone for it can only follow both commits in the log
+COMMITS = {"broker-clock": (8, -1), "negative-ts": (7, -5)}
 
 
 def _str(s: str) -> bytes:
@@ -58,6 +60,34 @@ def offset_commit_v1(port: int, group: str, topic: str, partition: int, offset: 
     return error
 
 
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    shift = value = 0
+    while True:
+        b = data[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        shift += 7
+        if not b & 0x80:
+            return (value >> 1) ^ -(value & 1), pos
+
+
+def first_tombstone_batch(data: bytes) -> int:
+    """Byte position of the first record batch whose first record has a null value (the
+    coordinator writes one record per batch here), read from the v2 layout: the records start
+    61 bytes into the batch; a record is length, attributes, timestamp delta, offset delta,
+    key length, key, value length (varints, -1 for null)."""
+    pos = 0
+    while pos < len(data):
+        size = struct.unpack_from(">i", data, pos + 8)[0]
+        p = _varint(data, pos + 61)[1] + 1  # record length, attributes
+        p = _varint(data, _varint(data, p)[1])[1]  # timestamp delta, offset delta
+        key_len, p = _varint(data, p)
+        if _varint(data, p + key_len)[0] == -1:
+            return pos
+        pos += 12 + size
+    raise AssertionError("no tombstone in the log")
+
+
 def _read(s: socket.socket, n: int) -> bytes:
     out = b""
     while len(out) < n:
@@ -84,34 +114,28 @@ def test_negative_commit_timestamp_expires_at_once_as_on_the_broker(spark, tmp_p
     from confluent_kafka.admin import AdminClient, NewTopic
     from kafka.errors import CoordinatorNotAvailableError
 
-    from lib.source.live import OffsetsTopicReader
     from lib.source.logdir import find_partitions
     from lib.spark.pipeline import run_replay
 
     admin = AdminClient({"bootstrap.servers": broker39.bootstrap})
     admin.create_topics([NewTopic(TOPIC, 1, 1)])[TOPIC].result(30)
-    reader = OffsetsTopicReader(broker39.bootstrap)
-    try:
-        for group, (offset, commit_ts) in COMMITS.items():
-            # FindCoordinator (an OffsetFetch through the admin client) has the broker create
-            # __consumer_offsets; retry while its coordinator is not there yet
-            # (COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR)
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    assert committed_offsets(broker39.bootstrap, group) == {}
-                    break
-                except CoordinatorNotAvailableError:
-                    assert time.monotonic() < deadline, f"no coordinator for {group}"
-                    time.sleep(0.5)
-            while (error := offset_commit_v1(broker39.port, group, TOPIC, 0, offset, commit_ts)) in (14, 15, 16):
+    for group, (offset, commit_ts) in COMMITS.items():
+        # FindCoordinator (an OffsetFetch through the admin client) has the broker create
+        # __consumer_offsets; retry while its coordinator is not there yet
+        # (COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                assert committed_offsets(broker39.bootstrap, group) == {}
+                break
+            except CoordinatorNotAvailableError:
                 assert time.monotonic() < deadline, f"no coordinator for {group}"
                 time.sleep(0.5)
-            assert error == 0
-        committed_at = int(time.time() * 1000)
-        end = reader.end_offset(0)  # the two commits; the cleanup's tombstone comes after
-    finally:
-        reader.close()
+        while (error := offset_commit_v1(broker39.port, group, TOPIC, 0, offset, commit_ts)) in (14, 15, 16):
+            assert time.monotonic() < deadline, f"no coordinator for {group}"
+            time.sleep(0.5)
+        assert error == 0
+    committed_at = int(time.time() * 1000)
 
     # the broker's cleanup (every second here) removes the negative one, and only it
     deadline = time.monotonic() + 60
@@ -121,13 +145,9 @@ def test_negative_commit_timestamp_expires_at_once_as_on_the_broker(spark, tmp_p
     assert committed_offsets(broker39.bootstrap, "broker-clock") == {(TOPIC, 0): (8, "", None)}
 
     copy = snapshot_offsets_log_dir(broker39, str(tmp_path / "copy"))
-    # the log as the broker wrote it up to the commits: cut before the first batch at `end`
+    # the log as the broker wrote it up to the commits: cut before its tombstone
     (segment,) = glob.glob(os.path.join(copy, "__consumer_offsets-0", "*.log"))
-    data = open(segment, "rb").read()
-    pos = 0
-    while pos < len(data) and struct.unpack_from(">q", data, pos)[0] < end:
-        pos += 12 + struct.unpack_from(">i", data, pos + 8)[0]
-    assert pos < len(data), "the broker's tombstone follows the commits"
+    pos = first_tombstone_batch(open(segment, "rb").read())
     upto = str(tmp_path / "upto")
     shutil.copytree(copy, upto)
     with open(os.path.join(upto, "__consumer_offsets-0", os.path.basename(segment)), "r+b") as f:
@@ -148,6 +168,6 @@ def test_negative_commit_timestamp_expires_at_once_as_on_the_broker(spark, tmp_p
     tombstones = [
         (r["group_id"], r["topic"], r["partition"])
         for r in rows(spark, full, "offsets_log")
-        if r["is_tombstone"] and r["record_type"] == 1 and r["log_offset"] >= end
+        if r["is_tombstone"] and r["record_type"] == 1
     ]
     assert tombstones == [("negative-ts", TOPIC, 0)]
