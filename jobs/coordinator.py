@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from lib.cli import parse_partitions
+from lib.cli import add_fetch_max_bytes_argument, fetch_max_bytes_error, parse_partitions
 
 
 def main(argv=None) -> int:
@@ -22,15 +22,10 @@ def main(argv=None) -> int:
     src.add_argument("--input", metavar="LOG_DIR")
     p.add_argument("--partitions", required=True, help="offsets partitions to immigrate, e.g. 0,12 or 0-49")
     p.add_argument("--group", action="append", default=[], help="group to describe (repeatable)")
-    p.add_argument(
-        "--fetch-max-bytes",
-        type=int,
-        metavar="BYTES",
-        help="with --bootstrap-servers: the size limit of each Fetch of the tail (default 8 MiB)",
-    )
+    add_fetch_max_bytes_argument(p)
     args = p.parse_args(argv)
-    if args.fetch_max_bytes is not None and (args.fetch_max_bytes < 1 or not args.bootstrap_servers):
-        p.error("--fetch-max-bytes takes a positive size, with --bootstrap-servers")
+    if error := fetch_max_bytes_error(args):
+        p.error(error)
 
     from lib.coordinator.group_coordinator import GroupCoordinator, NotCoordinatorError
 

@@ -15,7 +15,9 @@ from lib import storage
 from lib.cli import (
     EXIT_BUSY,
     add_conf_argument,
+    add_fetch_max_bytes_argument,
     failer,
+    fetch_max_bytes_error,
     format_duration_ms,
     format_ms,
     parse_partitions,
@@ -40,13 +42,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         metavar="HOST:PORT",
         help="read __consumer_offsets from a running cluster instead (up to each high watermark)",
     )
-    p.add_argument(
-        "--fetch-max-bytes",
-        type=int,
-        metavar="BYTES",
-        help="with --bootstrap-servers: the size limit of each Fetch (default 8 MiB); a record batch larger "
-        "than it still comes whole (KIP-74)",
-    )
+    add_fetch_max_bytes_argument(p)
     p.add_argument("--warehouse", required=True, help="folder of the Delta tables (a path or s3a://bucket/prefix)")
     p.add_argument("--now", help="expiry is judged as of this time: epoch ms or ISO-8601 (default: now)")
     p.add_argument(
@@ -116,8 +112,8 @@ def main(argv=None) -> int:
         return fail(str(e))
     if args.retention_minutes <= 0:
         return fail("--retention-minutes must be positive")
-    if args.fetch_max_bytes is not None and (args.fetch_max_bytes < 1 or not args.bootstrap_servers):
-        return fail("--fetch-max-bytes takes a positive size, with --bootstrap-servers")
+    if error := fetch_max_bytes_error(args):
+        return fail(error)
 
     from lib.spark.pipeline import ReplayError, WarehouseBusyError, run_replay, summarize
     from lib.spark.session import REPLAY_DEFAULTS, build_session

@@ -31,6 +31,23 @@ def add_conf_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_fetch_max_bytes_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--fetch-max-bytes",
+        type=int,
+        metavar="BYTES",
+        help="with --bootstrap-servers: the size limit of each Fetch (default 8 MiB); a record batch larger "
+        "than it still comes whole (KIP-74)",
+    )
+
+
+def fetch_max_bytes_error(args: argparse.Namespace) -> str | None:
+    """What is wrong with --fetch-max-bytes as given, if anything."""
+    if args.fetch_max_bytes is not None and (args.fetch_max_bytes < 1 or not args.bootstrap_servers):
+        return "--fetch-max-bytes takes a positive size, with --bootstrap-servers"
+    return None
+
+
 def spark_overrides(pairs: list[str], master: str | None = None) -> dict[str, str]:
     """--conf KEY=VALUE arguments (and --master) as Spark settings; ValueError names a
     malformed one."""

@@ -5,6 +5,32 @@ from __future__ import annotations
 
 from confluent_kafka.admin import AdminClient
 
+# The tables a replay of the live topic and one of the same broker's segment files must hold
+# alike (table -> key to sort by), but for the columns that say where the input was read from
+# (files: the segment's name, the last segment's signature and byte position).
+LIVE_VS_FILES = {
+    "offsets_log": ("offsets_partition", "log_offset"),
+    "group_offsets": ("group_id", "topic", "partition"),
+    "pending_transactional_offsets": ("producer_id", "group_id", "topic", "partition"),
+    "consumer_groups": ("group_id",),
+    "expired_groups": ("group_id",),
+    "replay_checkpoints": ("offsets_partition",),
+}
+SOURCE_COLUMNS = {
+    "offsets_log": {"segment_file"},
+    "replay_checkpoints": {"run_id", "finished_at", "high_watermark", "source_signature", "next_byte_position"},
+}
+
+
+def comparable_rows(spark, warehouse, name: str) -> list[dict]:
+    """A LIVE_VS_FILES table's rows without its SOURCE_COLUMNS, in key order."""
+    from tests.helpers import rows
+
+    out = [
+        {k: v for k, v in r.items() if k not in SOURCE_COLUMNS.get(name, ())} for r in rows(spark, str(warehouse), name)
+    ]
+    return sorted(out, key=lambda r: tuple(str(r[k]) for k in LIVE_VS_FILES[name]))
+
 
 def list_groups(bootstrap: str) -> dict[str, dict]:
     """ListGroups (kafka-python): group id -> {group_state, group_type, protocol_type} as the

@@ -325,6 +325,14 @@ class KafkaBroker:
             self._console = None
         atexit.unregister(self._kill_at_exit)
 
+    def crash(self) -> None:
+        """SIGKILL, as a crash: no clean shutdown, so no trimming of preallocated segments and a
+        log recovery at the next start."""
+        if self._proc is not None:
+            self._proc.send_signal(signal.SIGKILL)
+            self._proc.wait(timeout=30)
+        self.stop()  # the process is gone: only the bookkeeping
+
     def log_tail(self, lines: int = 60) -> str:
         out = []
         for path in (self.server_log, self.console_log):
@@ -527,19 +535,28 @@ def _wait_for_rewrite(path: str, timeout: float) -> None:
         time.sleep(0.05)
 
 
-def own_kafka4(
-    tmp_path_factory, name: str, offsets_partitions: int, extra_config: dict | None = None, heap: str = HEAP
-):
-    """A module's own 4.x broker (a generator for a fixture): no other test's clients write to
-    it while the module compares two reads of its log. `extra_config`: broker settings added
-    to (or replacing) the defaults; `heap`: its -Xms/-Xmx."""
-    broker = KafkaBroker(
-        os.path.join(REPO, ".jars", "kafka4"),
+def own_broker(
+    tmp_path_factory,
+    name: str,
+    offsets_partitions: int,
+    extra_config: dict | None = None,
+    heap: str = HEAP,
+    jars: str = "kafka4",
+) -> KafkaBroker:
+    """A module's own broker from `.jars/<jars>`, not started: no other test's clients write to
+    it while the module compares two reads of its log. `extra_config`: broker settings added to
+    (or replacing) the defaults; `heap`: its -Xms/-Xmx."""
+    return KafkaBroker(
+        os.path.join(REPO, ".jars", jars),
         str(tmp_path_factory.mktemp(name)),
         offsets_partitions=offsets_partitions,
         extra_config=extra_config,
         heap=heap,
     )
-    broker.start()
+
+
+def own_kafka4(tmp_path_factory, name: str, offsets_partitions: int, **kw):
+    """own_broker, started, as a generator for a module fixture (stopped after the module)."""
+    broker = own_broker(tmp_path_factory, name, offsets_partitions, **kw).start()
     yield broker
     broker.stop()

@@ -10,21 +10,11 @@ import uuid
 import pytest
 
 from .kafka_broker import dump_log_segments, snapshot_offsets_log_dir
+from .log_bytes import offsets_partition_for
 
 pytestmark = pytest.mark.broker
 
 MESSAGES = 10
-
-
-def offsets_partition_for(group_id: str, partitions: int) -> int:
-    """The __consumer_offsets partition of a group: Utils.abs(groupId.hashCode()) % partitions,
-    where Utils.abs is Math.abs except that Integer.MIN_VALUE maps to 0."""
-    data = group_id.encode("utf-16-be")  # String.hashCode runs over UTF-16 code units
-    h = 0
-    for i in range(0, len(data), 2):
-        h = (31 * h + int.from_bytes(data[i : i + 2], "big")) & 0xFFFFFFFF
-    signed = h - (1 << 32) if h >= 1 << 31 else h
-    return (0 if signed == -(1 << 31) else abs(signed)) % partitions
 
 
 @pytest.fixture(params=["kafka4", "kafka39"])

@@ -22,9 +22,17 @@ import time
 import pytest
 
 from tests.broker import scenarios as S
-from tests.broker.compare import broker_view, committed_offsets, differences, list_groups, replay_view
+from tests.broker.compare import (
+    LIVE_VS_FILES,
+    broker_view,
+    committed_offsets,
+    comparable_rows,
+    differences,
+    list_groups,
+    replay_view,
+)
 from tests.broker.kafka_broker import snapshot_offsets_log_dir
-from tests.helpers import rows
+from tests.broker.log_bytes import offsets_partition_for, varint
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark]
 
@@ -37,20 +45,6 @@ USER_DATA = random.Random(15).randbytes(12 << 20)  # incompressible, and the coo
 BIG_GROUP, BIG_TOPIC = "edge-big", "edge-big-topic"
 TXN_GROUP, TXN_TOPIC = "edge-txn", "edge-txn-topic"
 
-TABLES = {
-    "offsets_log": ("offsets_partition", "log_offset"),
-    "group_offsets": ("group_id", "topic", "partition"),
-    "pending_transactional_offsets": ("producer_id", "group_id", "topic", "partition"),
-    "consumer_groups": ("group_id",),
-    "expired_groups": ("group_id",),
-    "replay_checkpoints": ("offsets_partition",),
-}
-# where the input was read from (files: the last segment's signature and byte position)
-IGNORED = {
-    "offsets_log": {"segment_file"},
-    "replay_checkpoints": {"run_id", "finished_at", "high_watermark", "source_signature", "next_byte_position"},
-}
-
 
 @pytest.fixture(scope="module")
 def edge_broker(tmp_path_factory):
@@ -62,27 +56,6 @@ def edge_broker(tmp_path_factory):
 
 
 # --- independent readings: Kafka's partitioning, segment files' batch headers ------------------
-
-
-def kafka_partition_for(group_id: str, partitions: int) -> int:
-    """Utils.abs(groupId.hashCode()) % partitions, with Java's String.hashCode over UTF-16."""
-    units = struct.unpack(f">{len(group_id.encode('utf-16-be')) // 2}H", group_id.encode("utf-16-be"))
-    h = 0
-    for u in units:
-        h = (31 * h + u) & 0xFFFFFFFF
-    h = h - (1 << 32) if h >= 1 << 31 else h
-    return (0 if h == -(1 << 31) else abs(h)) % partitions
-
-
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
-    shift = value = 0
-    while True:
-        b = data[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        shift += 7
-        if not b & 0x80:
-            return (value >> 1) ^ -(value & 1), pos
 
 
 def batches(data: bytes) -> list[dict]:
@@ -111,10 +84,10 @@ def batches(data: bytes) -> list[dict]:
         if batch["control"]:
             # first record: length, attributes, timestamp delta, offset delta, key length, key
             r = pos + 61
-            _, r = _varint(data, r)
+            _, r = varint(data, r)
             r += 1
             for _ in range(3):
-                _, r = _varint(data, r)
+                _, r = varint(data, r)
             _version, kind = struct.unpack_from(">hh", data, r)
             batch["marker"] = {0: "ABORT", 1: "COMMIT"}[kind]
         out.append(batch)
@@ -147,14 +120,9 @@ def segment_bytes(log_dir: str, partition: int) -> bytes:
 # --- the tables --------------------------------------------------------------------------------
 
 
-def table(spark, warehouse, name):
-    out = [{k: v for k, v in r.items() if k not in IGNORED.get(name, ())} for r in rows(spark, str(warehouse), name)]
-    return sorted(out, key=lambda r: tuple(str(r[k]) for k in TABLES[name]))
-
-
 def assert_same_tables(spark, live, files):
-    for name in TABLES:
-        assert table(spark, live, name) == table(spark, files, name), (
+    for name in LIVE_VS_FILES:
+        assert comparable_rows(spark, live, name) == comparable_rows(spark, files, name), (
             f"{name} differs between the live and file replays"
         )
 
@@ -212,7 +180,7 @@ def test_a_record_larger_than_one_fetch_is_read_whole(spark, tmp_path, edge_brok
     from lib.source.logdir import find_partitions, live_partitions
 
     b = edge_broker.bootstrap
-    p = kafka_partition_for(BIG_GROUP, PARTITIONS)
+    p = offsets_partition_for(BIG_GROUP, PARTITIONS)
     S.create_topic(b, BIG_TOPIC, 3)
     member = big_member(b)
     try:
@@ -256,7 +224,7 @@ def test_a_record_larger_than_one_fetch_is_read_whole(spark, tmp_path, edge_brok
     assert subscription(bytes(m.member_metadata)) == (0, [BIG_TOPIC], USER_DATA)
 
     # the live replay has the record, with the member's exact subscription user data
-    log = table(spark, tmp_path / "live", "offsets_log")
+    log = comparable_rows(spark, tmp_path / "live", "offsets_log")
     records = [r for r in log if r["record_type_name"] == "GroupMetadata" and r["group_id"] == BIG_GROUP]
     with_member = [r for r in records if r["group_metadata"]["members"]]
     assert [r["log_offset"] for r in with_member] == [big[0]["base"]]
@@ -273,7 +241,7 @@ def test_a_record_larger_than_one_fetch_is_read_whole(spark, tmp_path, edge_brok
     assert logged["subscription_bytes"] == bytes(m.member_metadata)
 
     # the group and its offsets as the broker reports them
-    tables = {t: table(spark, tmp_path / "live", t) for t in ("consumer_groups", "group_offsets")}
+    tables = {t: comparable_rows(spark, tmp_path / "live", t) for t in ("consumer_groups", "group_offsets")}
     problems = differences(seen, replay_view(tables, [BIG_GROUP]))
     assert not problems, "the live replay differs from the broker:\n" + "\n".join(problems)
     assert seen[BIG_GROUP]["state"] == "Stable"
@@ -345,7 +313,7 @@ def test_transactions_on_fetch_boundaries(spark, tmp_path, edge_broker, monkeypa
     from lib.source.logdir import find_partitions, live_partitions
 
     b = edge_broker.bootstrap
-    p = kafka_partition_for(TXN_GROUP, PARTITIONS)
+    p = offsets_partition_for(TXN_GROUP, PARTITIONS)
     S.create_topic(b, TXN_TOPIC, 4)
     S.standalone_commit(b, TXN_GROUP, TXN_TOPIC, {0: 5, 1: 5})
     meta_source = Consumer({"bootstrap.servers": b, "group.id": TXN_GROUP})
@@ -425,9 +393,9 @@ def test_transactions_on_fetch_boundaries(spark, tmp_path, edge_broker, monkeypa
     result = replay(spark, live_partitions(b, [p]), tmp_path / "live", now_ms, fetch_max_bytes=1)
     assert result.fetches == len(disk)  # the Spark task, too, fetched one batch at a time
     replay(spark, find_partitions(copy, [p]), tmp_path / "files", now_ms)
-    offsets = table(spark, tmp_path / "live", "group_offsets")
+    offsets = comparable_rows(spark, tmp_path / "live", "group_offsets")
     assert {(r["topic"], r["partition"]): r["committed_offset"] for r in offsets if r["group_id"] == TXN_GROUP} == (
         expected
     )
-    assert table(spark, tmp_path / "live", "pending_transactional_offsets") == []
+    assert comparable_rows(spark, tmp_path / "live", "pending_transactional_offsets") == []
     assert_same_tables(spark, tmp_path / "live", tmp_path / "files")

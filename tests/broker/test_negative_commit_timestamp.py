@@ -17,12 +17,12 @@ import time
 import pytest
 
 from tests.broker.compare import committed_offsets
-from tests.broker.kafka_broker import KafkaBroker, snapshot_offsets_log_dir
+from tests.broker.kafka_broker import own_broker, snapshot_offsets_log_dir
+from tests.broker.log_bytes import varint
 from tests.helpers import rows
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark]
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOPIC = "negative-ts-topic"
 # group -> (offset, commit timestamp sent), in this order: the negative one last, so the cleanup's
 # tombstone for it can only follow both commits in the log
@@ -60,17 +60,6 @@ def offset_commit_v1(port: int, group: str, topic: str, partition: int, offset: 
     return error
 
 
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
-    shift = value = 0
-    while True:
-        b = data[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        shift += 7
-        if not b & 0x80:
-            return (value >> 1) ^ -(value & 1), pos
-
-
 def first_tombstone_batch(data: bytes) -> int:
     """Byte position of the first record batch whose first record has a null value (the
     coordinator writes one record per batch here), read from the v2 layout: the records start
@@ -79,10 +68,10 @@ def first_tombstone_batch(data: bytes) -> int:
     pos = 0
     while pos < len(data):
         size = struct.unpack_from(">i", data, pos + 8)[0]
-        p = _varint(data, pos + 61)[1] + 1  # record length, attributes
-        p = _varint(data, _varint(data, p)[1])[1]  # timestamp delta, offset delta
-        key_len, p = _varint(data, p)
-        if _varint(data, p + key_len)[0] == -1:
+        p = varint(data, pos + 61)[1] + 1  # record length, attributes
+        p = varint(data, varint(data, p)[1])[1]  # timestamp delta, offset delta
+        key_len, p = varint(data, p)
+        if varint(data, p + key_len)[0] == -1:
             return pos
         pos += 12 + size
     raise AssertionError("no tombstone in the log")
@@ -99,13 +88,13 @@ def _read(s: socket.socket, n: int) -> bytes:
 
 @pytest.fixture(scope="module")
 def broker39(tmp_path_factory):
-    broker = KafkaBroker(
-        os.path.join(REPO, ".jars", "kafka39"),
-        str(tmp_path_factory.mktemp("kafka39-negative-ts")),
-        offsets_partitions=1,
+    broker = own_broker(
+        tmp_path_factory,
+        "kafka39-negative-ts",
+        1,
         extra_config={"offsets.retention.check.interval.ms": 1000},
-    )
-    broker.start()
+        jars="kafka39",
+    ).start()
     yield broker
     broker.stop()
 

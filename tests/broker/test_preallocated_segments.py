@@ -9,19 +9,17 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import signal
 import time
 
 import pytest
 
 from tests.broker import scenarios as S
 from tests.broker.compare import committed_offsets
-from tests.broker.kafka_broker import KafkaBroker
+from tests.broker.kafka_broker import own_broker
 from tests.helpers import rows
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark]
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SEGMENT_BYTES = 1 << 20
 GROUPS = {f"prealloc-{i}": {p: 100 * i + p for p in range(3)} for i in range(4)}
 TOPIC = "prealloc-topic"
@@ -29,13 +27,13 @@ TOPIC = "prealloc-topic"
 
 @pytest.fixture(scope="module")
 def crashed(tmp_path_factory):
-    """(broker, offsets the broker reported before the crash, the segment's size on disk)."""
+    """(the crashed broker, the offsets it reported before the crash)."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    broker = KafkaBroker(
-        os.path.join(REPO, ".jars", "kafka4"),
-        str(tmp_path_factory.mktemp("kafka4-prealloc")),
-        offsets_partitions=1,
+    broker = own_broker(
+        tmp_path_factory,
+        "kafka4-prealloc",
+        1,
         extra_config={"log.preallocate": "true", "offsets.topic.segment.bytes": SEGMENT_BYTES},
     )
     broker.start()
@@ -45,9 +43,7 @@ def crashed(tmp_path_factory):
         for group, offsets in GROUPS.items():
             S.standalone_commit(broker.bootstrap, group, TOPIC, offsets, metadata=group)
         reported = {g: committed_offsets(broker.bootstrap, g) for g in GROUPS}
-        broker._proc.send_signal(signal.SIGKILL)  # a crash: no trimming of the active segment
-        broker._proc.wait(30)
-        broker.stop()  # (the process is gone: only the bookkeeping)
+        broker.crash()  # no trimming of the active segment
         yield broker, reported
     finally:
         broker.stop()
