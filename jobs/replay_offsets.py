@@ -177,10 +177,11 @@ def print_summary(args, result, s: dict | None, wall: float) -> None:
     if result.skipped_partitions:
         mode += f", {result.skipped_partitions} partitions unchanged"
     if result.took_over_lock:
-        print(
-            f"took over the lock of {result.took_over_lock.get('owner')} (pid {result.took_over_lock.get('pid')}, "
-            "no longer running)"
-        )
+        held = result.took_over_lock
+        if held.get("pid") is None:
+            print("took over an unreadable lock file (left by a writer that died before filling it)")
+        else:
+            print(f"took over the lock of {held.get('owner')} (pid {held.get('pid')}, no longer running)")
     for r in result.rolled_back:
         after = (
             "removed (the run had created it)" if r["to_version"] is None else f"restored to version {r['to_version']}"

@@ -14,14 +14,16 @@ from schemas.tables import QUARANTINED_RECORDS, REPLAY_CHECKPOINTS, REPLAY_TABLE
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def replay_job(log_dir, warehouse, env: dict | None = None, conf: tuple[str, ...] = (), **popen) -> subprocess.Popen:
-    """jobs.replay_offsets in its own process as of NOW (--quiet, local[2], `conf` as --conf
-    key=value), with `env` added to this environment; stdout and stderr piped as text."""
+def replay_job(
+    log_dir, warehouse, env: dict | None = None, conf: tuple[str, ...] = (), now: int | None = None, **popen
+) -> subprocess.Popen:
+    """jobs.replay_offsets in its own process as of `now` (default NOW; --quiet, local[2], `conf`
+    as --conf key=value), with `env` added to this environment; stdout and stderr piped as text."""
     run_env = dict(
         os.environ, PYTHONPATH=REPO, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable, **(env or {})
     )
     cmd = [sys.executable, "-m", "jobs.replay_offsets", "--input", str(log_dir), "--warehouse", str(warehouse)]
-    cmd += ["--now", str(NOW), "--quiet", "--conf", "spark.master=local[2]"]
+    cmd += ["--now", str(NOW if now is None else now), "--quiet", "--conf", "spark.master=local[2]"]
     for setting in conf:
         cmd += ["--conf", setting]
     return subprocess.Popen(

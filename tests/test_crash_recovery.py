@@ -243,3 +243,53 @@ def test_a_stale_lock_is_taken_over(spark, replay_logdir, states, tmp_path):
     assert result.took_over_lock["owner"] == "replay run dead-one"
     assert snapshot(spark, wh) == states["after"]
     assert not (wh / "_writer.lock").exists()
+
+
+def test_an_empty_lock_file_of_a_writer_that_died_is_taken_over(spark, replay_logdir, states, tmp_path):
+    """A writer killed between creating its lock file and filling it (or a power loss before
+    the write reached the disk) leaves an empty file: once it is a few seconds old, the next
+    run takes it over."""
+    from lib.lake.lock import UNREADABLE_GRACE_SECONDS
+
+    wh = tmp_path / "wh"
+    shutil.copytree(states["before_wh"], wh)
+    lock = wh / "_writer.lock"
+    lock.write_bytes(b"")
+    old = os.stat(lock).st_mtime - UNREADABLE_GRACE_SECONDS - 1
+    os.utime(lock, (old, old))
+    result = replay_logdir(states["log2"], wh, NOW)
+    assert result.took_over_lock["owner"] == "unreadable lock file"
+    assert snapshot(spark, wh) == states["after"]
+    assert not lock.exists()
+
+
+def test_a_lock_file_being_filled_is_not_taken_over(tmp_path):
+    """An empty lock file younger than the grace period may be a live writer between its two
+    steps: the newcomer looks again, and finds that writer once the file is filled."""
+    import threading
+
+    from lib.lake.lock import WarehouseBusyError, WarehouseLock
+
+    lock = tmp_path / "_writer.lock"
+    lock.write_bytes(b"")
+    holder = {"pid": os.getpid(), "host": socket.gethostname(), "owner": "a slow writer", "since": "now"}
+    filler = threading.Timer(1.0, lambda: lock.write_text(json.dumps(holder)))
+    filler.start()
+    with pytest.raises(WarehouseBusyError, match=r"is being written by a slow writer \(pid"):
+        WarehouseLock(str(tmp_path), "a newcomer").acquire()
+    filler.join()
+    assert json.loads(lock.read_text()) == holder
+
+
+def test_an_empty_lock_file_is_taken_over_after_the_grace_period(tmp_path):
+    import time
+
+    from lib.lake.lock import UNREADABLE_GRACE_SECONDS, WarehouseLock
+
+    (tmp_path / "_writer.lock").write_bytes(b"")
+    started = time.monotonic()
+    with WarehouseLock(str(tmp_path), "a newcomer") as lock:
+        assert time.monotonic() - started >= UNREADABLE_GRACE_SECONDS - 0.5
+        assert lock.took_over["owner"] == "unreadable lock file"
+        assert json.loads((tmp_path / "_writer.lock").read_text())["owner"] == "a newcomer"
+    assert not (tmp_path / "_writer.lock").exists()

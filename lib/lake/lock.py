@@ -9,7 +9,10 @@ that ignores the condition would let two runs in, so the lock checks it on every
 second conditional PUT of the lock it just wrote must fail) and refuses to run otherwise. A
 lock left by a process that died on this host is taken over (on an object store with
 `If-Match` on the lock's ETag, so two newcomers cannot both take it); a live holder makes
-the newcomer fail with a message naming it (or wait, if asked to)."""
+the newcomer fail with a message naming it (or wait, if asked to). A lock file that cannot be
+read (empty: its writer died between creating it and writing it, or a power loss before the
+write reached the disk) is taken over once it is UNREADABLE_GRACE_SECONDS old; a younger one
+may be a writer between those two steps, so the newcomer looks again until then."""
 
 from __future__ import annotations
 
@@ -24,6 +27,9 @@ from lib import storage
 
 LOCK_NAME = "_writer.lock"
 UNREADABLE = {"pid": None, "host": None, "owner": "unreadable lock file", "since": None}
+# A live writer fills its lock file microseconds after creating it: an unreadable one this old
+# was left by a writer that died (or lost power) in between.
+UNREADABLE_GRACE_SECONDS = 5.0
 
 
 class WarehouseBusyError(Exception):
@@ -72,7 +78,11 @@ class WarehouseLock:
         except FileNotFoundError:
             return None
         except (OSError, ValueError):
-            return dict(UNREADABLE)
+            return self._unreadable(os.stat(self.path).st_mtime)
+
+    @staticmethod
+    def _unreadable(modified: float) -> dict:
+        return dict(UNREADABLE, modified=modified)
 
     def _try_create(self) -> bool:
         if self._store is not None:
@@ -101,11 +111,18 @@ class WarehouseLock:
         while True:
             if self._try_create():
                 return self
-            held = self.holder()
+            try:
+                held = self.holder()
+            except FileNotFoundError:
+                held = None
             if held is None:
                 continue  # released between our two looks
-            stale = held.get("host") == socket.gethostname() and held.get("pid") and not _alive(held["pid"])
-            if stale:
+            unreadable = held.get("owner") == UNREADABLE["owner"]
+            if unreadable and time.time() - held["modified"] < UNREADABLE_GRACE_SECONDS:
+                time.sleep(0.1)  # perhaps a writer between creating and filling it: look again
+                continue
+            dead = held.get("host") == socket.gethostname() and held.get("pid") and not _alive(held["pid"])
+            if unreadable or dead:
                 if self._take_over(held):
                     self.took_over = held
                     return self
@@ -161,7 +178,7 @@ class _ObjectStoreLock:
         try:
             return json.loads(got["Body"].read()), got["ETag"]
         except ValueError:
-            return dict(UNREADABLE), got["ETag"]
+            return WarehouseLock._unreadable(got["LastModified"].timestamp()), got["ETag"]
 
     def _put(self, body: bytes, **condition: str) -> str | None:
         """The new ETag, or None when the condition failed."""

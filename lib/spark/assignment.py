@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
+from lib.lake.crash_points import crash_point
 from lib.lake.run_tags import run_tag
 from lib.spark.delta import commit_history, open_delta, read_small_table, table_exists, table_path
 from schemas import tables as T
@@ -153,6 +154,7 @@ def run_assignment_stage(
     else:
         listed = ", ".join(map(str, stale))
         writer.mode("overwrite").option("replaceWhere", f"offsets_partition IN ({listed})").save(path)
+    crash_point("after_commit:assignment_audit")
     result.audited_partitions = stale
     metrics = open_delta(path).history(1)[0].get("operationMetrics") or {}
     result.rows = int(metrics.get("numOutputRows", 0))

@@ -9,6 +9,7 @@ always hold what the completed runs left."""
 from __future__ import annotations
 
 import bisect
+import contextlib
 import dataclasses
 import json
 import os
@@ -31,6 +32,22 @@ def commit_history(spark: SparkSession | None, path: str, limit: int | None = No
 
     history = open_delta(path).history(limit)
     return sorted(((h["version"], h.get("userMetadata")) for h in history), reverse=True)
+
+
+@contextlib.contextmanager
+def tagged_spark_commits(spark: SparkSession, tag: str):
+    """Spark's Delta commits inside name the run as the writers' userMetadata option does:
+    MERGE, UPDATE and DELETE take no such option, only the session's setting."""
+    key = "spark.databricks.delta.commitInfo.userMetadata"
+    before = spark.conf.get(key, None)
+    spark.conf.set(key, tag)
+    try:
+        yield
+    finally:
+        if before is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, before)
 
 
 def table_path(warehouse: str, table: Table | str) -> str:

@@ -29,6 +29,7 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from lib import storage
+from lib.lake.crash_points import crash_point
 from lib.lake.partition_task import _FileWriter
 from lib.lake.run_tags import run_tag
 from lib.lake.worker_errors import worker_error_from
@@ -36,11 +37,13 @@ from lib.source.logdir import PartitionLog
 from lib.source.topic_log import TopicPartitionLog, find_topic_partitions
 from lib.spark.delta import (
     commit_files,
+    open_delta,
     overwrite_small_table,
     read_small_table,
     table_exists,
     table_files,
     table_path,
+    tagged_spark_commits,
 )
 from schemas import tables as T
 from schemas.records import OFFSET_COMMIT_TYPES
@@ -345,6 +348,22 @@ def consumed_partitions(spark: SparkSession, warehouse: str) -> set[tuple[str, i
     return {(r["topic"], r["partition"]) for r in rows}
 
 
+def live_partitions(warehouse: str) -> set[tuple[str, int]]:
+    """The topic partitions with a live committed offset (group_offsets, a small table read
+    with delta-rs)."""
+    path = table_path(warehouse, T.GROUP_OFFSETS)
+    if not table_exists(None, path):
+        return set()
+    data = open_delta(path).to_pyarrow_table(columns=["topic", "partition"])
+    return set(zip(data["topic"].to_pylist(), data["partition"].to_pylist()))
+
+
+def _replayed_to(warehouse: str) -> dict[int, int]:
+    """offsets partition -> the replay's checkpoint (next log offset)."""
+    replay = read_small_table(table_path(warehouse, T.REPLAY_CHECKPOINTS))
+    return {r["offsets_partition"]: r["next_log_offset"] for r in (replay.to_pylist() if replay is not None else [])}
+
+
 def _previous_checkpoints(warehouse: str, full: bool) -> dict[tuple[str, int], dict]:
     """The last lag stage's lag_checkpoints rows by (topic, partition); none for a full run."""
     previous = None if full else read_small_table(table_path(warehouse, T.LAG_CHECKPOINTS))
@@ -359,12 +378,13 @@ def run_lag_stage(
     run_id: str,
     now_ms: int,
     full: bool,
-    replay_unchanged: bool = False,
 ) -> LagResult:
-    """The lag stage after a replay run's commit point (see the module's doc).
-    `replay_unchanged`: the replay skipped every partition (nothing new in __consumer_offsets):
-    the partitions groups commit on are those the last stage read, and a stage with nothing new
-    to read at the same --now is skipped (no Spark job, no commit)."""
+    """The lag stage after a replay run's commit point (see the module's doc). When the replay
+    is where the last completed stage left it (no new record in __consumer_offsets, so no
+    topic partition newly committed on), the partitions to read are those that stage read and
+    those with live offsets, and a stage with nothing new to read at the same --now is skipped
+    (no Spark job, no commit). That is judged from the stage's own commit point, never from
+    what this run's replay did: a stage that died after its replay committed is redone whole."""
     from lib.spark.pipeline import source_signature
 
     result = LagResult()
@@ -375,9 +395,10 @@ def run_lag_stage(
         return result
     prev_rows = _previous_checkpoints(warehouse, full)
     offsets_rows = [r for (topic, _), r in prev_rows.items() if topic == OFFSETS_TOPIC]
-    known = replay_unchanged and bool(offsets_rows)
-    if known:
-        wanted = {tp for tp in prev_rows if tp[0] != OFFSETS_TOPIC}
+    watermarks = {r["partition"]: r["next_offset"] for r in offsets_rows}
+    caught_up = bool(watermarks) and watermarks == _replayed_to(warehouse)
+    if caught_up:
+        wanted = {tp for tp in prev_rows if tp[0] != OFFSETS_TOPIC} | live_partitions(warehouse)
     else:
         wanted = consumed_partitions(spark, warehouse)
     topic_logs = [t for t in topic_logs if (t.topic, t.partition) in wanted]
@@ -412,7 +433,7 @@ def run_lag_stage(
             }
         )
     result.stage_seconds["lag_plan"] = time.monotonic() - t0
-    if known and not tasks and all(r.get("at_ms") == now_ms for r in offsets_rows):
+    if caught_up and not tasks and all(r.get("at_ms") == now_ms for r in offsets_rows):
         result.skipped = "nothing new since the last run at the same --now"
         return result
 
@@ -428,6 +449,7 @@ def run_lag_stage(
         removed = listing[1] if listing else []
     files = [f for r in scanned for f in r["files"]]
     commit_files(end_path, T.PARTITION_END_OFFSETS, files, run_tag(run_id), remove=removed)
+    crash_point("after_commit:partition_end_offsets")
     result.stage_seconds["lag_scan"] = time.monotonic() - t0
 
     checkpoints = [c for r in scanned for c in r["checkpoints"]]
@@ -464,6 +486,7 @@ def run_live_lag_stage(
     writer.write(_sample_rows(samples, run_id))
     writer.close()
     commit_files(table_path(warehouse, T.PARTITION_END_OFFSETS), T.PARTITION_END_OFFSETS, writer.files, run_tag(run_id))
+    crash_point("after_commit:partition_end_offsets")
     result.stage_seconds["lag_sample"] = time.monotonic() - t0
 
     sampled_at = max((s.at_ms for s in samples), default=None)
@@ -517,6 +540,7 @@ def _lag_rows_and_commit_point(
     t0 = time.monotonic()
     watermarks = {r["partition"]: r["next_offset"] for (topic, _), r in prev_rows.items() if topic == OFFSETS_TOPIC}
     result.lag_rows = _group_lag(spark, warehouse, run_id, now_ms, watermarks, full, topic_logs, now_asof_ms)
+    crash_point("after_commit:group_lag")
     result.stage_seconds["lag_rows"] = time.monotonic() - t0
 
     # 3. the commit point
@@ -542,6 +566,7 @@ def _lag_rows_and_commit_point(
         pa.Table.from_pylist(rows, schema=T.LAG_CHECKPOINTS.arrow_schema),
         run_tag(run_id),
     )
+    crash_point("after_commit:lag_checkpoints")
 
 
 def _scan(spark: SparkSession, tasks: list[dict], warehouse: str, run_id: str) -> list[dict]:
@@ -653,11 +678,12 @@ def _group_lag(
         from delta.tables import DeltaTable
 
         rows = rows.localCheckpoint()
-        DeltaTable.forPath(spark, path).alias("t").merge(
-            rows.alias("s"),
-            "t.kind = 'now' AND s.kind = 'now' AND t.at = s.at AND t.group_id = s.group_id "
-            "AND t.topic = s.topic AND t.partition = s.partition",
-        ).whenMatchedUpdateAll().whenNotMatchedInsertAll().execute()
+        with tagged_spark_commits(spark, run_tag(run_id)):
+            DeltaTable.forPath(spark, path).alias("t").merge(
+                rows.alias("s"),
+                "t.kind = 'now' AND s.kind = 'now' AND t.at = s.at AND t.group_id = s.group_id "
+                "AND t.topic = s.topic AND t.partition = s.partition",
+            ).whenMatchedUpdateAll().whenNotMatchedInsertAll().execute()
     return spark.read.format("delta").load(path).where(F.col("run_id") == run_id).count()
 
 

@@ -12,7 +12,6 @@ which then redoes the work. One run at a time writes a warehouse (lib.lake.lock)
 from __future__ import annotations
 
 import datetime as dt
-import os
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from lib import storage
+from lib.lake.crash_points import crash_point
 from lib.lake.lock import WarehouseBusyError, WarehouseLock  # noqa: F401 - re-exported for jobs
 from lib.lake.run_tags import rebuilt_tag, run_tag
 from lib.lake.worker_errors import worker_error_from
@@ -95,27 +95,6 @@ def new_run_id() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:8]
 
 
-def _crash_point(name: str) -> None:
-    """Test hooks (tests/test_crash_recovery.py) at the named points of a run.
-    OFFSETS_LAKE_KILL_AT=<name> makes the process SIGKILL itself here, as a lost executor host
-    or an OOM killer would, saying so on stderr first (so the test knows where it died).
-    OFFSETS_LAKE_PAUSE_AT=<name> with OFFSETS_LAKE_PAUSE_FILE=<path> holds the run here (with
-    the warehouse lock) after creating <path>.paused, until <path>.go exists."""
-    if os.environ.get("OFFSETS_LAKE_KILL_AT") == name:
-        import signal
-        import sys
-
-        sys.stderr.write(f"offsets-lake: SIGKILL at crash point {name}\n")
-        sys.stderr.flush()
-        os.kill(os.getpid(), signal.SIGKILL)
-    if os.environ.get("OFFSETS_LAKE_PAUSE_AT") == name:
-        path = os.environ["OFFSETS_LAKE_PAUSE_FILE"]
-        open(path + ".paused", "w").close()
-        deadline = time.monotonic() + 600
-        while not os.path.exists(path + ".go") and time.monotonic() < deadline:
-            time.sleep(0.05)
-
-
 def run_replay(
     spark: SparkSession,
     logs: list[PartitionLog],
@@ -169,15 +148,13 @@ def roll_back_incomplete(spark: SparkSession | None, warehouse: str) -> list[dic
 def _run_lag_locked(spark: SparkSession, logs, warehouse: str, result: RunResult, full: bool):
     from lib.spark.lag import run_lag_stage, run_live_lag_stage
 
+    crash_point("lag_start")
     try:
         source = logs[0].path
         if source.startswith("kafka://"):  # a live cluster: ListOffsets samples
             lag = run_live_lag_stage(spark, source[len("kafka://") :], warehouse, result.run_id, result.now_ms, full)
         else:
-            unchanged = not full and result.skipped_partitions == len(logs)
-            lag = run_lag_stage(
-                spark, storage.dirname(source), logs, warehouse, result.run_id, result.now_ms, full, unchanged
-            )
+            lag = run_lag_stage(spark, storage.dirname(source), logs, warehouse, result.run_id, result.now_ms, full)
     except BaseException:
         roll_back_incomplete_runs(spark, warehouse, T.LAG_TABLES, T.LAG_CHECKPOINTS)
         raise
@@ -329,7 +306,7 @@ def _run_locked(
         for pl in todo
     }
     _check_not_behind(todo, log_ends, prev)
-    _crash_point("after_decode")
+    crash_point("after_decode")
     result.stage_seconds["read_replay_write"] = time.monotonic() - t0
     for s in [*summaries, *results]:
         for step, seconds in s["seconds"].items():
@@ -338,7 +315,7 @@ def _run_locked(
     result.records = sum(s["records"] for s in summaries)
     result.quarantined = sum(s["quarantined"] for s in summaries)
     result.fetches = sum(s.get("fetches", 0) for s in summaries)
-    _crash_point("before_commit")
+    crash_point("before_commit")
 
     t0 = time.monotonic()
     finished = dt.datetime.now(dt.UTC)
@@ -380,7 +357,7 @@ def _run_locked(
                     partition_by=layouts.get(table.name),
                     overwrite_partitions=todo_ids if table.name in removed else None,
                 )
-            _crash_point(f"after_commit:{table.name}")
+            crash_point(f"after_commit:{table.name}")
     except BaseException:
         # A commit failed (a conflict, a full disk): take back what this run committed.
         roll_back_incomplete_runs(spark, warehouse, T.REPLAY_TABLES, T.REPLAY_CHECKPOINTS)

@@ -271,3 +271,23 @@ def test_a_wrong_path_in_a_bucket_is_named(logs, s3_server):
     with pytest.raises(LogDirError, match="^no __consumer_offsets partitions in s3a://archive "):
         find_partitions("s3a://archive")
     assert [pl.partition for pl in find_partitions("s3a://archive/broker-1/log2")] == [0, 1]
+
+
+def test_an_empty_lock_in_the_bucket_is_taken_over_once_old_enough(s3_server):
+    """An unreadable lock object (an object is written whole, but a tool or a person may leave
+    an empty one) is taken over once the grace period has passed, with If-Match on its ETag."""
+    import json
+    import time
+
+    from lib.lake.lock import UNREADABLE_GRACE_SECONDS, WarehouseLock
+
+    s3_server.make_bucket("emptylock")
+    client = s3_server.client()
+    client.put_object(Bucket="emptylock", Key="wh/_writer.lock", Body=b"")
+    started = time.monotonic()
+    with WarehouseLock("s3a://emptylock/wh", "newcomer") as lock:
+        assert time.monotonic() - started >= UNREADABLE_GRACE_SECONDS - 1.5  # LastModified has whole seconds
+        assert lock.took_over["owner"] == "unreadable lock file"
+        body = client.get_object(Bucket="emptylock", Key="wh/_writer.lock")["Body"].read()
+        assert json.loads(body)["owner"] == "newcomer"
+    assert client.list_objects_v2(Bucket="emptylock").get("KeyCount") == 0
