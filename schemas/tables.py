@@ -355,6 +355,13 @@ LAG_CHECKPOINTS = Table(
         C("source_signature", "STRING", "the last segment's base offset, size and modification time as read"),
         C("run_id", "STRING", "", False),
         C("finished_at", "TIMESTAMP", "", False),
+        C(
+            "log_end_offset",
+            "BIGINT",
+            "consumed partition: the largest end offset of its partition_end_offsets rows (null: not yet known)",
+        ),
+        C("first_at_ms", "BIGINT", "consumed partition: `at` of its first partition_end_offsets row"),
+        C("first_offset", "BIGINT", "consumed partition: first_offset of its first partition_end_offsets row"),
     ),
     key=("topic", "partition"),
 )

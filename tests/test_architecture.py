@@ -44,7 +44,9 @@ PYSPARK_FREE = [
     "lib.source.live",
     "lib.source.topic_log",
     "lib.source.topic_scan",
-    "lib.lake.topic_task",
+    "lib.lake.lag_task",
+    "lib.lake.lag_rows",
+    "lib.lake.lag_input",
     "lib.lake.partition_task",
     "lib.coordinator",
 ]

@@ -66,6 +66,12 @@ DICTIONARY_COLUMNS = (
 PARTITIONS_KEY = "offsets_partitions"  # footer metadata of a flat file: the partitions it holds
 STATE_ROW_GROUP_ROWS = 65536  # a state file's row group: up to this many rows, of several partitions
 STATISTICS_COLUMNS = ("offsets_partition", "log_offset", "batch_base_offset", "log_timestamp", "commit_timestamp")
+# row-group statistics of the other tables, where readers pick row groups: a state table's by
+# offsets partition, the lag tables' by topic partition (rows sorted so)
+ROW_GROUP_STATISTICS = {
+    T.PARTITION_END_OFFSETS.name: ["topic", "partition", "end_offset", "at"],
+    T.GROUP_LAG.name: ["topic", "partition", "at"],
+}
 
 
 def partition_dir(warehouse: str, table: T.Table, partition: int) -> str:
@@ -97,14 +103,19 @@ class _FileWriter:
     (a flat table; each write is its own row group, with offsets_partition statistics, so a
     reader of one partition reads its row groups only)."""
 
-    def __init__(self, warehouse: str, table: T.Table, partition: int | None, run_id: str, drop: tuple = ()):
+    def __init__(
+        self, warehouse: str, table: T.Table, partition: int | None, run_id: str, drop: tuple = (), prefix: str = "part"
+    ):
         self.table = table
+        self.prefix = prefix
         self.partition = partition
         self.table_dir = storage.join(warehouse, table.name)
         self.folder = self.table_dir if partition is None else partition_dir(warehouse, table, partition)
         self.run_id = run_id
         self.schema = _file_schema(table, drop, partition is not None)
-        self.stats_columns = [c for c in STATS_COLUMNS if c in self.schema.names]
+        # (non-null columns only: the stats say they hold no null)
+        not_null = {c.name for c in table.columns if not c.nullable}
+        self.stats_columns = [c for c in STATS_COLUMNS if c in self.schema.names and c in not_null]
         # a flat file names the partitions it holds in its footer: the min/max of the Delta
         # log's stats cannot tell {0, 2} from {0, 1, 2}
         self._partitions: set[int] | None = set() if "offsets_partition" in self.schema.names else None
@@ -120,7 +131,7 @@ class _FileWriter:
         if batch.num_rows == 0:
             return
         if self._writer is None:
-            name = f"part-{self.run_id}-{uuid.uuid4().hex[:12]}.snappy.parquet"
+            name = f"{self.prefix}-{self.run_id}-{uuid.uuid4().hex[:12]}.snappy.parquet"
             self._path = storage.join(self.folder, name)
             self._out = storage.OutputFile(self._path)
             names = set(self.schema.names)
@@ -133,10 +144,13 @@ class _FileWriter:
             else:
                 # state tables: a few thousand rows a partition, rewritten every run; plain pages
                 # (a file is read whole), statistics only where a reader picks row groups
-                options = {
-                    "use_dictionary": False,
-                    "write_statistics": ["offsets_partition"] if "offsets_partition" in names else False,
-                }
+                statistics = ROW_GROUP_STATISTICS.get(self.table.name)
+                if statistics is None:
+                    statistics = ["offsets_partition"] if "offsets_partition" in names else []
+                # the lag tables are large, their strings repeat: dictionaries there
+                strings = [f.name for f in self.schema if pa.types.is_string(f.type)]
+                dictionary = strings if self.table.name in ROW_GROUP_STATISTICS else False
+                options = {"use_dictionary": dictionary, "write_statistics": statistics or False}
             self._writer = pq.ParquetWriter(self._out.sink, self.schema, compression="snappy", **options)
         assert self._writer is not None
         data = batch.select(self.schema.names)
@@ -396,9 +410,16 @@ def replay_group(group: dict) -> dict:
     [file]}, flat {table name: bool}, carry {table name: [path]}, replayed [partition].
     Returns {"partitions": [summary], "files": {table name: [file to add]}, "seconds": {step:
     CPU seconds}} (the task's own steps; each summary has its partition's)."""
+    from lib.lake.lag_input import EventWriter
+
     storage.configure(group.get("object_store"))
     state = TaskState(group["warehouse"], group["run_id"], group.get("state_files") or {}, group.get("flat") or {})
-    summaries = [replay_partition(task, state) for task in group["tasks"]]
+    # the commits that took effect, for the lag stage (lib.lake.lag_input)
+    events = EventWriter(group["warehouse"], group["run_id"]) if group.get("lag_input") else None
+    summaries = [replay_partition(task, state, events) for task in group["tasks"]]
+    t = time.thread_time()
+    lag_input = events.close() if events is not None else None
+    events_seconds = time.thread_time() - t
     t = time.thread_time()
     state.carry(group.get("carry") or {}, group.get("replayed") or [])
     carried = time.thread_time() - t
@@ -407,11 +428,11 @@ def replay_group(group: dict) -> dict:
         for name, fs in s.pop("files").items():
             files.setdefault(name, []).extend(fs)
     # the task's shared files (state tables, small partitions' offsets_log) are written here
-    seconds = {"carry": carried, "write_task_files": time.thread_time() - t - carried}
-    return {"partitions": summaries, "files": files, "seconds": seconds}
+    seconds = {"carry": carried, "write_task_files": time.thread_time() - t - carried, "lag_input": events_seconds}
+    return {"partitions": summaries, "files": files, "seconds": seconds, "lag_input": lag_input}
 
 
-def replay_partition(task: dict, state: TaskState) -> dict:
+def replay_partition(task: dict, state: TaskState, events=None) -> dict:
     """One partition: task keys partition, segments [(path, base_offset)] or bootstrap,
     start_offset, end_offset, warehouse, run_id, now_ms, retention_ms, quarantine (bool).
     Its previous state comes from `state`, and its new state goes there. Returns the
@@ -422,7 +443,7 @@ def replay_partition(task: dict, state: TaskState) -> dict:
     started = time.time()
     p = task["partition"]
     warehouse, run_id = task["warehouse"], task["run_id"]
-    clock = {"read_state": 0.0, "decode": 0.0, "replay": 0.0, "write_log": 0.0, "finish": 0.0}
+    clock = {"read_state": 0.0, "decode": 0.0, "replay": 0.0, "write_log": 0.0, "finish": 0.0, "lag_input": 0.0}
     t = time.thread_time()
 
     def lap(what):
@@ -432,6 +453,7 @@ def replay_partition(task: dict, state: TaskState) -> dict:
         t = now
 
     engine = PartitionReplay(p)
+    engine.emit_commit_events = events is not None
     if state.sources:
         offsets = [state.read(T.GROUP_OFFSETS, p), state.read(T.EXPIRED_OFFSETS, p)]
         group_rows = [state.read(T.CONSUMER_GROUPS, p), state.read(T.EXPIRED_GROUPS, p)]
@@ -461,6 +483,9 @@ def replay_partition(task: dict, state: TaskState) -> dict:
             lap("write_log")
             engine.feed(batch, getattr(batches, "batch_group_metadata", None))
             lap("replay")
+            if events is not None:
+                events.write(engine.take_commit_events())
+                lap("lag_input")
 
     try:
         if task.get("bootstrap"):

@@ -55,6 +55,25 @@ FOLD_COLUMNS = [
     "raw_key",
 ]
 FOLD_COLUMNS_FLAT = [c for c in FOLD_COLUMNS if c != "group_metadata"]
+# An offset commit that took effect (Kafka 4.x): a non-transactional one at its own record; a
+# transactional one at its producer's COMMIT marker, when it is newer than the value in effect.
+# `log_offset` is the commit's record, `applied_offset` and `applied_at` the record that made it
+# effective (the commit itself, or the marker).
+_TS = pa.timestamp("us", tz="UTC")
+COMMIT_EVENT_SCHEMA = pa.schema(
+    [
+        pa.field("group_id", pa.string()),
+        pa.field("topic", pa.string()),
+        pa.field("partition", pa.int32()),
+        pa.field("committed_offset", pa.int64()),
+        pa.field("offsets_partition", pa.int32()),
+        pa.field("log_offset", pa.int64()),
+        pa.field("applied_offset", pa.int64()),
+        pa.field("applied_at", _TS),
+    ]
+)
+_EVENT_VALUE_COLUMNS = ["group_id", "topic", "partition", "committed_offset", "offsets_partition", "log_offset"]
+_EVENT_VALUE_SCHEMA = pa.schema([COMMIT_EVENT_SCHEMA.field(c) for c in _EVENT_VALUE_COLUMNS])
 
 
 # --- interning byte strings (open addressing, a word-at-a-time hash) -------------------------------------------
@@ -364,6 +383,9 @@ class PartitionReplay:
         self.topic_names: dict[str, str] = {}
         self.epoch = 0
         self.records = 0
+        self.emit_commit_events = False
+        self._events: list[pa.Table] = []
+        self._applied: list[tuple[int, int]] = []  # (value ref, marker row) of a batch
 
     # --- state across runs ---------------------------------------------------------------------
     def load(
@@ -609,7 +631,7 @@ class PartitionReplay:
             elif marker[r]:
                 if is_commit is None:
                     is_commit = pc.equal(ctype, "COMMIT").to_numpy(zero_copy_only=False)
-                n_touched = self._end_transaction(int(pid[r]), bool(is_commit[r]), touched, n_touched)
+                n_touched = self._end_transaction(int(pid[r]), bool(is_commit[r]), touched, n_touched, r)
             elif tomb[r]:
                 k = int(row_key[r])
                 self._clear_pending(k)
@@ -628,7 +650,51 @@ class PartitionReplay:
                 elif self.gstate[g] == SIMPLE:
                     self.gtouch[g] = log_offset[r]
             r += 1
+        if self.emit_commit_events:
+            self._collect_events(batch, kind == PLAIN, log_offset)
         self._retain(batch, touched[:n_touched])
+
+    def take_commit_events(self) -> pa.Table | None:
+        """The offset commits that took effect since the last call (COMMIT_EVENT_SCHEMA, in the
+        order they took effect), when `emit_commit_events` is on."""
+        if not self._events:
+            return None
+        events, self._events = self._events, []
+        return pa.concat_tables(events) if len(events) > 1 else events[0]
+
+    def _collect_events(self, batch: pa.RecordBatch, plain: np.ndarray, log_offset: np.ndarray) -> None:
+        applied, self._applied = self._applied, []
+        if not plain.any() and not applied:
+            return
+        at = batch.column("log_timestamp").cast(_TS)
+        rows = np.flatnonzero(plain)
+        applied_rows = np.array([r for _, r in applied], np.int64)
+        refs = np.array([ref for ref, _ in applied], np.int64)
+        parts = [batch.select(_EVENT_VALUE_COLUMNS).take(pa.array(rows))] if len(rows) else []
+        order_rows = [rows]
+        if len(refs):
+            here = refs <= -2
+            values = []
+            if here.any():
+                values.append(
+                    pa.Table.from_batches([batch.select(_EVENT_VALUE_COLUMNS)]).take(pa.array(-(refs[here] + 2)))
+                )
+            if (~here).any():
+                values.append(self._take(refs[~here]).select(_EVENT_VALUE_COLUMNS))
+            parts.extend(values)
+            order_rows.append(np.concatenate([applied_rows[here], applied_rows[~here]]))
+        by_row = np.concatenate(order_rows)
+        table = pa.concat_tables(
+            [
+                (pa.Table.from_batches([p]) if isinstance(p, pa.RecordBatch) else p).cast(_EVENT_VALUE_SCHEMA)
+                for p in parts
+            ]
+        )
+        table = table.append_column("applied_offset", pa.array(log_offset[by_row])).append_column(
+            "applied_at", at.take(pa.array(by_row))
+        )
+        order = np.lexsort((table.column("log_offset").to_numpy(), by_row))
+        self._events.append(table.take(pa.array(order)).cast(COMMIT_EVENT_SCHEMA))
 
     def _touch(self, k: int, touched: np.ndarray, n_touched: int) -> int:
         if self.tmark[k] != self.epoch:
@@ -647,7 +713,7 @@ class PartitionReplay:
             raise
         self._sync_group(g, fold)
 
-    def _end_transaction(self, producer: int, commit: bool, touched, n_touched) -> int:
+    def _end_transaction(self, producer: int, commit: bool, touched, n_touched, marker_row: int = -1) -> int:
         for k, (ref, off) in self.pending.pop(producer, {}).items():
             self.kpend[k] -= 1
             # a later non-transactional commit wins over the transaction's record
@@ -655,6 +721,8 @@ class PartitionReplay:
                 self.c_ref[k] = ref
                 self.c_off[k] = off
                 n_touched = self._touch(k, touched, n_touched)
+                if self.emit_commit_events:
+                    self._applied.append((ref, marker_row))
         return n_touched
 
     def _clear_pending(self, k: int) -> None:

@@ -10,9 +10,12 @@ NO_PRODUCER = -1
 
 
 class PartitionOffsets:
-    def __init__(self):
+    def __init__(self, record_effects: bool = False):
         self.offsets: dict[tuple, dict] = {}  # (group, topic, partition) -> entry
         self.pending: dict[int, dict[tuple, dict]] = {}  # producer id -> key -> entry
+        # with record_effects: the commits that took effect, in that order, each with the record
+        # that made it effective (its log offset and timestamp)
+        self.took_effect: list[tuple[dict, int, object]] | None = [] if record_effects else None
 
     def load_committed(self, entry: dict) -> None:
         self.offsets[(entry["group_id"], entry["topic"], entry["partition"])] = entry
@@ -24,7 +27,9 @@ class PartitionOffsets:
         """One offsets_log row (as lib.decode produces them), in log order."""
         if row["is_control"]:
             if row["control_type"] in ("COMMIT", "ABORT"):
-                self.end_transaction(row["producer_id"], row["control_type"] == "COMMIT")
+                self.end_transaction(
+                    row["producer_id"], row["control_type"] == "COMMIT", row["log_offset"], row["log_timestamp"]
+                )
             return
         if row["record_type"] not in OFFSET_COMMIT_TYPES or row["decode_status"] != "ok":
             return
@@ -57,8 +62,10 @@ class PartitionOffsets:
             self.pending.setdefault(row["producer_id"], {})[key] = entry
         else:
             self.offsets[key] = entry
+            if self.took_effect is not None:
+                self.took_effect.append((entry, row["log_offset"], row.get("log_timestamp")))
 
-    def end_transaction(self, producer_id: int, commit: bool) -> None:
+    def end_transaction(self, producer_id: int, commit: bool, marker_offset: int = -1, marker_time=None) -> None:
         entries = self.pending.pop(producer_id, {})
         if not commit:
             return
@@ -67,6 +74,8 @@ class PartitionOffsets:
             # a later non-transactional commit wins over the transaction's record
             if current is None or entry["log_offset"] > current["log_offset"]:
                 self.offsets[key] = entry
+                if self.took_effect is not None:
+                    self.took_effect.append((entry, marker_offset, marker_time))
 
     def has_open_transaction(self, group_id: str) -> bool:
         return any(k[0] == group_id for entries in self.pending.values() for k in entries)

@@ -1,27 +1,34 @@
 """The lag stage of a run: end offsets of the consumed partitions, and every group's lag.
 
 After the replay's commit point, under the same warehouse lock:
-1. The consumed topic partitions the groups commit on are found in the log dir (their
-   <topic>-<partition> folders); each is scanned from its checkpoint on, batch headers only,
-   by Spark tasks (lib.lake.topic_task) that write partition_end_offsets files.
-2. group_lag rows are computed with Spark's built-in functions (windows, no UDF) for every
-   effective commit since the last lag stage (`effective_commits`) and, at the run's --now, for
-   every live offset: the end offset as of that time (the last end-offset row at or before
-   it), and the age of the first unconsumed record (its timestamp from the batch header, or
-   from its batch, decoded by a lookup task; else interpolated between end-offset rows).
+1. The replay handed over the offset commits that took effect, as its engine found them, in
+   its lag input (lib.lake.lag_input: grouped into buckets of topic partitions). The topic
+   partitions to read are those the last stage read, those with a live offset and those with
+   new commits; each is read from its checkpoint on, batch headers only.
+2. Spark tasks (lib.lake.lag_task), one per range of buckets, take one topic partition at a
+   time: its new batches into partition_end_offsets rows, then group_lag rows for every commit
+   since the last lag stage and, at the run's --now, for every live offset: the end offset as
+   of that time and the age of the first unconsumed record (lib.lake.lag_rows: its time from
+   the batch header, or from its batch, decoded; else interpolated between end-offset rows).
+   Nothing here is a Spark shuffle: memory is a task's commits plus one partition's rows.
 3. Commits: partition_end_offsets, group_lag, then lag_checkpoints (the stage's commit point;
-   a stage that died is rolled back by the next run like the replay's tables).
+   a stage that died is rolled back by the next run like the replay's tables, and redone from
+   the lag input, which is removed only after that commit).
 
 From a live cluster (`run_live_lag_stage`) step 1 samples instead: ListOffsets of the same
 partitions (lib.source.live), one partition_end_offsets row each (source list_offsets, `at` the
 sampling time on this machine's clock); there are no batches to decode, so a lag in time is
 interpolated between the samples of successive runs, as kafka-lag-exporter does. Steps 2 and 3
 are the same.
+
+The Spark functions further down (`lag_at_points`, `first_unconsumed_batches`,
+`with_time_lag`) answer the same rules over whole tables, for the report's lag at bucket ends.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import re
 import time
 from dataclasses import dataclass, field
 
@@ -30,11 +37,12 @@ from pyspark.sql import functions as F
 
 from lib import storage
 from lib.lake.crash_points import crash_point
-from lib.lake.partition_task import _FileWriter
+from lib.lake.lag_input import BUCKETS, bucket_of, manifest_files, read_index, remove_lag_input, runs_with_input
+from lib.lake.lag_task import LagTask, PartitionInput, earlier_rows, now_file_at, run_lag_task
 from lib.lake.run_tags import run_tag
 from lib.lake.worker_errors import worker_error_from
-from lib.source.logdir import PartitionLog
-from lib.source.topic_log import TopicPartitionLog, find_topic_partitions
+from lib.source.topic_log import find_topic_partitions
+from lib.source.topic_scan import ScanStart
 from lib.spark.delta import (
     commit_files,
     open_delta,
@@ -43,7 +51,6 @@ from lib.spark.delta import (
     table_exists,
     table_files,
     table_path,
-    tagged_spark_commits,
 )
 from schemas import tables as T
 from schemas.records import OFFSET_COMMIT_TYPES
@@ -336,18 +343,6 @@ def lookups_needed(lagged: DataFrame, batches: DataFrame) -> DataFrame:
 # --- the stage ------------------------------------------------------------------------------
 
 
-def consumed_partitions(spark: SparkSession, warehouse: str) -> set[tuple[str, int]]:
-    """The topic partitions any group has committed on (a small set, safe to collect)."""
-    log = spark.read.format("delta").load(table_path(warehouse, T.OFFSETS_LOG))
-    rows = (
-        log.where(F.col("record_type").isin([int(t) for t in OFFSET_COMMIT_TYPES]) & F.col("topic").isNotNull())
-        .select("topic", "partition")
-        .distinct()
-        .collect()
-    )
-    return {(r["topic"], r["partition"]) for r in rows}
-
-
 def live_partitions(warehouse: str) -> set[tuple[str, int]]:
     """The topic partitions with a live committed offset (group_offsets, a small table read
     with delta-rs)."""
@@ -370,91 +365,295 @@ def _previous_checkpoints(warehouse: str, full: bool) -> dict[tuple[str, int], d
     return {(r["topic"], r["partition"]): r for r in (previous.to_pylist() if previous is not None else [])}
 
 
+@dataclass
+class _Plan:
+    """What a lag stage reads: the lag input of the replay runs since the last stage, the
+    watermarks below which their commits are old, and the previous checkpoints."""
+
+    prev_rows: dict[tuple[str, int], dict]
+    watermarks: dict[int, int] | None
+    runs: list[str]  # replay runs whose lag input is read
+    event_files: list[str]
+    event_partitions: set[tuple[str, int]]  # the topic partitions those files hold commits of
+    bucket_rows: dict[int, int]  # commits per bucket in those files
+
+
+def _plan(warehouse: str, run_id: str, full: bool) -> _Plan:
+    from lib.spark.delta import completed_runs
+
+    prev_rows = _previous_checkpoints(warehouse, full)
+    offsets_rows = [r for (topic, _), r in prev_rows.items() if topic == OFFSETS_TOPIC]
+    watermarks = {r["partition"]: r["next_offset"] for r in offsets_rows} or None
+    inputs = runs_with_input(warehouse)
+    if full:
+        runs = [run_id] if run_id in inputs else []
+    else:
+        completed = completed_runs(None, table_path(warehouse, T.REPLAY_CHECKPOINTS))
+        runs = sorted(r for r in inputs if r in completed)
+    files: list[str] = []
+    partitions: set[tuple[str, int]] = set()
+    bucket_rows: dict[int, int] = {}
+    for run in runs:
+        for path in manifest_files(warehouse, run):  # what its replay's tasks wrote
+            files.append(path)
+            index = read_index(path)
+            partitions.update((t, int(p)) for t, p in index["partitions"])
+            for b, n in index["batches"]:
+                bucket_rows[b] = bucket_rows.get(b, 0) + n
+    return _Plan(prev_rows, watermarks, runs, files, partitions, bucket_rows)
+
+
 def run_lag_stage(
     spark: SparkSession,
     log_dir: str | None,
-    logs: list[PartitionLog],
     warehouse: str,
     run_id: str,
     now_ms: int,
     full: bool,
+    samples: list | None = None,
+    sampled_at: int | None = None,
 ) -> LagResult:
-    """The lag stage after a replay run's commit point (see the module's doc). When the replay
-    is where the last completed stage left it (no new record in __consumer_offsets, so no
-    topic partition newly committed on), the partitions to read are those that stage read and
-    those with live offsets, and a stage with nothing new to read at the same --now is skipped
-    (no Spark job, no commit). That is judged from the stage's own commit point, never from
-    what this run's replay did: a stage that died after its replay committed is redone whole."""
+    """The lag stage after a replay run's commit point (see the module's doc): from the log
+    dir's consumed partitions, or from a live cluster's `samples` (lib.source.live
+    EndOffsetSample, taken at `sampled_at`). The partitions read are those the last stage
+    read, those with a live offset, and those with commits in the replay's lag input since;
+    with nothing new to read at the same --now the stage is skipped (no Spark job, no commit).
+    What to read is judged from the stage's own commit point and the lag input it has not
+    consumed, never from what this run's replay found new: a stage that died after its replay
+    committed is redone whole."""
     from lib.spark.pipeline import source_signature
 
     result = LagResult()
     t0 = time.monotonic()
+    live = samples is not None
     topic_logs = find_topic_partitions(log_dir) if log_dir else []
-    if not topic_logs:
+    if not live and not topic_logs:
         result.skipped = "the input holds no consumed topic partitions"
         return result
-    prev_rows = _previous_checkpoints(warehouse, full)
-    offsets_rows = [r for (topic, _), r in prev_rows.items() if topic == OFFSETS_TOPIC]
-    watermarks = {r["partition"]: r["next_offset"] for r in offsets_rows}
-    caught_up = bool(watermarks) and watermarks == _replayed_to(warehouse)
-    if caught_up:
-        wanted = {tp for tp in prev_rows if tp[0] != OFFSETS_TOPIC} | live_partitions(warehouse)
-    else:
-        wanted = consumed_partitions(spark, warehouse)
-    topic_logs = [t for t in topic_logs if (t.topic, t.partition) in wanted]
-    if not topic_logs:
-        result.skipped = "no group commits on a topic partition of the input"
-        return result
-    tasks = []
-    for log in topic_logs:
-        prev = prev_rows.get((log.topic, log.partition))
-        if prev is not None and prev["topic_id"] != log.topic_id:
-            prev = None  # the topic was recreated: its new log from the start
-        signature = source_signature(log)  # as the replay's checkpoints hold it
-        if prev is not None and prev["source_signature"] == signature:
+    plan = _plan(warehouse, run_id, full)
+    tracked = {tp for tp in plan.prev_rows if tp[0] != OFFSETS_TOPIC}
+    wanted = tracked | live_partitions(warehouse) | plan.event_partitions
+    by_tp = {(t.topic, t.partition): t for t in topic_logs}
+    sampled = {(s.topic, s.partition): s for s in samples or ()}
+    inputs: list[PartitionInput] = []
+    changed = False
+    for key in sorted(wanted):
+        prev = plan.prev_rows.get(key)
+        log = by_tp.get(key)
+        if live:
+            sample = sampled.get(key)
+            if sample is None and prev is None:
+                continue
+            inputs.append(
+                PartitionInput(
+                    key[0],
+                    key[1],
+                    None,
+                    None,
+                    False,
+                    None,
+                    prev is not None,
+                    earlier_rows(prev) if prev is not None else None,
+                    samples=_sample_rows([sample], run_id) if sample is not None else None,
+                    previous=prev,
+                )
+            )
+            changed |= sample is not None
             continue
-        tasks.append(
-            {
-                "topic": log.topic,
-                "partition": log.partition,
-                "path": log.path,
-                "topic_id": log.topic_id,
-                "segments": [(s.path, s.base_offset, s.size) for s in log.segments],
-                "start": None
-                if prev is None
-                else {
-                    "next_offset": prev["next_offset"],
-                    "segment_base_offset": prev["segment_base_offset"],
-                    "next_byte_position": prev["next_byte_position"],
-                },
-                "at_ms": None if prev is None else prev["at_ms"],
-                "source_signature": signature,
-                "size": sum(s.size for s in log.segments),
-            }
+        if log is None and prev is None:
+            continue  # neither in the log dir nor read before: its points get no end offset
+        start = None
+        if prev is not None and log is not None and prev.get("topic_id") == log.topic_id:
+            start = ScanStart(prev["next_offset"], prev.get("segment_base_offset"), prev.get("next_byte_position"))
+        signature = source_signature(log) if log is not None else None
+        scan = log is not None and (start is None or prev is None or prev.get("source_signature") != signature)
+        changed |= scan
+        inputs.append(
+            PartitionInput(
+                key[0],
+                key[1],
+                log,
+                start,
+                scan,
+                prev.get("at_ms") if start is not None and prev is not None else None,
+                prev is not None,
+                earlier_rows(prev) if prev is not None else None,
+                source_signature=signature if log is not None else (prev or {}).get("source_signature"),
+                previous=prev,
+            )
         )
+    offsets_rows = [r for (topic, _), r in plan.prev_rows.items() if topic == OFFSETS_TOPIC]
+    caught_up = bool(plan.watermarks) and plan.watermarks == _replayed_to(warehouse)
     result.stage_seconds["lag_plan"] = time.monotonic() - t0
-    if caught_up and not tasks and all(r.get("at_ms") == now_ms for r in offsets_rows):
+    if caught_up and not changed and all(r.get("at_ms") == now_ms for r in offsets_rows):
         result.skipped = "nothing new since the last run at the same --now"
         return result
 
-    # 1. scan
+    # 1. the tasks: end offsets and lag rows
     t0 = time.monotonic()
-    scanned = _scan(spark, tasks, warehouse, run_id)
-    result.partitions_scanned = len(tasks)
-    result.batches = sum(r["batches"] for r in scanned)
+    tasks = _tasks(spark, warehouse, run_id, now_ms, max(now_ms, sampled_at or now_ms), inputs, plan, full)
+    try:
+        outcomes = spark.sparkContext.parallelize(tasks, len(tasks)).map(run_lag_task).collect() if tasks else []
+    except Exception as e:
+        from lib.spark.pipeline import ReplayError, _describe_worker_error
+
+        info = worker_error_from(e)
+        if info is None:
+            raise
+        raise ReplayError(_describe_worker_error(info)) from None
+    result.partitions_scanned = sum(1 for tp in inputs if tp.scan or tp.samples is not None)
+    result.batches = sum(o.batches for o in outcomes)
+    result.lag_rows = sum(o.lag_rows for o in outcomes)
+    for o in outcomes:
+        for step, seconds in o.seconds.items():
+            result.stage_seconds[f"worker_{step}"] = result.stage_seconds.get(f"worker_{step}", 0.0) + seconds
+    result.stage_seconds["lag_tasks"] = time.monotonic() - t0
+
+    # 2. the commits: end offsets, lag rows, then the stage's commit point
+    t0 = time.monotonic()
     end_path = table_path(warehouse, T.PARTITION_END_OFFSETS)
     removed = []
     if full:
         listing = table_files(end_path)
         removed = listing[1] if listing else []
-    files = [f for r in scanned for f in r["files"]]
-    commit_files(end_path, T.PARTITION_END_OFFSETS, files, run_tag(run_id), remove=removed)
+    commit_files(
+        end_path,
+        T.PARTITION_END_OFFSETS,
+        [f for o in outcomes for f in o.end_offset_files],
+        run_tag(run_id),
+        remove=removed,
+    )
     crash_point("after_commit:partition_end_offsets")
-    result.stage_seconds["lag_scan"] = time.monotonic() - t0
-
-    checkpoints = [c for r in scanned for c in r["checkpoints"]]
-    _lag_rows_and_commit_point(spark, warehouse, run_id, now_ms, full, prev_rows, checkpoints, topic_logs, result)
+    _commit_group_lag(warehouse, run_id, now_ms, full, [f for o in outcomes for f in o.lag_files])
+    crash_point("after_commit:group_lag")
+    checkpoints = [c for o in outcomes for c in o.checkpoints]
+    _commit_checkpoints(warehouse, run_id, now_ms, plan.prev_rows, checkpoints)
+    crash_point("after_commit:lag_checkpoints")
+    result.stage_seconds["lag_commit"] = time.monotonic() - t0
+    remove_lag_input(warehouse)
     return result
+
+
+def _tasks(
+    spark: SparkSession,
+    warehouse: str,
+    run_id: str,
+    now_ms: int,
+    now_asof_ms: int,
+    inputs: list[PartitionInput],
+    plan: _Plan,
+    full: bool,
+) -> list[LagTask]:
+    """The topic partitions split by bucket ranges into tasks of about equal work (commits to
+    place, batches to read), a few per core, more when there are many commits (a task holds its
+    commits)."""
+    weight = dict(plan.bucket_rows)
+    for tp in inputs:
+        b = bucket_of(tp.topic, tp.partition)
+        size = sum(s.size for s in tp.log.segments) if tp.log is not None and tp.scan else 0
+        weight[b] = weight.get(b, 0) + 1 + size // 200
+    if not weight:
+        return []
+    total = sum(weight.values())
+    parallelism = max(1, spark.sparkContext.defaultParallelism)
+    count = max(1, min(len(weight), max(2 * parallelism, -(-total // TASK_COMMITS))))
+    offsets_files = table_files(table_path(warehouse, T.GROUP_OFFSETS))
+    live_files = tuple(f.absolute for f in offsets_files[1]) if offsets_files else ()
+    history = table_files(table_path(warehouse, T.PARTITION_END_OFFSETS)) if not full else None
+    history_files = tuple(f.absolute for f in history[1]) if history else ()
+    by_bucket: dict[int, list[PartitionInput]] = {}
+    for tp in inputs:
+        by_bucket.setdefault(bucket_of(tp.topic, tp.partition), []).append(tp)
+    tasks = []
+    lo, acc = 0, 0
+    share = total / count
+    ordered = sorted(weight)
+    for i, b in enumerate(ordered):
+        acc += weight[b]
+        last = i == len(ordered) - 1
+        if acc >= share or last:
+            hi = BUCKETS if last else b + 1
+            members = tuple(tp for bucket in range(lo, hi) for tp in by_bucket.get(bucket, ()))
+            tasks.append(
+                LagTask(
+                    storage.absolute(warehouse),
+                    run_id,
+                    storage.settings(),
+                    lo,
+                    hi,
+                    members,
+                    tuple(plan.event_files),
+                    None if full else plan.watermarks,
+                    now_ms,
+                    now_asof_ms,
+                    live_files,
+                    history_files,
+                )
+            )
+            lo, acc = hi, 0
+    return tasks
+
+
+TASK_COMMITS = 1_000_000  # commits a lag task holds at most, about
+_SPARK_FILE = re.compile(r"^part-\d{5}-")
+
+
+def _commit_group_lag(warehouse: str, run_id: str, now_ms: int, full: bool, files: list[dict]) -> None:
+    """group_lag: the new rows' files added; a full stage replaces every file, another the now
+    rows of an earlier stage at the same --now (files named for it; in a table an earlier
+    version wrote, those rows are deleted first, in a commit of their own)."""
+    path = table_path(warehouse, T.GROUP_LAG)
+    listing = table_files(path)
+    removed = []
+    if listing is not None:
+        if full:
+            removed = listing[1]
+        else:
+            removed = [f for f in listing[1] if now_file_at(f.path) == now_ms]
+            # files an earlier version wrote with Spark (part-00000-<uuid>-c000...) mix both kinds
+            if any(_SPARK_FILE.match(f.path.split("/")[-1]) for f in listing[1]):
+                _delete_now_rows(path, now_ms, run_id)
+    commit_files(path, T.GROUP_LAG, files, run_tag(run_id), remove=removed)
+
+
+def _delete_now_rows(path: str, now_ms: int, run_id: str) -> None:
+    from deltalake import CommitProperties
+
+    at = dt.datetime.fromtimestamp(now_ms / 1000, dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+    open_delta(path).delete(
+        f"kind = 'now' AND at = '{at}'",
+        commit_properties=CommitProperties(custom_metadata={"userMetadata": run_tag(run_id)}),
+    )
+
+
+def _commit_checkpoints(
+    warehouse: str, run_id: str, now_ms: int, prev_rows: dict[tuple[str, int], dict], checkpoints: list[dict]
+) -> None:
+    """lag_checkpoints, the stage's commit point: the topic partitions' rows from the tasks over
+    the previous ones, and every offsets partition's watermark from replay_checkpoints."""
+    import pyarrow as pa
+
+    finished = dt.datetime.now(dt.UTC)
+    new_rows: dict[tuple[str, int], dict] = dict(prev_rows)
+    for c in checkpoints:
+        new_rows[(c["topic"], c["partition"])] = {**c, "run_id": run_id, "finished_at": finished}
+    for p, nxt in _replayed_to(warehouse).items():
+        new_rows[(OFFSETS_TOPIC, p)] = {
+            "topic": OFFSETS_TOPIC,
+            "partition": p,
+            "next_offset": nxt,
+            "at_ms": now_ms,  # the --now its `now` rows were computed at
+            "run_id": run_id,
+            "finished_at": finished,
+        }
+    names = T.LAG_CHECKPOINTS.column_names
+    rows = [{c: row.get(c) for c in names} for _, row in sorted(new_rows.items())]
+    overwrite_small_table(
+        table_path(warehouse, T.LAG_CHECKPOINTS),
+        T.LAG_CHECKPOINTS,
+        pa.Table.from_pylist(rows, schema=T.LAG_CHECKPOINTS.arrow_schema),
+        run_tag(run_id),
+    )
 
 
 def run_live_lag_stage(
@@ -469,28 +668,19 @@ def run_live_lag_stage(
     as kafka-consumer-groups --describe would show it."""
     from lib.source.live import sample_end_offsets
 
-    result = LagResult()
     t0 = time.monotonic()
-    wanted = consumed_partitions(spark, warehouse)
+    plan = _plan(warehouse, run_id, full)
+    wanted = {tp for tp in plan.prev_rows if tp[0] != OFFSETS_TOPIC} | live_partitions(warehouse)
+    wanted |= plan.event_partitions
     if not wanted:
+        result = LagResult()
         result.skipped = "no group commits on a topic partition"
         return result
-    prev_rows = _previous_checkpoints(warehouse, full)
-    result.stage_seconds["lag_plan"] = time.monotonic() - t0
-
-    # 1. sample
-    t0 = time.monotonic()
     samples = sample_end_offsets(bootstrap_servers, wanted)
-    result.partitions_scanned = len(samples)
-    writer = _FileWriter(storage.absolute(warehouse), T.PARTITION_END_OFFSETS, None, run_id)
-    writer.write(_sample_rows(samples, run_id))
-    writer.close()
-    commit_files(table_path(warehouse, T.PARTITION_END_OFFSETS), T.PARTITION_END_OFFSETS, writer.files, run_tag(run_id))
-    crash_point("after_commit:partition_end_offsets")
-    result.stage_seconds["lag_sample"] = time.monotonic() - t0
-
     sampled_at = max((s.at_ms for s in samples), default=None)
-    _lag_rows_and_commit_point(spark, warehouse, run_id, now_ms, full, prev_rows, [], [], result, sampled_at)
+    seconds = time.monotonic() - t0
+    result = run_lag_stage(spark, None, warehouse, run_id, now_ms, full, samples=samples, sampled_at=sampled_at)
+    result.stage_seconds["lag_sample"] = seconds
     return result
 
 
@@ -517,231 +707,6 @@ def _sample_rows(samples: list, run_id: str):
     ]
     schema = T.PARTITION_END_OFFSETS.arrow_schema
     return pa.Table.from_pylist([{c: r.get(c) for c in schema.names} for r in rows], schema=schema)
-
-
-def _lag_rows_and_commit_point(
-    spark: SparkSession,
-    warehouse: str,
-    run_id: str,
-    now_ms: int,
-    full: bool,
-    prev_rows: dict[tuple[str, int], dict],
-    checkpoints: list[dict],
-    topic_logs: list[TopicPartitionLog],
-    result: LagResult,
-    now_asof_ms: int | None = None,
-) -> None:
-    """Steps 2 and 3 of the stage, once partition_end_offsets is committed: group_lag rows,
-    then lag_checkpoints (the topic partitions' `checkpoints` over the previous rows, and every
-    offsets partition's watermark from replay_checkpoints)."""
-    import pyarrow as pa
-
-    # 2. lag rows
-    t0 = time.monotonic()
-    watermarks = {r["partition"]: r["next_offset"] for (topic, _), r in prev_rows.items() if topic == OFFSETS_TOPIC}
-    result.lag_rows = _group_lag(spark, warehouse, run_id, now_ms, watermarks, full, topic_logs, now_asof_ms)
-    crash_point("after_commit:group_lag")
-    result.stage_seconds["lag_rows"] = time.monotonic() - t0
-
-    # 3. the commit point
-    finished = dt.datetime.now(dt.UTC)
-    new_rows: dict[tuple[str, int], dict] = dict(prev_rows)
-    for c in checkpoints:
-        new_rows[(c["topic"], c["partition"])] = {**c, "run_id": run_id, "finished_at": finished}
-    replay = read_small_table(table_path(warehouse, T.REPLAY_CHECKPOINTS))
-    for r in replay.to_pylist() if replay is not None else []:
-        new_rows[(OFFSETS_TOPIC, r["offsets_partition"])] = {
-            "topic": OFFSETS_TOPIC,
-            "partition": r["offsets_partition"],
-            "next_offset": r["next_log_offset"],
-            "at_ms": now_ms,  # the --now its `now` rows were computed at
-            "run_id": run_id,
-            "finished_at": finished,
-        }
-    names = T.LAG_CHECKPOINTS.column_names
-    rows = [{c: row.get(c) for c in names} for _, row in sorted(new_rows.items())]
-    overwrite_small_table(
-        table_path(warehouse, T.LAG_CHECKPOINTS),
-        T.LAG_CHECKPOINTS,
-        pa.Table.from_pylist(rows, schema=T.LAG_CHECKPOINTS.arrow_schema),
-        run_tag(run_id),
-    )
-    crash_point("after_commit:lag_checkpoints")
-
-
-def _scan(spark: SparkSession, tasks: list[dict], warehouse: str, run_id: str) -> list[dict]:
-    if not tasks:
-        return []
-    from lib.spark.pipeline import ReplayError, _describe_worker_error, _pack
-
-    # the replay's packing: partitions by size into Spark tasks that end together
-    packed = _pack([(t["size"], t) for t in tasks], spark.sparkContext.defaultParallelism)
-    groups = [
-        {
-            "warehouse": storage.absolute(warehouse),
-            "run_id": run_id,
-            "object_store": storage.settings(),
-            "partitions": p,
-        }
-        for p in packed
-        if p
-    ]
-    try:
-        return spark.sparkContext.parallelize(groups, len(groups)).map(_scan_task).collect()
-    except Exception as e:
-        info = worker_error_from(e)
-        if info is None:
-            raise
-        raise ReplayError(_describe_worker_error(info)) from None
-
-
-def _scan_task(group: dict) -> dict:
-    from lib.lake.topic_task import scan_task
-
-    return scan_task(group)
-
-
-def _group_lag(
-    spark: SparkSession,
-    warehouse: str,
-    run_id: str,
-    now_ms: int,
-    watermarks: dict[int, int],
-    full: bool,
-    topic_logs: list[TopicPartitionLog],
-    now_asof_ms: int | None = None,
-) -> int:
-    """group_lag rows of the commits new since the last lag stage and of the live offsets at
-    now; written to the table (a full run rewrites it). The now rows take the end offset as of
-    now, or as of `now_asof_ms` when that is later (a live source's sample). First unconsumed
-    records are looked up in the segments of `topic_logs` (none: interpolation only). Returns
-    the rows written."""
-    log = spark.read.format("delta").load(table_path(warehouse, T.OFFSETS_LOG))
-    ends = spark.read.format("delta").load(table_path(warehouse, T.PARTITION_END_OFFSETS))
-    if watermarks and not full:
-        # only offsets partitions with records past their watermark can hold new commits: the
-        # others' history is not read again (offsets_log's files are skipped by their
-        # offsets_partition statistics)
-        replay = read_small_table(table_path(warehouse, T.REPLAY_CHECKPOINTS))
-        changed = [
-            r["offsets_partition"]
-            for r in (replay.to_pylist() if replay is not None else [])
-            if r["next_log_offset"] > watermarks.get(r["offsets_partition"], -1)
-        ]
-        log = log.where(F.col("offsets_partition").isin(changed))
-    commits = effective_commits(log)
-    if watermarks and not full:
-        # per offsets partition, the commits made effective at or after its watermark
-        marks = spark.createDataFrame(list(watermarks.items()), "offsets_partition INT, watermark BIGINT")
-        commits = (
-            commits.join(F.broadcast(marks), "offsets_partition", "left")
-            .where(F.col("watermark").isNull() | (F.col("applied_offset") >= F.col("watermark")))
-            .drop("watermark")
-        )
-    now_ts = F.timestamp_millis(F.lit(now_ms))
-    commit_points = commits.select(
-        "group_id",
-        "topic",
-        "partition",
-        F.col("applied_at").alias("at"),
-        F.lit("commit").alias("kind"),
-        "committed_offset",
-        "offsets_partition",
-        F.col("applied_offset").alias("log_offset"),
-    )
-    live = spark.read.format("delta").load(table_path(warehouse, T.GROUP_OFFSETS))
-    now_points = live.select(
-        "group_id",
-        "topic",
-        "partition",
-        now_ts.alias("at"),
-        F.lit("now").alias("kind"),
-        "committed_offset",
-        "offsets_partition",
-        F.lit(None).cast("bigint").alias("log_offset"),
-        F.timestamp_millis(F.lit(max(now_ms, now_asof_ms or now_ms))).alias("_asof"),
-    )
-    points = commit_points.unionByName(now_points, allowMissingColumns=True).where(F.col("at").isNotNull())
-    lagged = lag_at_points(points, ends).localCheckpoint()
-    batches = first_unconsumed_batches(lagged.where(F.col("lag_records") > 0), ends).localCheckpoint()
-    looked_up = None
-    if topic_logs:
-        looked_up = _look_up(spark, lookups_needed(lagged, batches), topic_logs).localCheckpoint()
-    rows = with_time_lag(lagged, batches, looked_up).withColumn("run_id", F.lit(run_id))
-    rows = rows.select(*T.GROUP_LAG.column_names)
-    path = table_path(warehouse, T.GROUP_LAG)
-    writer = rows.write.format("delta").option("userMetadata", run_tag(run_id))
-    if full or not table_exists(spark, path):
-        writer.mode("overwrite").option("overwriteSchema", "true").save(path)
-    else:
-        # this --now's rows replace those of an earlier run at the same instant
-        from delta.tables import DeltaTable
-
-        rows = rows.localCheckpoint()
-        with tagged_spark_commits(spark, run_tag(run_id)):
-            DeltaTable.forPath(spark, path).alias("t").merge(
-                rows.alias("s"),
-                "t.kind = 'now' AND s.kind = 'now' AND t.at = s.at AND t.group_id = s.group_id "
-                "AND t.topic = s.topic AND t.partition = s.partition",
-            ).whenMatchedUpdateAll().whenNotMatchedInsertAll().execute()
-    return spark.read.format("delta").load(path).where(F.col("run_id") == run_id).count()
-
-
-def _look_up(spark: SparkSession, needed: DataFrame, topic_logs: list[TopicPartitionLog]) -> DataFrame:
-    """Decode the batches of `needed` for their first unconsumed records' timestamps (tasks by
-    segment file, each batch once): topic, partition, committed_offset, record_ms. Batches of
-    segments no longer in the log dir (deleted by retention) are left to interpolation."""
-    present = spark.createDataFrame(
-        [(t.topic, t.partition, t.path, [storage.basename(s.path) for s in t.segments]) for t in topic_logs],
-        "topic STRING, partition INT, folder STRING, files ARRAY<STRING>",
-    )
-    jobs = (
-        needed.join(F.broadcast(present), ["topic", "partition"])
-        .where(F.array_contains("files", F.col("batch_segment_file")))
-        .select(
-            "topic",
-            "partition",
-            F.concat_ws("/", "folder", "batch_segment_file").alias("path"),
-            "batch_byte_position",
-            "committed_offset",
-        )
-    )
-    settings = storage.settings()
-
-    def decode(batches):
-        import pyarrow as pa
-
-        from lib.lake.topic_task import lookup_task
-
-        for batch in batches:
-            rows = batch.to_pylist()
-            found = lookup_task(
-                {
-                    "object_store": settings,
-                    "lookups": [
-                        (r["topic"], r["partition"], r["path"], r["batch_byte_position"], r["committed_offset"])
-                        for r in sorted(rows, key=lambda r: (r["path"], r["batch_byte_position"]))
-                    ],
-                }
-            )
-            yield pa.RecordBatch.from_pylist(
-                [{"topic": t, "partition": p, "committed_offset": o, "record_ms": ts} for t, p, o, ts in found],
-                schema=pa.schema(
-                    [
-                        ("topic", pa.string()),
-                        ("partition", pa.int32()),
-                        ("committed_offset", pa.int64()),
-                        ("record_ms", pa.int64()),
-                    ]
-                ),
-            )
-
-    n = max(1, spark.sparkContext.defaultParallelism)
-    return (
-        jobs.repartition(n, "path")
-        .sortWithinPartitions("path", "batch_byte_position")
-        .mapInArrow(decode, "topic STRING, partition INT, committed_offset BIGINT, record_ms BIGINT")
-    )
 
 
 def lag_summary(spark: SparkSession, warehouse: str, now_ms: int, limit: int = 12) -> list[dict]:

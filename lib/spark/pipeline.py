@@ -21,6 +21,7 @@ from pyspark.sql import functions as F
 
 from lib import storage
 from lib.lake.crash_points import crash_point
+from lib.lake.lag_input import write_manifest
 from lib.lake.lock import WarehouseBusyError, WarehouseLock  # noqa: F401 - re-exported for jobs
 from lib.lake.run_tags import rebuilt_tag, run_tag
 from lib.lake.worker_errors import worker_error_from
@@ -129,7 +130,9 @@ def run_replay(
         result = RunResult(run_id, [pl.partition for pl in logs], now_ms, retention_minutes, on_corrupt=on_corrupt)
         result.took_over_lock = lock.took_over
         result.rolled_back = roll_back_incomplete(spark, warehouse)
-        _run_locked(spark, logs, warehouse, result, full, end_offsets, fetch_max_bytes)
+        # the commits that take effect go to the lag stage when it will run (lib.lake.lag_input)
+        lag_input = lag and bool(logs) and _has_consumed_topics(logs)
+        _run_locked(spark, logs, warehouse, result, full, end_offsets, fetch_max_bytes, lag_input)
         if lag and logs:
             result.lag = _run_lag_locked(spark, logs, warehouse, result, full)
         if assignments and logs:
@@ -145,6 +148,15 @@ def roll_back_incomplete(spark: SparkSession | None, warehouse: str) -> list[dic
     )
 
 
+def _has_consumed_topics(logs: list[PartitionLog]) -> bool:
+    """Whether the input can have a lag stage: a live cluster, or a log dir with topic
+    partition folders beside __consumer_offsets."""
+    from lib.source.topic_log import find_topic_partitions
+
+    source = logs[0].path
+    return source.startswith("kafka://") or bool(find_topic_partitions(storage.dirname(source)))
+
+
 def _run_lag_locked(spark: SparkSession, logs, warehouse: str, result: RunResult, full: bool):
     from lib.spark.lag import run_lag_stage, run_live_lag_stage
 
@@ -154,7 +166,7 @@ def _run_lag_locked(spark: SparkSession, logs, warehouse: str, result: RunResult
         if source.startswith("kafka://"):  # a live cluster: ListOffsets samples
             lag = run_live_lag_stage(spark, source[len("kafka://") :], warehouse, result.run_id, result.now_ms, full)
         else:
-            lag = run_lag_stage(spark, storage.dirname(source), logs, warehouse, result.run_id, result.now_ms, full)
+            lag = run_lag_stage(spark, storage.dirname(source), warehouse, result.run_id, result.now_ms, full)
     except BaseException:
         roll_back_incomplete_runs(spark, warehouse, T.LAG_TABLES, T.LAG_CHECKPOINTS)
         raise
@@ -206,6 +218,7 @@ def _run_locked(
     full: bool,
     end_offsets: dict[int, int] | None,
     fetch_max_bytes: int | None = None,
+    lag_input: bool = False,
 ) -> None:
     """Each partition with anything to do is one Spark task (lib.lake.partition_task) that reads it
     once and writes its files; the driver then commits them table by table (delta-rs), the
@@ -283,6 +296,8 @@ def _run_locked(
     packed = _pack(sized_tasks, spark.sparkContext.defaultParallelism)
     # a full run starts every partition from nothing; an incremental one from its last state
     groups = _group_tasks(packed, warehouse, run_id, todo_ids, layouts, removed, previous_state=prev is not None)
+    for g in groups:
+        g["lag_input"] = lag_input
     result.stage_seconds["plan"] = time.monotonic() - t0
 
     t0 = time.monotonic()
@@ -306,6 +321,8 @@ def _run_locked(
         for pl in todo
     }
     _check_not_behind(todo, log_ends, prev)
+    if lag_input:
+        write_manifest(warehouse, run_id, [r["lag_input"] for r in results if r.get("lag_input")])
     crash_point("after_decode")
     result.stage_seconds["read_replay_write"] = time.monotonic() - t0
     for s in [*summaries, *results]:
@@ -388,7 +405,7 @@ def _resolve_topic_names(spark: SparkSession, groups: list[dict], results: list[
     redone = spark.sparkContext.parallelize(redo, len(redo)).map(_replay_group).collect()
     out = list(results)
     for i, r in zip(again, redone):
-        out[i] = r
+        out[i] = r  # its first lag input file is not in the run's manifest: never read
     return out
 
 
