@@ -119,7 +119,8 @@ def test_fast_encoders_write_the_schema_encoders_bytes():
                         123456789012, busy.T0, version=4, leader_epoch=7, metadata=metadata, topic_id=tid
                     )
                 assert fast == ref
-    owned = [("orders", [0, 3]), ("payments", [1])]
+    owned = (("orders", 0), ("orders", 3), ("payments", 1))
+    owned_json = [{"topic": "orders", "partitions": [0, 3]}, {"topic": "payments", "partitions": [1]}]
     for version in range(4):
         for user_data in (None, b"", b"\x00\x01\xff"):
             fast = fastbytes.subscription(version, ["a", "b"], user_data, owned, 12, "az1")
@@ -128,14 +129,14 @@ def test_fast_encoders_write_the_schema_encoders_bytes():
                 {
                     "topics": ["a", "b"],
                     "userData": user_data,
-                    "ownedPartitions": [{"topic": t, "partitions": p} for t, p in owned],
+                    "ownedPartitions": owned_json,
                     "generationId": 12,
                     "rackId": "az1",
                 },
             )
             assert fast == ref
         assert fastbytes.assignment(version, owned) == encode_assignment(
-            version, {"assignedPartitions": [{"topic": t, "partitions": p} for t, p in owned], "userData": None}
+            version, {"assignedPartitions": owned_json, "userData": None}
         )
     for version in range(4):
         members, packed = [], []

@@ -313,7 +313,7 @@ def plan_groups(
         if g.kind == "consumer" and g.offsets_partition in old_era:
             g.start_at = max(g.start_at, upgrades[0] + rng.randrange(10 * MIN))  # KIP-848 needs a 4.x broker
         earliest_stop = max(g.start_at + 10 * MIN, start_ts + span_ms // 7)
-        if rng.random() < 0.12 and earliest_stop < end:
+        if rng.random() < 0.12 and earliest_stop < end and g.kind != "simple":
             g.stop_at = rng.randrange(earliest_stop, end)
             g.delete_after_stop = rng.random() < 0.4
         g.max_members = rng.choices(range(1, MAX_MEMBERS + 1), MEMBER_COUNT_WEIGHTS)[0]
@@ -386,7 +386,7 @@ def _plan_subscriptions(rng: random.Random, groups: list[GroupPlan], topics: dic
         g.topics = tuple(sorted(chosen[g.name]))
         if g.kind == "simple":
             tps = [(t, p) for t in g.topics for p in range(sizes[t])]
-            g.simple_partitions = tuple(sorted(rng.sample(tps, min(len(tps), rng.randrange(1, 9)))))
+            g.simple_partitions = tuple(sorted(rng.sample(tps, min(len(tps), rng.randrange(2, 13)))))
         elif g.kind == "classic" and rng.random() < 0.04:
             extra = [n for n in popular if n not in g.topics and sizes[n] <= room[g.name]]
             g.canary_topic = rng.choice(sorted(extra)) if extra else None
@@ -453,7 +453,6 @@ class Member:
     producer_epoch: int = 0
     txn_open: bool = False
     heads: dict = field(default_factory=dict)  # GroupMetadataValue version -> its packed head
-    assignment_bytes: tuple | None = None  # ((version, assigned), ConsumerProtocolAssignment bytes)
 
     @property
     def java(self) -> bool:
@@ -465,14 +464,15 @@ class GroupState:
     plan: GroupPlan
     key: bytes
     members: JavaHashMap[str, Member] = field(default_factory=lambda: JavaHashMap(string_hash))
+    order: list[Member] = field(default_factory=list)  # the members in that HashMap's order
     leader: str | None = None
     generation: int = 0  # classic generation / KIP-848 group epoch
     started: bool = False
     stopped: bool = False
     deleted: bool = False
     busy: bool = False  # a rebalance is still under way (deferred steps)
-    position: dict = field(default_factory=dict)  # tp -> last offset that took effect
-    commit_keys: dict = field(default_factory=dict)
+    position: dict = field(default_factory=dict)  # (group, topic, partition) -> the last offset in force
+    commit_targets: dict = field(default_factory=dict)  # tp -> OffsetsPartition._targets' tuple
     member_count: int = 0  # members ever made (client ids, instance ids)
     open_generation: tuple[str, bool] | None = None  # classic: (assignor, assignment matches)
     target: dict = field(default_factory=dict)  # KIP-848: member id -> target partitions
@@ -491,7 +491,17 @@ class GroupState:
 
     @property
     def committers(self) -> list[Member]:
-        return [m for m in self.members.values() if m.assigned and not m.txn_open]
+        return [m for m in self.order if m.assigned and not m.txn_open]
+
+    def put(self, member: Member) -> None:
+        self.members.put(member.member_id, member)
+        self.order = self.members.values()
+
+    def remove(self, member_id: str) -> Member:
+        member = self.members.remove(member_id)
+        assert member is not None
+        self.order = self.members.values()
+        return member
 
 
 @functools.lru_cache(maxsize=8192)
@@ -650,7 +660,7 @@ class OffsetsPartition:
             if commit and (key not in self.live or log_offset > self.live[key][1]):
                 group = self._group(key[0])
                 self._set_live(group, key, offset, log_offset)
-                group.position[(key[1], key[2])] = offset
+                group.position[key] = offset
         member.txn_open = False
 
     def _group(self, name: str) -> GroupState:
@@ -765,16 +775,14 @@ class OffsetsPartition:
         return member
 
     def _join(self, g: GroupState, member: Member) -> None:
-        g.members.put(member.member_id, member)
+        g.put(member)
         if g.leader is None:
             g.leader = member.member_id
 
     def _leave(self, g: GroupState, member_id: str) -> Member:
-        member = g.members.remove(member_id)
-        assert member is not None
+        member = g.remove(member_id)
         if g.leader == member_id:  # ClassicGroup.remove: the first member left leads
-            keys = g.members.keys()
-            g.leader = keys[0] if keys else None
+            g.leader = g.order[0].member_id if g.order else None
         return member
 
     # -- classic groups -----------------------------------------------------------------------
@@ -785,14 +793,14 @@ class OffsetsPartition:
         owned: tuple[TopicPartition, ...] = ()
         user_data = None
         if assignor == "cooperative-sticky":
-            owned = tuple(sorted(m.assigned)) if m.has_assignment else ()
+            owned = m.assigned if m.has_assignment else ()  # (sorted, as the assignors return them)
             user_data = _INT32.pack(m.generation)  # CooperativeStickyAssignor's user data: its generation
         elif assignor == "sticky" and m.has_assignment:
             # StickyAssignor's memberAssignment (eager: nothing owned, all revoked at the join)
             user_data = encode_sticky_user_data(sorted(m.assigned), m.generation if m.version >= 1 else None)
         version = m.version
         generation = m.generation
-        raw = fastbytes.subscription(version, m.topics, user_data, by_topic(owned), generation, m.rack)
+        raw = fastbytes.subscription(version, m.topics, user_data, owned, generation, m.rack)
         sub = Subscription(
             m.member_id,
             m.topics,
@@ -827,11 +835,7 @@ class OffsetsPartition:
                     m.rebalance_timeout,
                     m.session_timeout,
                 )
-            assignment = m.assignment_bytes
-            if assignment is None or assignment[0] != (asg_version, m.assigned):
-                raw = fastbytes.assignment(asg_version, by_topic(m.assigned))
-                assignment = m.assignment_bytes = ((asg_version, m.assigned), raw)
-            packed.append(fastbytes.member(head, raws[m.member_id], assignment[1]))
+            packed.append(fastbytes.member(head, raws[m.member_id], fastbytes.assignment(asg_version, m.assigned)))
         value = fastbytes.group_metadata_value(version, "consumer", g.generation, g.plan.assignor, g.leader, ts, packed)
         self.append([(g.key, value)], ts, "group_metadata")
         self.count("group_metadata_versions", version)
@@ -853,7 +857,7 @@ class OffsetsPartition:
         """A generation: the members' subscriptions, the assignor's result, the record; a
         cooperative assignment that took partitions away is followed by the members' rejoin."""
         assignor = g.assignor
-        members = g.members.values()
+        members = g.order
         subs, raws = [], {}
         for m in members:
             sub, raws[m.member_id] = self._subscription(g, m)
@@ -883,13 +887,13 @@ class OffsetsPartition:
     def _static_rejoin(self, g: GroupState, ts: int) -> None:
         """A static member restarted: a new member id under its group.instance.id, the same
         generation and assignment (the record now holds the new member's subscription)."""
-        old = self.rng.choice(g.members.values())
+        old = self.rng.choice(g.order)
         new = self._new_member(g)
         new.instance_id, new.topics = old.instance_id, old.topics
         new.member_id = f"{old.instance_id}-{self._uuid()}"
         new.assigned = old.assigned
         self._leave_keep_leader(g, old, new)
-        members = g.members.values()
+        members = g.order
         subs, raws = [], {}
         for m in members:
             sub, raws[m.member_id] = self._subscription(g, m)
@@ -904,8 +908,8 @@ class OffsetsPartition:
 
     def _leave_keep_leader(self, g: GroupState, old: Member, new: Member) -> None:
         was_leader = g.leader == old.member_id
-        g.members.remove(old.member_id)
-        g.members.put(new.member_id, new)
+        g.remove(old.member_id)
+        g.put(new)
         if was_leader:
             g.leader = new.member_id
 
@@ -915,7 +919,7 @@ class OffsetsPartition:
         plan, ts = g.plan, self.clock
         for tp in self._partitions_of(g):
             initial = self.plan.timelines[tp].end_at(plan.start_at - plan.delay_ms) if plan.from_latest else 0
-            g.position[tp] = initial
+            g.position[(plan.name, *tp)] = initial
         if plan.kind == "simple":
             return
         if plan.kind == "consumer":
@@ -949,9 +953,9 @@ class OffsetsPartition:
         self._committing = None
         ts = self.clock
         if g.plan.kind == "consumer":
-            self._consumer_group_change(g, ts, leaving=list(g.members.values()))
+            self._consumer_group_change(g, ts, leaving=list(g.order))
         elif g.plan.kind == "classic" and len(g.members):  # (Empty already between two pods: nothing)
-            for m in g.members.values():
+            for m in g.order:
                 self._leave(g, m.member_id)
             self._write_empty(g, ts)
         self.count("groups", "stopped")
@@ -984,14 +988,14 @@ class OffsetsPartition:
                 self._join(g, self._new_member(g))
             self._rebalance(g, ts)
         elif op == "leave":  # LeaveGroup, or a crash noticed at the session timeout
-            self._leave(g, self.rng.choice(g.members.keys()))
+            self._leave(g, self.rng.choice(g.order).member_id)
             self._rebalance(g, ts)
         elif op == "rejoin":  # the same members rejoin (a metadata change, a poll timeout)
             self._rebalance(g, ts)
         elif g.plan.static:
             self._static_rejoin(g, ts)
         else:  # a rolling restart's step: the pod leaves, its replacement joins a minute later
-            self._leave(g, self.rng.choice(g.members.keys()))
+            self._leave(g, self.rng.choice(g.order).member_id)
             if len(g.members):
                 self._rebalance(g, ts)
             else:
@@ -1031,7 +1035,7 @@ class OffsetsPartition:
             ops["leave"] = 0.25
         op = _weighted(self.rng, ops)
         self.count("consumer_group_changes", op)
-        members = g.members.values()
+        members = g.order
         if op == "join":
             self._consumer_group_change(g, ts, joining=[self._new_member(g)])
         elif op == "leave":
@@ -1050,7 +1054,7 @@ class OffsetsPartition:
         then reconciles at its next heartbeats (deferred)."""
         records = []
         for m in joining:
-            g.members.put(m.member_id, m)
+            g.put(m)
             value = {
                 "instanceId": None,
                 "rackId": m.rack,
@@ -1063,7 +1067,7 @@ class OffsetsPartition:
             }
             records.append(self._cg_record(CG_MEMBER, g, value, m.member_id))
         for m in leaving:
-            g.members.remove(m.member_id)
+            g.remove(m.member_id)
             g.target.pop(m.member_id, None)
             for record_type in (CG_CURRENT, CG_TARGET_MEMBER, CG_MEMBER):
                 records.append(self._cg_record(record_type, g, None, m.member_id))
@@ -1089,7 +1093,7 @@ class OffsetsPartition:
         records.append(self._cg_record(CG_METADATA, g, {"epoch": epoch, "metadataHash": metadata_hash}))
         if len(g.members):
             target = self._target_assignment(g)
-            for m in g.members.values():
+            for m in g.order:
                 if target[m.member_id] != g.target.get(m.member_id):
                     records.append(
                         self._cg_record(
@@ -1111,7 +1115,7 @@ class OffsetsPartition:
     def _target_assignment(self, g: GroupState) -> dict[str, tuple[TopicPartition, ...]]:
         """The server-side assignor's target: "range" as lib.assignors' range, the default
         "uniform" as its sticky assignor fed the previous target (both keep what they can)."""
-        members = g.members.values()
+        members = g.order
         counts = {t: self.consumed[t][0] for t in g.plan.topics}
         if g.plan.assignor == "range":
             subs = [Subscription(m.member_id, m.topics) for m in members]
@@ -1149,9 +1153,9 @@ class OffsetsPartition:
             g.busy = False
             return
         ts = self.clock
-        held = {tp for m in g.members.values() for tp in m.assigned}
+        held = {tp for m in g.order for tp in m.assigned}
         waiting = []
-        for m in g.members.values():
+        for m in g.order:
             target = set(g.target[m.member_id])
             kept = tuple(sorted(set(m.assigned) & target))
             revoking = tuple(sorted(set(m.assigned) - target))
@@ -1188,27 +1192,40 @@ class OffsetsPartition:
         self._defer(ts + self.rng.randrange(200, 2000), "reconcile", settle)
 
     # -- commits ------------------------------------------------------------------------------
-    def _offsets(self, g: GroupState, tps: list[TopicPartition], ts: int) -> list[int]:
-        """Where the group's consumers of `tps` are: each partition's end offset the processing
-        delay ago (a delay that grows for a group falling behind), never before the last
-        offset the group committed."""
+    def _targets(self, g: GroupState, tps: list[TopicPartition]) -> list[tuple]:
+        """What committing each partition takes, worked out once per group and partition: its
+        key in `live`, its OffsetCommitKey, its timeline and its topic id."""
+        out = []
+        targets = g.commit_targets
+        for tp in tps:
+            target = targets.get(tp)
+            if target is None:
+                line = self.plan.timelines[tp]
+                key = offset_commit_key(g.plan.name, tp[0], tp[1])
+                target = targets[tp] = ((g.plan.name, *tp), key, line.visible, line.ends, self.consumed[tp[0]][1])
+            out.append(target)
+        return out
+
+    def _offsets(self, g: GroupState, targets: list[tuple], ts: int) -> list[int]:
+        """Where the group's consumers of these partitions are: each one's end offset the
+        processing delay ago (a delay that grows for a group falling behind), never before the
+        last offset the group committed."""
         plan = g.plan
         lag = plan.delay_ms
         if plan.slow_since is not None and ts > plan.slow_since:
             lag += round((ts - plan.slow_since) * (1 - plan.slow_factor))
         seen = ts - lag
-        timelines, position = self.plan.timelines, g.position
+        position = g.position
         out = []
-        for tp in tps:
-            line = timelines[tp]
-            i = bisect.bisect_right(line.visible, seen) - 1
-            end = line.ends[i] if i >= 0 else 0
-            last = position.get(tp, 0)
+        for live_key, _, visible, ends, _ in targets:
+            i = bisect.bisect_right(visible, seen) - 1
+            end = ends[i] if i >= 0 else 0
+            last = position.get(live_key, 0)
             out.append(end if end > last else last)
         return out
 
     def _commit_records(
-        self, g: GroupState, member: Member | None, tps: list[TopicPartition], offsets: list[int], ts: int
+        self, g: GroupState, member: Member | None, targets: list[tuple], offsets: list[int], ts: int
     ) -> list[tuple[bytes, bytes]]:
         """OffsetCommitValue records: v3 before the 4.1 upgrade, v4 after (with the topic id
         when the client sent it); a Java client commits the leader epoch of the last record it
@@ -1216,17 +1233,14 @@ class OffsetsPartition:
         version = self.commit_version(ts)
         java = member.java if member is not None else g.plan.client_version != 2
         with_ids = version == 4 and g.plan.topic_ids_in_commits
-        keys, metadata, consumed = g.commit_keys, g.plan.metadata, self.consumed
-        records = []
-        for tp, offset in zip(tps, offsets):
-            key = keys.get(tp)
-            if key is None:
-                key = keys[tp] = offset_commit_key(g.plan.name, tp[0], tp[1])
-            epoch = 0 if java and offset else -1
-            topic_id = consumed[tp[0]][1] if with_ids else None
-            records.append((key, fastbytes.offset_commit_value(offset, ts, epoch, metadata, version, topic_id)))
-        self.count("commit_value_versions", version, len(records))
-        return records
+        values = fastbytes.offset_commit_values(
+            version,
+            ts,
+            g.plan.metadata,
+            [(o, 0 if java and o else -1, t[4] if with_ids else None) for t, o in zip(targets, offsets)],
+        )
+        self.count("commit_value_versions", version, len(values))
+        return [(t[1], v) for t, v in zip(targets, values)]
 
     def _committing_groups(self) -> tuple[list[GroupState], list[float]]:
         """The active groups that commit with OffsetCommit and their cumulative commit weights
@@ -1254,18 +1268,19 @@ class OffsetsPartition:
                 break
         else:
             return False
-        offsets = self._offsets(g, tps, ts)
+        targets = self._targets(g, tps)
+        offsets = self._offsets(g, targets, ts)
         if not g.plan.commit_all:  # only what moved since the last commit (at least one)
-            moved = [i for i, (tp, o) in enumerate(zip(tps, offsets)) if o != g.position.get(tp)] or [0]
-            tps, offsets = [tps[i] for i in moved], [offsets[i] for i in moved]
-        base = self.append(self._commit_records(g, member, tps, offsets, ts), ts, "commit")
-        name, position, live, group_live = g.plan.name, g.position, self.live, g.live
-        for i, (tp, offset) in enumerate(zip(tps, offsets)):
-            key = (name, *tp)
-            live[key] = (offset, base + i)
-            group_live.add(key)
-            position[tp] = offset
-        self.effective_commits += len(tps)
+            moved = [i for i, (t, o) in enumerate(zip(targets, offsets)) if o != g.position.get(t[0])] or [0]
+            targets, offsets = [targets[i] for i in moved], [offsets[i] for i in moved]
+        base = self.append(self._commit_records(g, member, targets, offsets, ts), ts, "commit")
+        position, live, group_live = g.position, self.live, g.live
+        for i, (target, offset) in enumerate(zip(targets, offsets)):
+            live_key = target[0]
+            live[live_key] = (offset, base + i)
+            group_live.add(live_key)
+            position[live_key] = offset
+        self.effective_commits += len(targets)
         return True
 
     def _transactional_commit(self, ts: int) -> bool:
@@ -1275,12 +1290,12 @@ class OffsetsPartition:
             return False
         g = self.rng.choices(groups, [x.plan.commit_weight for x in groups])[0]
         member = self.rng.choice(g.committers)
-        tps = list(member.assigned)
-        offsets = self._offsets(g, tps, ts)
-        base = self.append(self._commit_records(g, member, tps, offsets, ts), ts, "transactional", producer=member)
+        targets = self._targets(g, list(member.assigned))
+        offsets = self._offsets(g, targets, ts)
+        base = self.append(self._commit_records(g, member, targets, offsets, ts), ts, "transactional", producer=member)
         pending = self.pending.setdefault(member.producer_id, {})
-        for i, (tp, offset) in enumerate(zip(tps, offsets)):
-            pending[(g.plan.name, *tp)] = (offset, base + i)
+        for i, (target, offset) in enumerate(zip(targets, offsets)):
+            pending[target[0]] = (offset, base + i)
         member.txn_open = True
         commit = self.rng.random() >= ABORT_SHARE
         self._defer(ts + self.rng.randrange(20, 300), "marker", lambda: self.marker(member, commit, self.clock))
@@ -1298,7 +1313,7 @@ class OffsetsPartition:
         if deletable and self.rng.random() < 0.3:
             g = self.rng.choice(deletable)
             keys = sorted(g.live)
-            records = [(g.commit_keys[(k[1], k[2])], None) for k in keys]
+            records = [(g.commit_targets[(k[1], k[2])][1], None) for k in keys]
             shares = ["tombstone"] * len(records)
             if g.plan.kind == "consumer":
                 records += [self._cg_record(t, g, None) for t in (CG_TARGET, CG_PARTITION_METADATA, CG_METADATA)]
@@ -1322,12 +1337,12 @@ class OffsetsPartition:
         else:  # one topic it consumed
             topic = self.rng.choice(sorted({k[1] for k in keys}))
             keys = [k for k in keys if k[1] == topic]
-        self.append([(g.commit_keys[(k[1], k[2])], None) for k in keys], ts, "tombstone")
+        self.append([(g.commit_targets[(k[1], k[2])][1], None) for k in keys], ts, "tombstone")
         self._forget(g, keys)
         return True
 
     def _open_transactions(self, g: GroupState) -> bool:
-        return any(m.txn_open for m in g.members.values()) or any(
+        return any(m.txn_open for m in g.order) or any(
             k[0] == g.plan.name for pending in self.pending.values() for k in pending
         )
 

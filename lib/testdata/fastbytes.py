@@ -46,14 +46,25 @@ def offset_commit_value(
 ) -> bytes:
     """OffsetCommitValue v3 (offset, leaderEpoch, metadata, commitTimestamp) or v4 (the same,
     flexible: compact metadata, then the tagged topicId when given). `metadata`: UTF-8."""
+    return offset_commit_values(version, commit_ts, metadata, [(offset, leader_epoch, topic_id)])[0]
+
+
+def offset_commit_values(
+    version: int, commit_ts: int, metadata: bytes, entries: Iterable[tuple[int, int, bytes | None]]
+) -> list[bytes]:
+    """The values of one commit request, (offset, leader epoch, topic id) each: what they share
+    (metadata, timestamp) packed once."""
     if version == 3:
-        return _COMMIT_V3.pack(3, offset, leader_epoch) + _I16.pack(len(metadata)) + metadata + _TS.pack(commit_ts)
+        tail = _I16.pack(len(metadata)) + metadata + _TS.pack(commit_ts)
+        return [_COMMIT_V3.pack(3, offset, epoch) + tail for offset, epoch, _ in entries]
     if version != 4:
         raise ValueError(f"offset commit value v{version} is not packed here")
-    head = _COMMIT_V3.pack(4, offset, leader_epoch) + _uvarint(len(metadata) + 1) + metadata + _TS.pack(commit_ts)
-    if topic_id is None:
-        return head + b"\x00"
-    return head + b"\x01\x00\x10" + topic_id  # one tagged field: tag 0, 16 bytes
+    tail = _uvarint(len(metadata) + 1) + metadata + _TS.pack(commit_ts)
+    # no tagged field, or one: tag 0, 16 bytes
+    return [
+        _COMMIT_V3.pack(4, offset, epoch) + tail + (b"\x00" if tid is None else b"\x01\x00\x10" + tid)
+        for offset, epoch, tid in entries
+    ]
 
 
 def _uvarint(n: int) -> bytes:
@@ -65,13 +76,17 @@ def _uvarint(n: int) -> bytes:
     return bytes(out)
 
 
-def topic_partitions(by_topic: Iterable[tuple[str, Sequence[int]]]) -> bytes:
-    """[Topic string, Partitions []int32] as the consumer protocol writes it."""
-    items = list(by_topic)
-    out = [_I32.pack(len(items))]
-    for topic, partitions in items:
+@lru_cache(maxsize=1 << 14)
+def topic_partitions(partitions: tuple[tuple[str, int], ...]) -> bytes:
+    """[Topic string, Partitions []int32] as the consumer protocol writes it, topics and
+    partitions in order (remembered: a member's owned partitions are its last assignment)."""
+    by_topic: dict[str, list[int]] = {}
+    for topic, partition in sorted(partitions):
+        by_topic.setdefault(topic, []).append(partition)
+    out = [_I32.pack(len(by_topic))]
+    for topic, numbers in by_topic.items():
         out.append(string(topic))
-        out.append(struct.pack(f">i{len(partitions)}i", len(partitions), *partitions))
+        out.append(struct.pack(f">i{len(numbers)}i", len(numbers), *numbers))
     return b"".join(out)
 
 
@@ -79,7 +94,7 @@ def subscription(
     version: int,
     topics: Sequence[str],
     user_data: bytes | None,
-    owned: Iterable[tuple[str, Sequence[int]]] = (),
+    owned: tuple[tuple[str, int], ...] = (),
     generation_id: int = -1,
     rack_id: str | None = None,
 ) -> bytes:
@@ -100,7 +115,7 @@ def _strings(items: tuple[str, ...]) -> bytes:
     return _I32.pack(len(items)) + b"".join(map(string, items))
 
 
-def assignment(version: int, assigned: Iterable[tuple[str, Sequence[int]]], user_data: bytes | None = None) -> bytes:
+def assignment(version: int, assigned: tuple[tuple[str, int], ...], user_data: bytes | None = None) -> bytes:
     """ConsumerProtocolAssignment v0-v3 (one layout)."""
     return _I16.pack(version) + topic_partitions(assigned) + nullable_bytes(user_data)
 
