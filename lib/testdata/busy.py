@@ -73,6 +73,7 @@ from lib.testdata.topicbuilder import (
     write_checkpoints,
     write_partition_files,
 )
+from schemas.records import RecordType
 
 T0 = 1_760_000_000_000
 # Bumped whenever the bytes written change, so cached benchmark logs are made anew.
@@ -109,8 +110,13 @@ ENTITIES = "events updates commands snapshots changelog raw enriched dlq retry a
 ROLES = "indexer sink processor aggregator enricher router archiver monitor loader exporter".split()
 # KIP-848 member states (ConsumerGroupCurrentMemberAssignmentValue.State)
 STABLE, UNREVOKED_PARTITIONS, UNRELEASED_PARTITIONS = 0, 1, 2
-# record types of the KIP-848 records written here
-CG_METADATA, CG_PARTITION_METADATA, CG_MEMBER, CG_TARGET, CG_TARGET_MEMBER, CG_CURRENT = 3, 4, 5, 6, 7, 8
+# the KIP-848 records written here
+CG_METADATA = RecordType.CONSUMER_GROUP_METADATA
+CG_PARTITION_METADATA = RecordType.CONSUMER_GROUP_PARTITION_METADATA
+CG_MEMBER = RecordType.CONSUMER_GROUP_MEMBER_METADATA
+CG_TARGET = RecordType.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA
+CG_TARGET_MEMBER = RecordType.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER
+CG_CURRENT = RecordType.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT
 
 SHARES = {
     "group_metadata": GROUP_METADATA_SHARE,
