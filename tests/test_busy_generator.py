@@ -12,6 +12,8 @@ import hashlib
 import json
 import os
 import random
+import subprocess
+import sys
 from collections import Counter
 
 import numpy as np
@@ -27,7 +29,7 @@ from lib.source.topic_log import find_topic_partitions
 from lib.source.topic_scan import scan_partition
 from lib.testdata import busy, fastbytes
 from lib.testdata.logbuilder import consumer_member, group_metadata_value, offset_commit_value
-from tests.helpers import NOW
+from tests.helpers import NOW, REPO
 
 HOUR = 3_600_000
 SMALL = {
@@ -88,6 +90,19 @@ def test_same_seed_same_bytes_whatever_the_workers(generated, tmp_path):
     other = {**SMALL, "seed": 12, "records": 2_000}
     busy.generate_busy_log(str(tmp_path / "other"), workers=1, **other)
     assert _digests(str(tmp_path / "other")) != _digests(log_dir)
+
+
+def test_same_bytes_from_another_interpreter(generated, tmp_path):
+    """Nothing depends on str hashing (sets of names iterate in a per-process order)."""
+    log_dir, _ = generated
+    args = [sys.executable, "-m", "lib.testdata.busy", "--out", str(tmp_path / "cli"), "--workers", "1"]
+    args += ["--records", str(SMALL["records"]), "--partitions", str(SMALL["partitions"])]
+    args += ["--groups", str(SMALL["groups"]), "--seed", str(SMALL["seed"]), "--start-ts", str(SMALL["start_ts"])]
+    args += ["--consumed-partitions", str(SMALL["consumed_partitions"]), "--topic-records", str(SMALL["topic_records"])]
+    args += ["--span-hours", str(SMALL["span_ms"] / HOUR)]
+    env = dict(os.environ, PYTHONPATH=REPO, PYTHONHASHSEED="12345")
+    subprocess.run(args, cwd=REPO, env=env, check=True, capture_output=True)
+    assert _digests(str(tmp_path / "cli")) == _digests(log_dir)
 
 
 def test_cli_writes_the_figures(tmp_path):

@@ -479,6 +479,7 @@ class GroupState:
     busy: bool = False  # a rebalance is still under way (deferred steps)
     position: dict = field(default_factory=dict)  # (group, topic, partition) -> the last offset in force
     commit_targets: dict = field(default_factory=dict)  # tp -> OffsetsPartition._targets' tuple
+    record_keys: dict = field(default_factory=dict)  # KIP-848: (record type, member id) -> key
     member_count: int = 0  # members ever made (client ids, instance ids)
     open_generation: tuple[str, bool] | None = None  # classic: (assignor, assignment matches)
     target: dict = field(default_factory=dict)  # KIP-848: member id -> target partitions
@@ -501,6 +502,14 @@ class GroupState:
 
     def put(self, member: Member) -> None:
         self.members.put(member.member_id, member)
+        self.order = self.members.values()
+
+    def reload(self) -> None:
+        """A new coordinator loads the group from its record (ClassicGroup.fromRecord): the
+        members go into a new HashMap in the record's order, which may iterate differently."""
+        members, self.members = self.order, JavaHashMap(string_hash)
+        for member in members:
+            self.members.put(member.member_id, member)
         self.order = self.members.values()
 
     def remove(self, member_id: str) -> Member:
@@ -595,6 +604,8 @@ class OffsetsPartition:
             self.upgrades.pop(0)
             self.log.leader_epoch += 2
             assign_epoch(self.epochs, self.log.leader_epoch, self.log.next_offset)
+            for g in self.groups:
+                g.reload()
 
     def append(
         self,
@@ -1019,7 +1030,12 @@ class OffsetsPartition:
 
     # -- KIP-848 consumer groups ---------------------------------------------------------------
     def _cg_key(self, record_type: int, g: GroupState, member_id: str | None = None) -> bytes:
-        return encode_key(CoordinatorKey(record_type, g.plan.name, member_id=member_id))
+        key = g.record_keys.get((record_type, member_id))
+        if key is None:
+            key = g.record_keys[(record_type, member_id)] = encode_key(
+                CoordinatorKey(record_type, g.plan.name, member_id=member_id)
+            )
+        return key
 
     def _cg_record(self, record_type: int, g: GroupState, value: dict | None, member_id: str | None = None):
         raw = None if value is None else encode_value(record_type, 0, value)
