@@ -25,7 +25,7 @@ ALLOWED = {
     "coordinator": {"codec", "decode", "replay", "source", "lake"} | BOTTOM,
     "spark": {"codec", "decode", "replay", "source", "lake", "assignors"} | BOTTOM,
     "reporting": {"codec", "decode", "replay", "source", "lake", "spark", "cli"} | BOTTOM,
-    "testdata": {"codec", "decode", "replay", "source"} | BOTTOM,
+    "testdata": {"codec", "decode", "replay", "source", "assignors"} | BOTTOM,
     "cli": set(),
 }
 PYSPARK_FREE = [

@@ -433,7 +433,7 @@ def generate_topics(
     rng = random.Random(seed)
     names = [f"bulk-{t:02d}" for t in range(topics)]
     codecs = [BULK_CODECS[t % len(BULK_CODECS)] for t in range(topics)]
-    payloads = {(c, s, v): _bulk_payload(c, s, v) for c in set(codecs) for s in BULK_SIZES for v in range(variants)}
+    payloads = bulk_payloads(set(codecs), variants)
     total_partitions = topics * partitions_per_topic
     per_partition = max(1, records // total_partitions)
     parts: list[dict] = []
@@ -441,54 +441,24 @@ def generate_topics(
         codec = codecs[t]
         topic_id = topic_id_for(name, seed)
         for p in range(partitions_per_topic):
-            folder = os.path.join(log_dir, f"{name}-{p}")
-            os.makedirs(folder, exist_ok=True)
-            producer_id = 1000 + t * partitions_per_topic + p
-            offset = sequence = written = 0
             ts = start_ts + rng.randrange(60_000)
-            chunks: list[bytes] = []
-            seg_base, seg_size, size_total, segments, batches = 0, 0, 0, 0, 0
+            batches: list[tuple[int, int, int]] = []
+            written = 0
             while written < per_partition:
                 size = rng.choices(BULK_SIZES, BULK_WEIGHTS)[0]
-                data = frame_batch(
-                    offset,
-                    payloads[(codec, size, rng.randrange(variants))],
-                    count=size,
-                    last_offset_delta=size - 1,
-                    base_ts=ts,
-                    max_ts=ts + (size - 1) * BULK_SPREAD_MS,
-                    compression=codec,
-                    producer_id=producer_id,
-                    producer_epoch=0,
-                    base_sequence=sequence,
-                )
-                if seg_size and seg_size + len(data) > segment_bytes:
-                    _write_segment(folder, seg_base, chunks)
-                    segments += 1
-                    chunks, seg_base, seg_size = [], offset, 0
-                chunks.append(data)
-                seg_size += len(data)
-                size_total += len(data)
-                offset += size
-                sequence = (sequence + size) % (1 << 31)
+                batches.append((size, rng.randrange(variants), ts))
                 written += size
-                batches += 1
                 ts += (size - 1) * BULK_SPREAD_MS + rng.randrange(1, 200)
-            _write_segment(folder, seg_base, chunks)
-            segments += 1
-            write_partition_files(folder, topic_id, [(0, 0)])
-            parts.append(
-                {
-                    "topic": name,
-                    "partition": p,
-                    "codec": CODEC_NAMES[codec],
-                    "records": written,
-                    "batches": batches,
-                    "end_offset": offset,
-                    "bytes": size_total,
-                    "segments": segments,
-                }
+            written_part = write_bulk_partition(
+                os.path.join(log_dir, f"{name}-{p}"),
+                topic_id,
+                batches,
+                codec=codec,
+                payloads=payloads,
+                producer_id=1000 + t * partitions_per_topic + p,
+                segment_bytes=segment_bytes,
             )
+            parts.append({"topic": name, "partition": p, "codec": CODEC_NAMES[codec], **written_part})
     write_checkpoints(log_dir)
     return {
         "records": sum(x["records"] for x in parts),
@@ -499,6 +469,60 @@ def generate_topics(
         "partition_count": total_partitions,
         "partitions": parts,
     }
+
+
+def bulk_payloads(codecs, variants: int = 4) -> dict[tuple[int, int, int], bytes]:
+    """The template payloads of `write_bulk_partition`: one per (codec, size of BULK_SIZES, variant)."""
+    return {(c, s, v): _bulk_payload(c, s, v) for c in codecs for s in BULK_SIZES for v in range(variants)}
+
+
+def write_bulk_partition(
+    folder: str,
+    topic_id: str,
+    batches,
+    *,
+    codec: int,
+    payloads: dict[tuple[int, int, int], bytes],
+    producer_id: int,
+    segment_bytes: int = 256 * 1024 * 1024,
+) -> dict:
+    """One partition folder of template batches: `batches` are (records, template variant, base
+    timestamp) in offset order from offset 0, each framed around the payload of
+    `payloads[(codec, records, variant)]` (records of BULK_SIZES; its timestamps run
+    BULK_SPREAD_MS apart from the base one) for an idempotent producer (epoch 0, sequences from 0),
+    segments rolled at `segment_bytes`; then partition.metadata and leader-epoch-checkpoint
+    (epoch 0 from offset 0). Returns its records, batches, end offset, bytes and segments."""
+    os.makedirs(folder, exist_ok=True)
+    offset = sequence = 0
+    chunks: list[bytes] = []
+    seg_base, seg_size, size_total, segments, count = 0, 0, 0, 0, 0
+    for size, variant, ts in batches:
+        data = frame_batch(
+            offset,
+            payloads[(codec, size, variant)],
+            count=size,
+            last_offset_delta=size - 1,
+            base_ts=ts,
+            max_ts=ts + (size - 1) * BULK_SPREAD_MS,
+            compression=codec,
+            producer_id=producer_id,
+            producer_epoch=0,
+            base_sequence=sequence,
+        )
+        if seg_size and seg_size + len(data) > segment_bytes:
+            _write_segment(folder, seg_base, chunks)
+            segments += 1
+            chunks, seg_base, seg_size = [], offset, 0
+        chunks.append(data)
+        seg_size += len(data)
+        size_total += len(data)
+        offset += size
+        sequence = (sequence + size) % (1 << 31)
+        count += 1
+    _write_segment(folder, seg_base, chunks)
+    segments += 1
+    write_partition_files(folder, topic_id, [(0, 0)])
+    return {"records": offset, "batches": count, "end_offset": offset, "bytes": size_total, "segments": segments}
 
 
 def _write_segment(folder: str, base: int, chunks: list[bytes]) -> None:
