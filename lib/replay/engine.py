@@ -15,6 +15,7 @@ Reference semantics: `lib.replay.offsets.PartitionOffsets` and `lib.replay.group
 
 from __future__ import annotations
 
+import functools
 import struct
 
 import numpy as np
@@ -26,13 +27,14 @@ from lib.decode.numba_bytes import copy_bytes, load_u64
 from lib.numba_cache import use_stable_zip_cache
 from lib.replay.expiry import offset_rule
 from lib.replay.groups import ClassicGroup, GroupFold, GroupReplayError, ModernGroup, _topic_ids
-from schemas.records import OFFSET_COMMIT_TYPES
+from schemas.records import OFFSET_COMMIT_TYPES, RecordType
 from schemas.tables import CONSUMER_GROUPS, GROUP_FOLD_STATE, GROUP_OFFSETS, PENDING_TRANSACTIONAL_OFFSETS
 
 use_stable_zip_cache(__file__)  # before the first @njit(cache=True): see lib.numba_cache
 
 
 _OFFSET_COMMIT_TYPES = [int(t) for t in OFFSET_COMMIT_TYPES]
+GROUP_METADATA = int(RecordType.GROUP_METADATA)
 
 VALUE_COLUMNS = GROUP_OFFSETS.column_names
 # one schema for every retained table (the decoded batches' columns are all nullable)
@@ -384,6 +386,7 @@ class PartitionReplay:
         self.epoch = 0
         self.records = 0
         self.emit_commit_events = False
+        self._classic_values: tuple | None = None  # (group_metadata column, decoder's values) of the batch fed
         self._events: list[pa.Table] = []
         self._applied: list[tuple[int, int]] = []  # (value ref, marker row) of a batch
 
@@ -596,15 +599,13 @@ class PartitionReplay:
         group_rows: dict[int, dict] = {}
         if group_rec.any():
             idx = np.flatnonzero(group_rec)
-            if group_metadata is None:
-                rows = batch.select(FOLD_COLUMNS).take(pa.array(idx)).to_pylist()
-            else:
-                rows = batch.select(FOLD_COLUMNS_FLAT).take(pa.array(idx)).to_pylist()
-                nested = batch.column("group_metadata")
-                for i, row in zip(idx.tolist(), rows):
-                    value = group_metadata.get(i)
-                    row["group_metadata"] = value if value is not None else nested[i].as_py()
+            rows = batch.select(FOLD_COLUMNS_FLAT).take(pa.array(idx)).to_pylist()
             group_rows = dict(zip(idx.tolist(), rows))
+        # GroupMetadata values are read from the batch only for the groups that still hold one
+        # when the batch is done (or that something looks into before): a busy log replaces most
+        # of them within a batch, and reading the nested value back is most of its cost
+        self._classic_values = (batch.column("group_metadata"), group_metadata)
+        lazy: dict[int, GroupFold] = {}
         is_commit: np.ndarray | None = None
         r = 0
         while True:
@@ -627,7 +628,11 @@ class PartitionReplay:
             if r >= n:
                 break
             if group_rec[r]:
-                self._apply_group_record(group_rows[r])
+                row = group_rows[r]
+                if row["record_type"] == GROUP_METADATA and not row["is_tombstone"]:
+                    lazy[r] = self._apply_classic_value(row, r)
+                else:
+                    self._apply_group_record(row)
             elif marker[r]:
                 if is_commit is None:
                     is_commit = pc.equal(ctype, "COMMIT").to_numpy(zero_copy_only=False)
@@ -650,6 +655,9 @@ class PartitionReplay:
                 elif self.gstate[g] == SIMPLE:
                     self.gtouch[g] = log_offset[r]
             r += 1
+        for fold in lazy.values():
+            fold.group  # noqa: B018 - read now, while the batch is here
+        self._classic_values = None
         if self.emit_commit_events:
             self._collect_events(batch, kind == PLAIN, log_offset)
         self._retain(batch, touched[:n_touched])
@@ -702,6 +710,19 @@ class PartitionReplay:
             touched[n_touched] = k
             n_touched += 1
         return n_touched
+
+    def _apply_classic_value(self, row: dict, r: int) -> GroupFold:
+        """A GroupMetadata record (a value): the group is classic, its value read when needed."""
+        g = self._group_id(row["group_id"])
+        fold = self._fold(g)
+        fold.set_classic(functools.partial(self._classic_value, r), row["offsets_partition"], row["log_offset"])
+        self.gstate[g] = OTHER
+        return fold
+
+    def _classic_value(self, r: int) -> dict:
+        column, decoded = self._classic_values
+        value = decoded.get(r) if decoded is not None else None
+        return value if value is not None else column[r].as_py()
 
     def _apply_group_record(self, row: dict) -> None:
         g = self._group_id(row["group_id"])

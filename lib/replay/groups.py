@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import datetime as _dt
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from lib.codec.serde import decode_key
@@ -127,6 +128,7 @@ class GroupFold:
         self._group: ClassicGroup | ModernGroup | None = None
         self._state: str | None = None  # a state not parsed yet (see from_state)
         self._row: dict | None = None  # and its consumer_groups row
+        self._classic_value: Callable[[], dict] | None = None  # a GroupMetadata value not read yet
         self.offsets_partition: int | None = None
         self.log_offset: int | None = None
 
@@ -136,12 +138,29 @@ class GroupFold:
             data = json.loads(self._state, object_hook=_decode_bytes)
             self._group = (ClassicGroup if data["kind"] == "classic" else ModernGroup)(**data["group"])
             self._state = self._row = None
+        if self._classic_value is not None:
+            value, self._classic_value = self._classic_value, None
+            self._group = _classic_group(value())
         return self._group
 
     @group.setter
     def group(self, value) -> None:
         self._state = self._row = None
+        self._classic_value = None
         self._group = value
+
+    def set_classic(self, value: Callable[[], dict], offsets_partition: int, log_offset: int) -> None:
+        """A GroupMetadata record (not a tombstone) replaces the group: it is classic and not
+        simple, its state the record's value, read from `value()` only when something looks
+        into the group (most values of a busy log are replaced before anything does)."""
+        self.group = None
+        self._classic_value = value
+        self.offsets_partition, self.log_offset = offsets_partition, log_offset
+
+    @property
+    def classic_pending(self) -> bool:
+        """A GroupMetadata value set by set_classic and not read yet: a classic, non-simple group."""
+        return self._classic_value is not None
 
     @property
     def untouched(self) -> bool:
@@ -219,18 +238,7 @@ class GroupFold:
             return  # unknown types are skipped, as Kafka does
         self._touch(row)
         if rtype == T.GROUP_METADATA:
-            if tomb:
-                self.group = None
-            else:
-                gm = row["group_metadata"]
-                self.group = ClassicGroup(
-                    gm["protocol_type"] or None,
-                    gm["generation"],
-                    gm["protocol"],
-                    gm["leader"],
-                    _micros(gm["current_state_timestamp"]),
-                    gm["members"] or [],
-                )
+            self.group = None if tomb else _classic_group(row["group_metadata"])
             return
         value = json.loads(row["value_json"]) if not tomb and row.get("value_json") else None
         if (
@@ -313,6 +321,18 @@ class GroupFold:
             if tid in _topic_ids(g) and tid not in g.topic_names:  # the group's own records win
                 g.topic_names[tid] = name
         return {**base, **_modern_row(g, dict(g.topic_names))}
+
+
+def _classic_group(gm: dict) -> ClassicGroup:
+    """A GroupMetadata value (the group_metadata struct) as the classic group it sets."""
+    return ClassicGroup(
+        gm["protocol_type"] or None,
+        gm["generation"],
+        gm["protocol"],
+        gm["leader"],
+        _micros(gm["current_state_timestamp"]),
+        gm["members"] or [],
+    )
 
 
 def _topic_ids(g: ModernGroup) -> set:

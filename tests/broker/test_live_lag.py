@@ -146,14 +146,20 @@ def test_sampled_end_offsets_and_lag_from_the_live_cluster(spark, tmp_path, kafk
         (FOLLOWER, TOPIC, 0): (0, "caught_up"),
         (IDLE, TOPIC, 2): (0, "caught_up"),
     }
-    # the deleted topic: its partition was asked for (a group committed on it) and skipped; the
-    # broker dropped the group's offset with the topic (a tombstone), so it has no now row
-    from lib.spark.lag import consumed_partitions
-
-    assert (GONE, 0) in consumed_partitions(spark, str(wh))
+    # the deleted topic: its partition was asked for (a group committed on it: the commit has its
+    # lag row, with no end offset) and skipped; the broker dropped the group's offset with the
+    # topic (a tombstone), so it has no now row
+    gone = spark.read.format("delta").load(str(wh / "group_lag")).where(f"topic = '{GONE}'").collect()
+    assert [(r["group_id"], r["kind"], r["committed_offset"], r["end_offset"]) for r in gone] == [
+        (IDLE, "commit", 1, None)
+    ]
     assert (GONE, 0) not in committed[IDLE] and (IDLE, GONE, 0) not in rows1
+    # the stage stopped at each partition's sample (and each offsets partition's watermark)
     checkpoints = spark.read.format("delta").load(str(wh / "lag_checkpoints")).collect()
-    assert {r["topic"] for r in checkpoints} == {"__consumer_offsets"}  # watermarks only
+    assert {
+        (r["topic"], r["partition"]): (r["next_offset"], r["at_ms"]) for r in checkpoints if r["topic"] == TOPIC
+    } == {(TOPIC, p): (samples1[(TOPIC, p)]["end_offset"], _ms(samples1[(TOPIC, p)]["at"])) for p in range(3)}
+    assert {r["topic"] for r in checkpoints} == {TOPIC, "__consumer_offsets"}
 
     # run 2: partition 0 grows by 10 (offsets 10..19); BEHIND reads up to 12; FOLLOWER stays
     time.sleep(1)

@@ -1,0 +1,190 @@
+"""lib.lake.lag_rows, the lag stage's per-partition rules in numpy, against the same rules
+written in Spark SQL (lib.spark.lag: `lag_at_points`, `first_unconsumed_batches`, which the
+report uses over whole tables) on random end-offset rows and points; and the shortcut through a
+checkpoint's account of the earlier rows (EarlierRows) against all the rows themselves."""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from lib.lake.lag_rows import NO, EarlierRows, Timeline, lag_at
+from schemas import tables as T
+
+T0 = 1_763_000_000_000
+
+
+def _ts(ms):
+    return None if ms is None else dt.datetime.fromtimestamp(ms / 1000, dt.UTC)
+
+
+def random_rows(rng: random.Random, topic: str, partition: int) -> list[dict]:
+    """End-offset rows of one partition: strictly growing end offsets, `at` never going back,
+    a few rows without a time first, segment batches and (some partitions) list_offsets samples."""
+    rows = []
+    end = rng.randrange(0, 5)
+    at = T0 + rng.randrange(0, 10_000)
+    untimed = rng.random() < 0.15
+    sampled = rng.random() < 0.3
+    for i in range(rng.randrange(0, 12)):
+        first = end
+        end += rng.randrange(1, 6)
+        at += rng.choice((0, rng.randrange(1, 5000)))
+        timed = not (untimed and i < 2)
+        segment = not (sampled and rng.random() < 0.5)
+        rows.append(
+            {
+                "topic": topic,
+                "partition": partition,
+                "end_offset": end,
+                "at": _ts(at) if timed else None,
+                "source": "segment" if segment else "list_offsets",
+                "topic_id": f"id-{topic}-{rng.randrange(2)}",
+                "first_offset": first if segment and rng.random() < 0.9 else None,
+                "first_timestamp": _ts(at - rng.randrange(0, 50)) if segment and rng.random() < 0.7 else None,
+                "max_timestamp": _ts(at),
+                "timestamp_type": "CreateTime",
+                "is_control": False,
+                "segment_file": f"{rng.randrange(3):020d}.log" if segment else None,
+                "byte_position": rng.randrange(0, 1 << 20) if segment else None,
+                "run_id": "r",
+            }
+        )
+    return rows
+
+
+def random_points(rng: random.Random, topic: str, partition: int, rows: list[dict]) -> list[dict]:
+    top = max((r["end_offset"] for r in rows), default=3)
+    out = []
+    for _ in range(rng.randrange(1, 8)):
+        at = T0 + rng.randrange(-2000, 80_000)
+        out.append(
+            {
+                "group_id": f"g{rng.randrange(3)}",
+                "topic": topic,
+                "partition": partition,
+                "at": _ts(at),
+                "_asof": _ts(at + rng.choice((0, 0, rng.randrange(0, 3000)))),
+                "kind": "commit",
+                "committed_offset": rng.randrange(0, top + 3),
+                "offsets_partition": 0,
+                "log_offset": rng.randrange(1000),
+            }
+        )
+    return out
+
+
+def _spark_reference(spark, rows, points):
+    from lib.spark.lag import first_unconsumed_batches, lag_at_points
+
+    ends = spark.createDataFrame(rows, T.PARTITION_END_OFFSETS.ddl)
+    pts = spark.createDataFrame(
+        points,
+        "group_id STRING, topic STRING, partition INT, at TIMESTAMP, _asof TIMESTAMP, kind STRING, "
+        "committed_offset BIGINT, offsets_partition INT, log_offset BIGINT",
+    )
+    lagged = lag_at_points(pts, ends)
+    batches = first_unconsumed_batches(lagged.where("lag_records > 0"), ends)
+    joined = lagged.join(batches, ["topic", "partition", "committed_offset"], "left")
+    return {
+        (r["topic"], r["partition"], r["group_id"], r["log_offset"], _ms(r["at"]), r["committed_offset"]): r.asDict()
+        for r in joined.collect()
+    }
+
+
+def _ms(ts):
+    """Epoch ms of an aware datetime, or of a naive one in UTC (what collect() gives)."""
+    if ts is None:
+        return NO
+    if ts.tzinfo is None:
+        ts = ts.replace(tzinfo=dt.UTC)
+    return round(ts.timestamp() * 1000)
+
+
+def _ours(rows, points, earlier: EarlierRows | None = None):
+    table = pa.Table.from_pylist(rows, schema=T.PARTITION_END_OFFSETS.arrow_schema)
+    at = np.array([_ms(p["at"]) for p in points], np.int64)
+    asof = np.array([_ms(p["_asof"]) for p in points], np.int64)
+    committed = np.array([p["committed_offset"] for p in points], np.int64)
+    return lag_at(Timeline.of(table), at, asof, committed, earlier)
+
+
+def _none(v):
+    return None if v == NO else int(v)
+
+
+def test_equals_the_spark_rules_on_random_partitions(spark):
+    rng = random.Random(11)
+    rows, points, by_tp = [], [], {}
+    for tp in range(60):
+        topic, partition = f"t{tp % 7}", tp
+        r = random_rows(rng, topic, partition)
+        p = random_points(rng, topic, partition, r)
+        rows += r
+        points += p
+        by_tp[(topic, partition)] = (r, p)
+    want = _spark_reference(spark, rows, points)
+    compared = behind = 0
+    for (topic, partition), (r, p) in by_tp.items():
+        got = _ours(r, p)
+        for i, point in enumerate(p):
+            key = (topic, partition, point["group_id"], point["log_offset"], _ms(point["at"]), point["committed_offset"])
+            ref = want[key]
+            mine = {
+                "end_offset": _none(got.end_offset[i]),
+                "end_offset_at": _none(got.end_offset_at[i]),
+                "topic_id": got.topic_id[i],
+                "lag_records": _none(got.lag_records[i]),
+                "truncated": bool(got.truncated[i]),
+            }
+            theirs = {
+                "end_offset": ref["end_offset"],
+                "end_offset_at": None if ref["end_offset_at"] is None else _ms(ref["end_offset_at"]),
+                "topic_id": ref["topic_id"],
+                "lag_records": ref["lag_records"],
+                "truncated": ref["truncated"],
+            }
+            assert mine == theirs, (topic, partition, point, r)
+            if ref["lag_records"] is not None and ref["lag_records"] > 0:
+                behind += 1
+                assert {
+                    "first": _none(got.batch_first_offset[i]),
+                    "ts": _none(got.batch_first_ts[i]),
+                    "file": got.batch_segment_file[i],
+                    "pos": _none(got.batch_byte_position[i]),
+                    "interpolated": _none(got.interpolated_ms[i]),
+                } == {
+                    "first": ref["batch_first_offset"],
+                    "ts": None if ref["batch_first_timestamp"] is None else _ms(ref["batch_first_timestamp"]),
+                    "file": ref["batch_segment_file"],
+                    "pos": ref["batch_byte_position"],
+                    "interpolated": ref["interpolated_ms"],
+                }, (topic, partition, point, r)
+            compared += 1
+    assert compared > 200 and behind > 50  # the comparison has teeth
+
+
+@pytest.mark.parametrize("seed", range(200))
+def test_a_checkpoint_account_answers_as_the_rows_do(seed):
+    """Where EarlierRows.answers says so, the new rows after a checkpoint's account of the
+    earlier ones give what all the rows give."""
+    rng = random.Random(seed)
+    rows = random_rows(rng, "t", 0)
+    cut = rng.randrange(len(rows) + 1)
+    earlier_rows, new_rows = rows[:cut], rows[cut:]
+    points = random_points(rng, "t", 0, rows)
+    whole = _ours(rows, points)
+    earlier = EarlierRows.of(Timeline.of(pa.Table.from_pylist(earlier_rows, schema=T.PARTITION_END_OFFSETS.arrow_schema)))
+    shortcut = _ours(new_rows, points, earlier)
+    asof = np.array([_ms(p["_asof"]) for p in points], np.int64)
+    committed = np.array([p["committed_offset"] for p in points], np.int64)
+    if earlier is not None and not earlier.answers(shortcut, asof, committed):
+        return
+    for name in ("end_offset", "end_offset_at", "lag_records", "truncated", "interpolated_ms", "batch_first_offset"):
+        assert list(getattr(shortcut, name)) == list(getattr(whole, name)), (name, rows, cut, points)
+    assert list(shortcut.topic_id) == list(whole.topic_id)
+    assert list(shortcut.batch_segment_file) == list(whole.batch_segment_file)
