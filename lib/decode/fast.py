@@ -914,9 +914,14 @@ class _PythonGroupValues(Mapping):
     batch_group_metadata), a decode alone never does."""
 
     def __init__(self, groups: _GroupValues, lo: int, hi: int, r0: int):
-        self.groups = groups
-        self.index = {int(r) - r0: i for i, r in enumerate(groups.rows[lo:hi].tolist(), lo)}
+        self.groups, self.lo, self.hi, self.r0 = groups, lo, hi, r0
         self.read: dict[int, dict] = {}
+
+    @functools.cached_property
+    def index(self) -> dict[int, int]:
+        """Row of the batch -> index of its value in the segment's."""
+        rows = self.groups.rows[self.lo : self.hi] - self.r0
+        return dict(zip(rows.tolist(), range(self.lo, self.hi)))
 
     def __getitem__(self, row: int) -> dict:
         value = self.read.get(row)
