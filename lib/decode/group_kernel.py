@@ -7,10 +7,10 @@ its start and length (-1: null), the start an offset into the segment or, past t
 length, into the decompressed bytes (as lib.decode.fast's row columns); a list field is the end
 of the item's elements in the level below.
 
-It reads what lib.decode.group_metadata reads itself, and gives the same values. Anything that
-reader hands back (to the schema-driven reader, or to the generic consumer-protocol reader for
-bytes it finds odd), and flexible v4, comes out flagged odd: lib.decode.fast then decodes the
-batch with the Python decoder."""
+It reads only values lib.decode.group_metadata reads itself, and gives the same values.
+Anything that reader hands back (to the schema-driven reader, or to the generic
+consumer-protocol reader for member bytes it finds odd), and flexible v4, comes out flagged odd:
+lib.decode.fast then decodes the batch with the Python decoder."""
 
 from __future__ import annotations
 
@@ -93,8 +93,8 @@ OK, ODD = -1, -2
 
 @njit(cache=True)
 def _string(buf, p, end, nullable):
-    """string16 as one function for this module's many call sites (inlined into each, as the
-    record kernel has it, they took minutes to compile)."""
+    """string16 compiled once for this module's dozen call sites: it is inlined in numba's IR
+    (as the record kernel wants it), and inlined into each of them it took minutes to compile."""
     return string16(buf, p, end, nullable)
 
 
