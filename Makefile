@@ -38,7 +38,7 @@ setup: venv jars s3-jars kafka-jars numba-cache
 # Compile the decoder's numba kernels into their on-disk cache once (Spark workers load it).
 .PHONY: numba-cache
 numba-cache: lib/__pycache__/.numba-stamp
-lib/__pycache__/.numba-stamp: lib/decode/fast.py lib/replay/engine.py $(VENV)/.stamp
+lib/__pycache__/.numba-stamp: lib/decode/fast.py lib/decode/group_kernel.py lib/decode/numba_bytes.py lib/replay/engine.py $(VENV)/.stamp
 	$(PY) -m lib.testdata.kernels --warm
 	@mkdir -p lib/__pycache__ && touch $@
 

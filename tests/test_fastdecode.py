@@ -11,16 +11,18 @@ from __future__ import annotations
 import datetime as dt
 import glob
 import os
+import random
 import struct
 import zlib
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lib.codec.primitives import encode_uvarint
-from lib.codec.serde import CoordinatorKey, encode_key
+from lib.codec.serde import CoordinatorKey, encode_assignment, encode_key, encode_subscription
 from lib.codec.writer import encode_batch, encode_control_batch, encode_legacy_message, encode_legacy_wrapper
 from lib.decode import SegmentDecoder
 from lib.testdata.generate import generate_log
@@ -509,6 +511,324 @@ def test_random_commits_same_as_python(log, chunk, start_delta):
     start = max(0, first + start_delta) if start_delta >= 0 else 0
     assert_same("random.log", data=data, source_name="random.log", chunk_rows=chunk, start_offset=start)
     assert_same("random.log", quarantine=True, data=data, source_name="random.log", chunk_rows=chunk)
+
+
+# --- GroupMetadata values: lib.decode.group_kernel against the Python reader ---------------------
+
+
+def sticky_user_data(assignment: dict[str, list[int]], generation: int) -> bytes:
+    """StickyAssignor's user data: the member's previous assignment and its generation."""
+    out = struct.pack(">i", len(assignment))
+    for topic, partitions in assignment.items():
+        raw = topic.encode("utf-8")
+        out += struct.pack(f">h{len(raw)}si{len(partitions)}i", len(raw), raw, len(partitions), *partitions)
+    return out + struct.pack(">i", generation)
+
+
+def busy_group_value(rng: random.Random, group: str, version: int = 3) -> bytes:
+    """A GroupMetadataValue as a busy cluster's coordinator writes them: 1-20 members over 1-5
+    topics, assignments of up to 64 partitions, owned partitions and the sticky assignors' user
+    data, members on consumer protocol v0-v4 (v4: a newer client, read as v3)."""
+    topics = sorted({f"tøpic-{rng.randrange(40)}.évents" for _ in range(rng.randint(1, 5))})
+    partitions = [(t, p) for t in topics for p in range(rng.choice((1, 6, 32, 64, 150)))]
+    n = rng.randint(1, 20)
+    protocol = rng.choice(("range", "roundrobin", "sticky", "cooperative-sticky"))
+    generation = rng.randrange(1, 10_000)
+    members = []
+    for i in range(n):
+        mine: dict[str, list[int]] = {}
+        for t, p in partitions[i::n][:64]:
+            mine.setdefault(t, []).append(p)
+        user_data = {
+            "sticky": sticky_user_data(mine, generation - 1),
+            "cooperative-sticky": struct.pack(">i", generation - 1),
+        }.get(protocol)
+        pv = rng.choice((0, 1, 2, 3, 3, 4))
+        members.append(
+            consumer_member(
+                f"consumer-{group}-{i + 1}-{rng.getrandbits(64):016x}",
+                topics,
+                mine,
+                client_id=f"consumer-{group}-{i + 1}",
+                client_host=f"/10.0.{rng.randrange(256)}.{rng.randrange(256)}",
+                instance_id=rng.choice((None, f"static-ü-{i}")),
+                protocol_version=pv,
+                owned_partitions=mine if protocol == "cooperative-sticky" else None,
+                generation_id=generation - 1 if pv >= 2 else -1,
+                user_data=user_data,
+                assignment_user_data=user_data if protocol == "sticky" else None,
+                rack_id=rng.choice((None, f"use1-az{i % 3}")),
+            )
+        )
+    return group_metadata_value(
+        generation=generation,
+        protocol=protocol,
+        members=members,
+        state_ts=rng.choice((-1, T, -5, 2**62)),
+        version=version,
+    )
+
+
+def busy_log(b: PartitionLogBuilder, seed: int = 5) -> PartitionLogBuilder:
+    """GroupMetadata records of every value version between offset commits: single and several
+    to a batch, compressed, tombstones, empty groups, null leader and protocol, a "connect"
+    group whose member bytes are not the consumer protocol's."""
+    rng = random.Random(seed)
+    for i in range(24):
+        g = f"grüppe-{i % 7}"
+        b.commit(g, "t", i, i, T + i, version=3)
+        b.batch([(group_key(g), busy_group_value(rng, g, version=i % 4), T + i)])
+    b.group_tombstone("grüppe-1", T)
+    b.group("empty", T, protocol_type="", generation=0, protocol=None, members=[])  # a new group
+    b.group("left", T, protocol_type="consumer", generation=9, protocol=None, leader=None, members=[], state_ts=T)
+    connect = consumer_member("w-1", ["t"], {"t": [0]})
+    connect["subscription"], connect["assignment"] = b"\x00\x01\xff\xfe connect's own", b""
+    b.group("connect-cluster", T, protocol_type="connect", protocol="sessioned", members=[connect], version=1)
+    for codec in (0, 1, 2, 3, 4):
+        b.batch(
+            [
+                (offset_commit_key("c", "t", 0), offset_commit_value(1, T), T),
+                (group_key("c"), busy_group_value(rng, "c"), T),
+                (group_key("d"), None, T),
+                (group_key("e"), busy_group_value(rng, "e", version=codec % 4), T),
+                (offset_commit_key("c", "t", 1), offset_commit_value(2, T, version=4), T),
+            ],
+            compression=codec,
+        )
+    return b
+
+
+@pytest.fixture(scope="module")
+def busy(tmp_path_factory):
+    folder = busy_log(PartitionLogBuilder(PART, start_offset=500)).write(str(tmp_path_factory.mktemp("busy")))
+    return glob.glob(os.path.join(folder, "*.log"))[0]
+
+
+@pytest.mark.parametrize("chunk_rows", [1, 3, 16, 65536])
+def test_busy_group_metadata_same_as_python(busy, chunk_rows):
+    assert_same(busy, chunk_rows=chunk_rows)
+    assert_same(busy, chunk_rows=chunk_rows, start_offset=530)
+
+
+def test_busy_group_metadata_never_reaches_python(busy, monkeypatch):
+    """Every value of the busy log is read by the kernel: no byte range goes to the Python decoder."""
+
+    def python_range(*args, **kw):
+        raise AssertionError("a byte range went to the Python decoder")
+
+    monkeypatch.setattr(fastdecode, "_PythonRange", python_range)
+    rows = rows_of(list(SegmentDecoder(busy, PART, fast=True)))
+    groups = [r["group_metadata"] for r in rows if r["record_type"] == 2 and not r["is_tombstone"]]
+    assert len(groups) == 24 + 3 + 2 * 5
+    members = [m for g in groups for m in g["members"]]
+    assert max(len(g["members"]) for g in groups) > 10
+    assert max(len(p["partitions"]) for m in members for p in m["assignment"] or []) == 64
+    assert {m["subscription_version"] for m in members} == {None, 0, 1, 2, 3, 4}
+    assert any(m["owned_partitions"] for m in members) and any(m["subscription_user_data"] for m in members)
+
+
+def test_busy_group_metadata_as_python_dicts(busy):
+    """The values the replay engine takes (batch_group_metadata): the Python reader's, row by row."""
+    from lib.decode.group_metadata import group_metadata
+
+    dec = SegmentDecoder(busy, PART, fast=True, chunk_rows=10)
+    seen = 0
+    for batch in dec:
+        values = dec.batch_group_metadata
+        assert values is not None
+        raw, column = batch.column("raw_value"), batch.column("group_metadata")
+        rows = [i for i, t in enumerate(batch.column("record_type").to_pylist()) if t == 2 and raw[i].is_valid]
+        assert sorted(values) == rows
+        for i in rows:
+            expected = group_metadata(raw[i].as_py())
+            assert values[i] == expected
+            assert column[i].as_py() == {
+                **expected,
+                "current_state_timestamp": column[i]["current_state_timestamp"].as_py(),
+            }
+            seen += 1
+    assert seen == 24 + 3 + 2 * 5
+
+
+def test_control_record_of_type_2_is_not_group_metadata(tmp_path):
+    """A control record of type 2 (LEADER_CHANGE) whose value would parse as a
+    GroupMetadataValue: a control record, as the Python path has it (the fast rows hold the
+    control type where a data record's type is)."""
+    value = busy_group_value(random.Random(1), "g")
+    control = encode_batch(
+        3, [(3, T, struct.pack(">hh", 0, 2), value)], producer_id=7, producer_epoch=0, transactional=True, control=True
+    )
+    path = write_segment(tmp_path, _good(0) + control + _good(4))
+    assert_same(path)
+    (row,) = [r for r in rows_of(list(SegmentDecoder(path, PART, fast=True))) if r["is_control"]]
+    assert (row["control_type"], row["group_metadata"]) == ("LEADER_CHANGE", None)
+
+
+_ids = st.text(st.characters(blacklist_categories=("Cs",)), max_size=10)  # non-ASCII included
+_int32 = st.integers(-(2**31), 2**31 - 1)
+
+
+@st.composite
+def consumer_bytes(draw):
+    """A member's subscription and assignment: consumer protocol v0-v3 (or a newer version, read
+    as v3), empty, or bytes of another protocol."""
+    kind = draw(st.sampled_from(("protocol",) * 6 + ("empty", "other")))
+    if kind == "empty":
+        return b"", b""
+    if kind == "other":
+        return draw(st.binary(max_size=12)), draw(st.binary(max_size=12))
+    version = draw(st.sampled_from((0, 1, 2, 3, 3, 6)))
+    topics = draw(st.lists(_ids, min_size=1, max_size=5))
+    tps = st.lists(
+        st.fixed_dictionaries({"topic": st.sampled_from(topics), "partitions": st.lists(_int32, max_size=64)}),
+        max_size=3,
+    )
+    owned, assigned = draw(tps), draw(tps)
+    user_data = draw(st.none() | st.binary(max_size=40) | st.just(sticky_user_data({"t": [0, 1]}, 4)))
+    sub = encode_subscription(
+        version,
+        {
+            "topics": topics,
+            "userData": user_data,
+            "ownedPartitions": owned,
+            "generationId": draw(_int32),
+            "rackId": draw(st.none() | _ids),
+        },
+    )
+    asg = encode_assignment(
+        version, {"assignedPartitions": assigned, "userData": draw(st.none() | st.binary(max_size=8))}
+    )
+    if draw(st.integers(0, 9)) == 0:
+        sub += b"\x00\x07"  # trailing bytes (ignored, as by Kafka)
+    return sub, asg
+
+
+@st.composite
+def group_values(draw):
+    """GroupMetadataValue v0-v3 of 0-20 members; now and then mutated or cut short (the kernel
+    then reads the same as the Python reader, or hands the batch to the Python decoder)."""
+    members = []
+    for _ in range(draw(st.integers(0, 20))):
+        sub, asg = draw(consumer_bytes())
+        members.append(
+            {
+                "memberId": draw(_ids),
+                "groupInstanceId": draw(st.none() | _ids),
+                "clientId": draw(_ids),
+                "clientHost": draw(_ids),
+                "rebalanceTimeout": draw(_int32),
+                "sessionTimeout": draw(_int32),
+                "subscription": sub,
+                "assignment": asg,
+            }
+        )
+    value = group_metadata_value(
+        protocol_type=draw(st.sampled_from(("consumer",) * 4 + ("", "connect")) | _ids),
+        generation=draw(_int32),
+        protocol=draw(st.none() | _ids),
+        leader=draw(st.none() | _ids),
+        state_ts=draw(st.sampled_from((-1, -5, 0, T, 2**62, -(2**63), 2**63 - 1))),
+        members=members,
+        version=draw(st.integers(0, 3)),
+    )
+    if draw(st.integers(0, 3)) == 0:
+        mutated = bytearray(value)
+        for _ in range(draw(st.integers(1, 3))):
+            mutated[draw(st.integers(0, len(mutated) - 1))] = draw(st.integers(0, 255))
+        value = bytes(mutated[: draw(st.integers(2, len(mutated)))])
+    return value
+
+
+def kernel_reads(value: bytes) -> bool:
+    """Whether lib.decode.group_kernel reads the value itself (else the Python decoder does)."""
+    from lib.decode.group_kernel import group_values as parse
+
+    buf = fastdecode._readonly(np.frombuffer(value, np.uint8))
+    odd = parse(buf, buf[:0], np.zeros(1, np.int64), np.array([len(value)], np.int64))[0]
+    return not odd[0]
+
+
+@settings(
+    max_examples=200,
+    derandomize=True,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(values=st.lists(group_values(), min_size=1, max_size=3), compression=st.sampled_from((0, 0, 4)))
+def test_random_group_metadata_same_as_python(values, compression):
+    from lib.decode.group_metadata import group_metadata
+
+    for value in values:
+        if kernel_reads(value):  # never more than the Python reader reads itself
+            assert group_metadata(value) is not None
+    recs = [(offset_commit_key("g", "t", 0), offset_commit_value(1, T))]
+    recs += [(group_key(f"g{i}"), v) for i, v in enumerate(values)]
+    data = encode_batch(10, [(10 + i, T, k, v) for i, (k, v) in enumerate(recs)], compression=compression)
+    data += encode_batch(10 + len(recs), [(10 + len(recs), T, group_key("one"), values[0])])
+    for chunk in (1, 4):
+        assert_same("gm.log", data=data, source_name="gm.log", chunk_rows=chunk)
+    assert_same("gm.log", quarantine=True, data=data, source_name="gm.log")
+
+
+def _odd_values() -> dict[str, tuple[bytes, bool]]:
+    """Hand-made values: (bytes, whether the kernel reads them itself)."""
+    member = consumer_member("mem-9", ["t1", "t2"], {"t1": [0, 2]}, owned_partitions={"t1": [1]}, rack_id="r")
+    v3 = group_metadata_value(generation=7, leader="lead", members=[member], state_ts=T)
+    head = struct.pack(">h", 3) + struct.pack(">h8s", 8, b"consumer") + struct.pack(">i", 7)
+    after_protocol = len(head) + 2 + len("range")
+
+    def with_member(**fields) -> bytes:
+        return group_metadata_value(generation=7, leader="lead", members=[{**member, **fields}], state_ts=T)
+
+    def string(s: bytes) -> bytes:
+        return struct.pack(">h", len(s)) + s
+
+    sub, asg = member["subscription"], member["assignment"]
+    null32 = struct.pack(">i", -1)
+    return {
+        "v3": (v3, True),
+        "every prefix": (v3, False),
+        "trailing bytes": (v3 + b"\x01\x02", True),
+        "flexible v4": (struct.pack(">h", 4) + v3[2:], False),
+        "null protocol type": (struct.pack(">hh", 3, -1) + v3[12:], False),
+        "protocol of length -2: null": (head + struct.pack(">h", -2) + v3[after_protocol:], True),
+        "negative member count": (head + string(b"range") + string(b"m") + struct.pack(">qi", T, -1), False),
+        "member count beyond the bytes": (head + string(b"range") + string(b"m") + struct.pack(">qi", T, 99), False),
+        "invalid utf-8 member id": (v3.replace(b"mem-9", b"me\xc3\x28x"), False),
+        "surrogate in the client host": (v3.replace(b"/127.0.0.1", b"/127.\xed\xa0\x80.1"), False),
+        "null client id": (v3.replace(string(b"client"), struct.pack(">h", -1)), False),
+        "null subscription bytes": (v3.replace(struct.pack(">i", len(sub)) + sub, null32), False),
+        "negative subscription version": (with_member(subscription=struct.pack(">h", -1) + sub[2:]), False),
+        "one-byte subscription": (with_member(subscription=b"\x00"), False),
+        "subscription cut short": (with_member(subscription=sub[:-3]), False),
+        "invalid utf-8 subscribed topic": (with_member(subscription=sub.replace(b"t2", b"\xc3\x28")), False),
+        "assignment partitions beyond the bytes": (with_member(assignment=asg[:-6]), False),
+        "empty subscription and assignment": (with_member(subscription=b"", assignment=b""), True),
+        "subscription v9 read as v3": (with_member(subscription=struct.pack(">h", 9) + sub[2:] + b"\x05"), True),
+        "user data of length -7: null": (with_member(subscription=sub.replace(null32, struct.pack(">i", -7), 1)), True),
+        "another protocol's bytes": (
+            group_metadata_value(protocol_type="consumer-ish", members=[{**member, "subscription": b"\x01"}]),
+            True,
+        ),
+    }
+
+
+ODD = _odd_values()
+
+
+@pytest.mark.parametrize("name", sorted(ODD))
+def test_group_metadata_odd_values(tmp_path, name):
+    value, read_by_kernel = ODD[name]
+    if name == "every prefix":
+        cuts = [value[:n] for n in range(len(value))]
+        assert not any(kernel_reads(v) for v in cuts)
+        value = cuts[len(cuts) // 2]
+    assert kernel_reads(value) == read_by_kernel
+    data = _good(0) + _with_key_and_value(3, group_key("g"), value) + _good(5)
+    path = write_segment(tmp_path, data)
+    for chunk in (1, 100):
+        assert_same(path, chunk_rows=chunk)
+    assert_same(path, quarantine=True)
 
 
 # --- the measuring function ----------------------------------------------------------------------

@@ -11,10 +11,14 @@ boundaries, counters, errors, quarantine rows). How:
    minimum: nothing after it can be framed).
 2. `_records` (one numba pass) parses the records of every FAST/COMP batch (varints) and
    decodes the hot case in place: OffsetCommit keys (type 0/1) with tombstones or values
-   v0-v4, and transaction markers. Strings and bytes stay (offset, length) pairs into the
-   segment (or the decompressed bytes). A batch holding anything else (GroupMetadata, other
-   record types, headers, invalid UTF-8, any inconsistency) turns SLOW as a whole.
-3. Columns are gathered into Arrow buffers by numba (`_gather`), numbers go in as numpy arrays.
+   v0-v4, transaction markers, and GroupMetadata keys (type 2) with tombstones or values
+   v0-v3, whose values lib.decode.group_kernel then parses (one more numba pass, members and
+   consumer-protocol bytes included). Strings and bytes stay (offset, length) pairs into the
+   segment (or the decompressed bytes). A batch holding anything else (other record types,
+   headers, invalid UTF-8, a GroupMetadata value that kernel hands back, any inconsistency)
+   turns SLOW as a whole.
+3. Columns are gathered into Arrow buffers by numba (`_gather`), numbers go in as numpy arrays;
+   the nested group_metadata column is put together from the group kernel's levels likewise.
 4. Runs of consecutive SLOW entries are decoded by the pure-Python decoder (lib.decode.rows.PythonDecoder) over
    that byte range, so everything the fast path does not handle (and every error, with the
    same class, message and location) comes from the one reference implementation.
@@ -25,6 +29,7 @@ from __future__ import annotations
 import functools
 import os
 import time
+from collections.abc import Mapping
 
 import numpy as np
 import pyarrow as pa
@@ -32,7 +37,9 @@ from numba import njit
 
 from lib.codec.compression import CODEC_NAMES, decompress
 from lib.codec.errors import DecodeError
-from lib.decode.numba_bytes import copy_bytes
+from lib.decode import group_kernel as gk
+from lib.decode.group_kernel import group_values
+from lib.decode.numba_bytes import copy_bytes, string16, utf8_ok
 from lib.decode.numba_bytes import i16 as _i16
 from lib.decode.numba_bytes import i32 as _i32
 from lib.decode.numba_bytes import i64 as _i64
@@ -145,45 +152,6 @@ def _add_ok(a, b):
     if b > 0:
         return a <= 9223372036854775807 - b
     return a >= -9223372036854775807 - 1 - b
-
-
-@njit(cache=True, inline="always")
-def _utf8_ok(buf, p, n):
-    """Strict UTF-8 as Python's decoder checks it (no overlongs, surrogates or > U+10FFFF)."""
-    i = p
-    end = p + n
-    while i < end:
-        c = buf[i]
-        if c < 0x80:
-            i += 1
-            continue
-        if c < 0xC2:
-            return False
-        if c < 0xE0:
-            need = 1
-            lo = 0x80
-            hi = 0xBF
-        elif c < 0xF0:
-            need = 2
-            lo = 0xA0 if c == 0xE0 else 0x80
-            hi = 0x9F if c == 0xED else 0xBF
-        elif c < 0xF5:
-            need = 3
-            lo = 0x90 if c == 0xF0 else 0x80
-            hi = 0x8F if c == 0xF4 else 0xBF
-        else:
-            return False
-        if i + need >= end:
-            return False
-        s = buf[i + 1]
-        if s < lo or s > hi:
-            return False
-        for k in range(2, need + 1):
-            s = buf[i + k]
-            if s < 0x80 or s > 0xBF:
-                return False
-        i += need + 1
-    return True
 
 
 # --- pass 1: framing ------------------------------------------------------------------------------
@@ -300,20 +268,6 @@ def _frame(buf, skip_below, verify_crc, tab):
 
 
 # --- pass 2: records ----------------------------------------------------------------------------
-
-
-@njit(cache=True, inline="always")
-def _str16(buf, p, end):
-    """(start, length, next position, ok) of a non-null int16-length UTF-8 string."""
-    if p + 2 > end:
-        return 0, 0, p, False
-    n = _i16(buf, p)
-    p += 2
-    if n < 0 or p + n > end:
-        return 0, 0, p, False
-    if not _utf8_ok(buf, p, n):
-        return 0, 0, p, False
-    return p, n, p + n, True
 
 
 @njit(cache=True, nogil=True)
@@ -459,10 +413,10 @@ def _records(
                 break
             rtype = _i16(buf, kpos)
             if rtype == GROUP_METADATA:
-                # GroupMetadata: the key here; the value (v0-v3) is read in Python (fast_group)
+                # GroupMetadata: the key here; the value (v0-v3) is read by lib.decode.group_kernel
                 r_rtype[r] = GROUP_METADATA
                 r_kver[r] = 0
-                p, ln, q, ok = _str16(buf, kpos + 2, kend)
+                p, ln, q, ok = string16(buf, kpos + 2, kend, False)
                 if not ok:
                     break
                 r_group_off[r] = p + voff
@@ -483,12 +437,12 @@ def _records(
                 break
             r_rtype[r] = rtype
             r_kver[r] = 0
-            p, ln, q, ok = _str16(buf, kpos + 2, kend)
+            p, ln, q, ok = string16(buf, kpos + 2, kend, False)
             if not ok:
                 break
             r_group_off[r] = p + voff
             r_group_len[r] = ln
-            p, ln, q, ok = _str16(buf, q, kend)
+            p, ln, q, ok = string16(buf, q, kend, False)
             if not ok:
                 break
             r_topic_off[r] = p + voff
@@ -534,7 +488,7 @@ def _records(
                     break
                 m = _i16(buf, p)
                 p += 2
-            if m < 0 or p + m > vend or not _utf8_ok(buf, p, m):
+            if m < 0 or p + m > vend or not utf8_ok(buf, p, m):
                 ok = False
                 break
             r_meta_off[r] = p + voff
@@ -621,34 +575,42 @@ def _records(
 
 @njit(cache=True, nogil=True)
 def _gather(seg, extra, offs, lens, keep):
-    """Arrow buffers of the (offset, length) pairs: int64 offsets, data, validity bitmap and
-    null count. A row is null where its length is < 0 or `keep` is False. Offsets past the
-    segment are in `extra`."""
+    """Arrow buffers of k columns of (offset, length) pairs (k x n arrays; k = 1 for a record
+    column, more for the fields of a group_metadata level, gathered in one pass over its items,
+    so over their bytes once): int64 offsets (k x n + 1), the data of every column (column j's
+    is data[starts[j]:starts[j + 1]]), validity bitmaps (k rows) and null counts. A value is null
+    where its length is < 0 or `keep` is False for its row. Offsets past the segment are in
+    `extra`."""
     seglen = len(seg)
-    n = len(offs)
-    out_off = np.empty(n + 1, np.int64)
-    bitmap = np.zeros((n + 7) >> 3, np.uint8)
-    total = 0
-    nulls = 0
-    for i in range(n):
-        out_off[i] = total
-        ln = lens[i]
-        if ln >= 0 and keep[i]:
-            bitmap[i >> 3] |= np.uint8(1 << (i & 7))
-            total += ln
-        else:
-            nulls += 1
-    out_off[n] = total
-    data = np.empty(total, np.uint8)
-    for i in range(n):
-        ln = out_off[i + 1] - out_off[i]
-        if ln > 0:
-            o = offs[i]
-            if o < seglen:
-                copy_bytes(data, out_off[i], seg, o, ln)
+    k, n = offs.shape
+    out_off = np.empty((k, n + 1), np.int64)
+    bitmaps = np.zeros((k, (n + 7) >> 3), np.uint8)
+    nulls = np.zeros(k, np.int64)
+    starts = np.zeros(k + 1, np.int64)
+    for j in range(k):
+        total = 0
+        for i in range(n):
+            out_off[j, i] = total
+            ln = lens[j, i]
+            if ln >= 0 and keep[i]:
+                bitmaps[j, i >> 3] |= np.uint8(1 << (i & 7))
+                total += ln
             else:
-                copy_bytes(data, out_off[i], extra, o - seglen, ln)
-    return out_off, data, bitmap, nulls
+                nulls[j] += 1
+        out_off[j, n] = total
+        starts[j + 1] = starts[j] + total
+    data = np.empty(starts[k], np.uint8)
+    for i in range(n):
+        for j in range(k):
+            ln = out_off[j, i + 1] - out_off[j, i]
+            if ln > 0:
+                o = offs[j, i]
+                at = starts[j] + out_off[j, i]
+                if o < seglen:
+                    copy_bytes(data, at, seg, o, ln)
+                else:
+                    copy_bytes(data, at, extra, o - seglen, ln)
+    return out_off, data, starts, bitmaps, nulls
 
 
 @njit(cache=True, nogil=True)
@@ -734,9 +696,20 @@ def _strings(typ, n, out_off, data, bitmap, nulls):
     )
 
 
+def _varwidth_columns(types: list, seg, extra, offs: np.ndarray, lens: np.ndarray, keep: np.ndarray) -> list:
+    """k columns of (offset, length) pairs (k x n) as binary/string arrays of `types`, gathered in
+    one pass; null where the length is < 0 or not `keep` (n)."""
+    out_off, data, starts, bitmaps, nulls = _gather(seg, extra, offs, lens, keep)
+    n = offs.shape[1]
+    return [
+        _strings(typ, n, out_off[j], data[starts[j] : starts[j + 1]], bitmaps[j], int(nulls[j]))
+        for j, typ in enumerate(types)
+    ]
+
+
 def _varwidth(typ, seg, extra, offs, lens, keep):
     """The (offset, length) pairs as a binary/string column; null where length < 0 or not keep."""
-    return _strings(typ, len(offs), *_gather(seg, extra, offs, lens, keep))
+    return _varwidth_columns([typ], seg, extra, offs[None, :], lens[None, :], keep)[0]
 
 
 def _uuids(seg, extra, offs):
@@ -795,7 +768,7 @@ def _labels(codes: np.ndarray, names: list, keep=None):
     name_off, name_data = _name_table(tuple(names))
     # the names are byte ranges of name_data: the same gather as the segment's strings
     starts, lengths = name_off[:-1][codes], np.diff(name_off)[codes]
-    return _strings(pa.string(), len(codes), *_gather(name_data, _NO_BYTES, starts, lengths, keep))
+    return _varwidth(pa.string(), name_data, _NO_BYTES, starts, lengths, keep)
 
 
 def _constant(n: int, value: str) -> pa.Array:
@@ -807,48 +780,178 @@ def _constant(n: int, value: str) -> pa.Array:
     return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(raw * n)])
 
 
-def _spread(values: pa.StructArray, rows: np.ndarray, n: int) -> pa.StructArray:
-    """A struct column of n rows holding values[i] at rows[i] and null elsewhere. Equal to
-    values.take(...), which copies every nested level; here only the top level is rebuilt (its
-    list children keep their values, with new offsets)."""
-    where = np.full(n, -1, np.int64)
-    where[rows] = np.arange(len(rows))
-    present = where >= 0
-    missing = pa.array(~present)
-    index = pa.array(where, mask=~present)
-    children = []
-    for i, field in enumerate(values.type):
-        child = values.field(i)
-        if pa.types.is_list(field.type):
-            offsets = child.offsets.to_numpy()
-            lengths = np.zeros(n, np.int32)
-            lengths[rows] = np.diff(offsets)
-            spread = np.zeros(n + 1, np.int32)
-            np.cumsum(lengths, out=spread[1:])
-            spread += offsets[0]
-            children.append(
-                pa.ListArray.from_arrays(
-                    pa.array(spread),
-                    child.values,
-                    type=field.type,
-                    mask=pa.array(~present) if child.null_count == 0 else pa.array(~present | _nulls_at(child, where)),
-                )
-            )
-        else:
-            children.append(child.take(index))
-    return pa.StructArray.from_arrays(children, fields=list(values.type), mask=missing)
+def _span(ends: np.ndarray, lo: int, hi: int) -> tuple[int, int, np.ndarray]:
+    """Items lo..hi of a lib.decode.group_kernel level, `ends` their list field: the range of
+    their elements in the level below, and the Arrow offsets of their lists (from 0)."""
+    start = int(ends[lo - 1]) if lo else 0
+    offsets = np.zeros(hi - lo + 1, np.int32)
+    offsets[1:] = ends[lo:hi] - start
+    return start, start + int(offsets[-1]), offsets
 
 
-def _nulls_at(child: pa.Array, where: np.ndarray) -> np.ndarray:
-    nulls = child.is_null().to_numpy(zero_copy_only=False)
-    return np.where(where >= 0, nulls[np.maximum(where, 0)], False)
+def _list(typ, offsets: np.ndarray, child: pa.Array, valid=None) -> pa.Array:
+    bitmap, nulls = _validity(valid)
+    return pa.Array.from_buffers(
+        typ, len(offsets) - 1, [bitmap, pa.py_buffer(offsets)], null_count=nulls, children=[child]
+    )
+
+
+def _struct(typ, n: int, columns: dict, valid=None) -> pa.Array:
+    bitmap, nulls = _validity(valid)
+    return pa.Array.from_buffers(typ, n, [bitmap], null_count=nulls, children=[columns[f.name] for f in typ])
+
+
+class _GroupValues:
+    """The GroupMetadata values among a segment's fast rows, parsed by lib.decode.group_kernel:
+    `odd_entries`, the entries holding a value it hands back; then, for the rows of a batch,
+    the group_metadata column (`column`) and the values as Python dicts (`as_python`)."""
+
+    def __init__(self, seg, extra, rows, attr: np.ndarray):
+        total = int(rows[0][-1])
+        entry, val_off, val_len, rtype = rows[1][:total], rows[6][:total], rows[7][:total], rows[8][:total]
+        self.seg, self.extra = seg, extra
+        data = (attr[entry] & 0x20) == 0  # (a control record's rtype is its control type)
+        self.rows = np.flatnonzero(data & (rtype == GROUP_METADATA) & (val_len >= 0))
+        self.val_off = val_off[self.rows]
+        self.val_len = val_len[self.rows].astype(np.int64)
+        odd, self.values, *self.levels = group_values(seg, extra, self.val_off, self.val_len)
+        self.odd_entries = np.unique(entry[self.rows[odd]])
+
+    def column(self, r0: int, r1: int, typ) -> pa.Array:
+        """The group_metadata column of rows r0..r1: the values there, null elsewhere."""
+        n = r1 - r0
+        lo, hi = (int(i) for i in np.searchsorted(self.rows, (r0, r1)))
+        if lo == hi:
+            return pa.nulls(n, typ)
+        at = self.rows[lo:hi] - r0
+        present = np.zeros(n, bool)
+        present[at] = True
+        values = self.values[:, lo:hi]
+
+        def spread(fields, fill: int) -> np.ndarray:  # the values' fields at their rows, `fill` elsewhere
+            picked = values[fields]
+            out = np.full((*picked.shape[:-1], n), fill, np.int64)
+            out[..., at] = picked
+            return out
+
+        width = len(gk.VALUE_VARWIDTH)
+        columns = self._fields(
+            typ, gk.VALUE_VARWIDTH, spread(slice(0, width), 0), spread(slice(width, 2 * width), -1), present
+        )
+        start, stop, offsets = _span(self.values[gk.MEMBERS_END], lo, hi)
+        per_row = np.zeros(n + 1, np.int32)
+        per_row[at + 1] = np.diff(offsets)
+        members_type = typ.field("members").type
+        columns["generation"] = _num(spread(gk.GENERATION, 0), pa.int32(), present)
+        columns["current_state_timestamp"] = _ts(
+            spread(gk.STATE_TIMESTAMP, -1), present, typ.field("current_state_timestamp").type, True
+        )
+        columns["members"] = _list(
+            members_type,
+            np.cumsum(per_row, dtype=np.int32),
+            self._members(members_type.value_type, start, stop),
+            present,
+        )
+        return _struct(typ, n, columns, present)
+
+    def _gathered(self, types: list, starts: np.ndarray, lengths: np.ndarray, keep=None) -> list:
+        """String and bytes columns of a level's items (starts and lengths: k x n), in one pass."""
+        keep = np.ones(starts.shape[1], bool) if keep is None else keep
+        return _varwidth_columns(types, self.seg, self.extra, starts, lengths, keep)
+
+    def _fields(self, typ, names: tuple, starts: np.ndarray, lengths: np.ndarray, keep=None) -> dict:
+        """The struct `typ`'s string and bytes fields `names`, by name."""
+        return dict(zip(names, self._gathered([typ.field(name).type for name in names], starts, lengths, keep)))
+
+    def _members(self, typ, lo: int, hi: int) -> pa.Array:
+        members, topics, owned, owned_partitions, assigned, assigned_partitions = self.levels
+        m = members[:, lo:hi]
+        width = len(gk.MEMBER_VARWIDTH)
+        columns = self._fields(typ, gk.MEMBER_VARWIDTH, m[:width], m[width : 2 * width])
+        subscription, assignment = m[gk.SUBSCRIPTION_VERSION], m[gk.ASSIGNMENT_VERSION]
+        t0, t1, topic_offsets = _span(members[gk.TOPICS_END], lo, hi)
+        (names,) = self._gathered([pa.string()], topics[:1, t0:t1], topics[1:2, t0:t1])
+        o0, o1, owned_offsets = _span(members[gk.OWNED_END], lo, hi)
+        a0, a1, assigned_offsets = _span(members[gk.ASSIGNED_END], lo, hi)
+        owned_type, assigned_type = typ.field("owned_partitions").type, typ.field("assignment").type
+        columns |= {
+            "rebalance_timeout_ms": _num(m[gk.REBALANCE_TIMEOUT], pa.int32()),
+            "session_timeout_ms": _num(m[gk.SESSION_TIMEOUT], pa.int32()),
+            "subscription_version": _num(subscription, pa.int16(), subscription >= 0),
+            "subscribed_topics": _list(typ.field("subscribed_topics").type, topic_offsets, names, subscription >= 0),
+            "owned_partitions": _list(
+                owned_type,
+                owned_offsets,
+                self._topic_partitions(owned_type.value_type, owned, owned_partitions, o0, o1),
+                subscription >= 1,
+            ),
+            "generation_id": _num(m[gk.GENERATION_ID], pa.int32(), subscription >= 2),
+            "assignment_version": _num(assignment, pa.int16(), assignment >= 0),
+            "assignment": _list(
+                assigned_type,
+                assigned_offsets,
+                self._topic_partitions(assigned_type.value_type, assigned, assigned_partitions, a0, a1),
+                assignment >= 0,
+            ),
+        }
+        return _struct(typ, hi - lo, columns)
+
+    def _topic_partitions(self, typ, topics: np.ndarray, partitions: np.ndarray, lo: int, hi: int) -> pa.Array:
+        p0, p1, offsets = _span(topics[gk.PARTITIONS_END], lo, hi)
+        numbers = pa.Array.from_buffers(pa.int32(), p1 - p0, [None, pa.py_buffer(partitions[0, p0:p1])])
+        columns = self._fields(typ, ("topic",), topics[:1, lo:hi], topics[1:2, lo:hi])
+        columns["partitions"] = _list(typ.field("partitions").type, offsets, numbers)
+        return _struct(typ, hi - lo, columns)
+
+    def as_python(self, r0: int, r1: int) -> _PythonGroupValues:
+        lo, hi = (int(i) for i in np.searchsorted(self.rows, (r0, r1)))
+        return _PythonGroupValues(self, lo, hi, r0)
+
+
+class _PythonGroupValues(Mapping):
+    """Row of a batch -> its GroupMetadata value as a Python dict, as lib.decode.group_metadata
+    reads it, read when first asked: the replay engine takes them (SegmentDecoder's
+    batch_group_metadata), a decode alone never does."""
+
+    def __init__(self, groups: _GroupValues, lo: int, hi: int, r0: int):
+        self.groups, self.lo, self.hi, self.r0 = groups, lo, hi, r0
+        self.read: dict[int, dict] = {}
+
+    @functools.cached_property
+    def index(self) -> dict[int, int]:
+        """Row of the batch -> index of its value in the segment's."""
+        rows = self.groups.rows[self.lo : self.hi] - self.r0
+        return dict(zip(rows.tolist(), range(self.lo, self.hi)))
+
+    def __getitem__(self, row: int) -> dict:
+        value = self.read.get(row)
+        if value is None:
+            from lib.decode.group_metadata import group_metadata
+
+            g = self.groups
+            i = self.index[row]
+            o, n = int(g.val_off[i]), int(g.val_len[i])
+            seglen = len(g.seg)
+            raw = g.seg[o : o + n] if o < seglen else g.extra[o - seglen : o - seglen + n]
+            value = group_metadata(raw.tobytes())
+            if value is None:  # never for what the kernel read (it reads less); the caller then has the column
+                raise KeyError(row)
+            self.read[row] = value
+        return value
+
+    def __iter__(self):
+        return iter(self.index)
+
+    def __len__(self) -> int:
+        return len(self.index)
 
 
 class _Rows:
     """The fast rows of one segment (numpy columns), turned into Arrow batches on demand."""
 
-    def __init__(self, dec, seg, extra, ent, rows):
+    def __init__(self, dec, seg, extra, ent, rows, groups: _GroupValues):
         self.dec = dec
+        self.groups = groups
         self.seg = seg
         self.extra = extra
         self.ent = ent
@@ -878,7 +981,6 @@ class _Rows:
             self.ets,
             self.tid,
         ) = rows
-        self.group_metadata: dict[int, dict] = {}  # row -> decoded GroupMetadata value
 
     def batch(self, r0: int, r1: int, schema: pa.Schema, name: str) -> pa.RecordBatch:
         n = r1 - r0
@@ -938,39 +1040,13 @@ class _Rows:
         cols["expire_timestamp"] = _ts(self.ets[s], oc, schema.field("expire_timestamp").type, True)
         tid = np.where(oc, self.tid[s], -1)
         cols["topic_id"] = _uuids(seg, extra, tid)
-        gm_type = schema.field("group_metadata").type
-        gm_rows = np.flatnonzero(data & (rtype == GROUP_METADATA) & ~tomb)
-        if len(gm_rows):
-            values = pa.array([self.group_metadata[r0 + int(i)] for i in gm_rows], gm_type)
-            cols["group_metadata"] = _spread(values, gm_rows, n)
-        else:
-            cols["group_metadata"] = pa.nulls(n, gm_type)
+        cols["group_metadata"] = self.groups.column(r0, r1, schema.field("group_metadata").type)
         cols["value_json"] = pa.nulls(n, pa.string())
         return pa.RecordBatch.from_arrays([cols[f.name] for f in schema], schema=schema)
 
 
 _CODECS = [CODEC_NAMES.get(i, str(i)) for i in range(8)]
 _OC_NAMES = [RECORD_TYPES[0][0], RECORD_TYPES[1][0], RECORD_TYPES[2][0]]
-
-
-def _group_values(seg, extra, rows) -> tuple[dict, set]:
-    """GroupMetadata values of the fast rows, read by lib.decode.group_metadata: row -> struct, and
-    the entries whose value that reader hands back (they go to the Python decoder whole)."""
-    from lib.decode.group_metadata import group_metadata
-
-    total = int(rows[0][-1])
-    entry, val_off, val_len, rtype = rows[1][:total], rows[6][:total], rows[7][:total], rows[8][:total]
-    out, odd = {}, set()
-    seglen = len(seg)
-    for r in np.flatnonzero((rtype == GROUP_METADATA) & (val_len >= 0)).tolist():
-        o, n = int(val_off[r]), int(val_len[r])
-        raw = seg[o : o + n] if o < seglen else extra[o - seglen : o - seglen + n]
-        value = group_metadata(raw.tobytes())
-        if value is None:
-            odd.add(int(entry[r]))
-        else:
-            out[r] = value
-    return out, odd
 
 
 # --- the decoder ---------------------------------------------------------------------------------
@@ -1171,15 +1247,13 @@ def iter_fast(dec):
             capacity,
         )
         clock.lap("records")
-        group_metadata, odd = _group_values(seg, extra, rows)
+        groups = _GroupValues(seg, extra, rows, attr)
         clock.lap("group_values")
-        if not odd:
+        if not len(groups.odd_entries):
             break
-        kind[np.array(sorted(odd))] = SLOW  # the Python decoder reads those batches (and their errors)
+        kind[groups.odd_entries] = SLOW  # the Python decoder reads those batches (and their errors)
     row0 = rows[0]
-    fast_rows = _Rows(dec, seg, extra, {"base": base, "attr": attr, "pid": pid, "pepoch": pepoch}, rows)
-    fast_rows.group_metadata = group_metadata
-    gm_rows = np.array(sorted(group_metadata), np.int64)
+    fast_rows = _Rows(dec, seg, extra, {"base": base, "attr": attr, "pid": pid, "pepoch": pepoch}, rows, groups)
 
     # pieces in log order: fast row ranges, and runs of SLOW/TAIL entries decoded in Python
     slow = (kind == SLOW) | (kind == TAIL)
@@ -1199,8 +1273,7 @@ def iter_fast(dec):
         if len(pending) == 1 and fast:
             r0, r1 = fast[0]
             out = fast_rows.batch(r0, r1, SCHEMA, name)
-            lo, hi = np.searchsorted(gm_rows, (r0, r1))
-            dec.batch_group_metadata = {r - r0: group_metadata[r] for r in gm_rows[lo:hi].tolist()}
+            dec.batch_group_metadata = groups.as_python(r0, r1)
         else:
             # fast rows of one chunk are consecutive, so are its Python-decoded rows
             fb = fast_rows.batch(fast[0][0], fast[-1][1], SCHEMA, name) if fast else None

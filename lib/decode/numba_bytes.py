@@ -1,4 +1,4 @@
-"""Byte helpers for numba kernels: big-endian readers, and a memcpy.
+"""Byte helpers for numba kernels: big-endian readers, strict UTF-8 strings, and a memcpy.
 
 A memcpy: Slice assignment (`out[a:a + n] = buf[b:b + n]`) costs about
 30 ns per call in numba, most of a row's cost when the rows are short strings (keys, group ids,
@@ -106,3 +106,64 @@ def i32(buf, p):
 def i16(buf, p):
     v = np.int64(u64(buf, p, 2))
     return v - 65536 if v >= 32768 else v
+
+
+_HIGH_BITS = np.uint64(0x8080808080808080)
+
+
+@njit(cache=True, inline="always")
+def utf8_ok(buf, p, n):
+    """Strict UTF-8 as Python's decoder checks it (no overlongs, surrogates or > U+10FFFF)."""
+    i = p
+    end = p + n
+    while i < end:
+        while i + 8 <= end and load_u64(buf, i) & _HIGH_BITS == 0:
+            i += 8  # eight ASCII bytes at once (ids, hosts and topics mostly are)
+        if i >= end:
+            break
+        c = buf[i]
+        if c < 0x80:
+            i += 1
+            continue
+        if c < 0xC2:
+            return False
+        if c < 0xE0:
+            need = 1
+            lo = 0x80
+            hi = 0xBF
+        elif c < 0xF0:
+            need = 2
+            lo = 0xA0 if c == 0xE0 else 0x80
+            hi = 0x9F if c == 0xED else 0xBF
+        elif c < 0xF5:
+            need = 3
+            lo = 0x90 if c == 0xF0 else 0x80
+            hi = 0x8F if c == 0xF4 else 0xBF
+        else:
+            return False
+        if i + need >= end:
+            return False
+        s = buf[i + 1]
+        if s < lo or s > hi:
+            return False
+        for k in range(2, need + 1):
+            s = buf[i + k]
+            if s < 0x80 or s > 0xBF:
+                return False
+        i += need + 1
+    return True
+
+
+@njit(cache=True, inline="always")
+def string16(buf, p, end, nullable):
+    """(start, length, next position, ok) of an int16-length UTF-8 string ending by `end`. A
+    negative length is a null (as Kafka reads it): length -1, ok only when `nullable`."""
+    if p + 2 > end:
+        return 0, -1, p, False
+    n = i16(buf, p)
+    p += 2
+    if n < 0:
+        return 0, -1, p, nullable
+    if p + n > end or not utf8_ok(buf, p, n):
+        return 0, -1, p, False
+    return p, n, p + n, True

@@ -56,15 +56,27 @@ def consumer_member(
     protocol_version: int = 3,
     owned_partitions: dict[str, list[int]] | None = None,
     generation_id: int = -1,
+    user_data: bytes | None = None,
+    assignment_user_data: bytes | None = None,
+    rack_id: str | None = None,
 ) -> dict:
     owned = [{"topic": t, "partitions": p} for t, p in (owned_partitions or {}).items()]
     sub = encode_subscription(
         protocol_version,
-        {"topics": topics, "userData": None, "ownedPartitions": owned, "generationId": generation_id, "rackId": None},
+        {
+            "topics": topics,
+            "userData": user_data,
+            "ownedPartitions": owned,
+            "generationId": generation_id,
+            "rackId": rack_id,
+        },
     )
     asg = encode_assignment(
         protocol_version,
-        {"assignedPartitions": [{"topic": t, "partitions": p} for t, p in assignment.items()], "userData": None},
+        {
+            "assignedPartitions": [{"topic": t, "partitions": p} for t, p in assignment.items()],
+            "userData": assignment_user_data,
+        },
     )
     return {
         "memberId": member_id,
