@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from lib.lake.lag_rows import NO, EarlierRows, Timeline, lag_at
+from lib.lake.lag_rows import NO, Earlier, Names, lag_at, rows_of, summarise
 from schemas import tables as T
 
 T0 = 1_763_000_000_000
@@ -105,12 +105,24 @@ def _ms(ts):
     return round(ts.timestamp() * 1000)
 
 
-def _ours(rows, points, earlier: EarlierRows | None = None):
-    table = pa.Table.from_pylist(rows, schema=T.PARTITION_END_OFFSETS.arrow_schema)
+def _table(rows: list[dict]) -> pa.Table:
+    return pa.Table.from_pylist(rows, schema=T.PARTITION_END_OFFSETS.arrow_schema)
+
+
+def _ours(rows: list[dict], points: list[dict], parts: int = 1, earlier_rows: list[dict] | None = None):
+    """lag_at over every partition at once (a row's and a point's `partition` is its index)."""
+    names = Names()
+    table = _table(rows)
+    r = rows_of(table, table.column("partition").to_numpy().astype(np.int64), names)
+    earlier = Earlier.none(parts)
+    if earlier_rows:
+        before = _table(earlier_rows)
+        earlier = summarise(rows_of(before, before.column("partition").to_numpy().astype(np.int64), names), earlier)
+    part = np.array([p["partition"] for p in points], np.int64)
     at = np.array([_ms(p["at"]) for p in points], np.int64)
     asof = np.array([_ms(p["_asof"]) for p in points], np.int64)
     committed = np.array([p["committed_offset"] for p in points], np.int64)
-    return lag_at(Timeline.of(table), at, asof, committed, earlier)
+    return lag_at(r, earlier, part, at, asof, committed), names, earlier
 
 
 def _none(v):
@@ -121,7 +133,7 @@ def test_equals_the_spark_rules_on_random_partitions(spark):
     rng = random.Random(11)
     rows, points, by_tp = [], [], {}
     for tp in range(60):
-        topic, partition = f"t{tp % 7}", tp
+        topic, partition = f"t{tp % 7}", tp  # the partition number is its index
         r = random_rows(rng, topic, partition)
         p = random_points(rng, topic, partition, r)
         rows += r
@@ -129,62 +141,69 @@ def test_equals_the_spark_rules_on_random_partitions(spark):
         by_tp[(topic, partition)] = (r, p)
     want = _spark_reference(spark, rows, points)
     compared = behind = 0
-    for (topic, partition), (r, p) in by_tp.items():
-        got = _ours(r, p)
-        for i, point in enumerate(p):
-            key = (topic, partition, point["group_id"], point["log_offset"], _ms(point["at"]), point["committed_offset"])
-            ref = want[key]
-            mine = {
-                "end_offset": _none(got.end_offset[i]),
-                "end_offset_at": _none(got.end_offset_at[i]),
-                "topic_id": got.topic_id[i],
-                "lag_records": _none(got.lag_records[i]),
-                "truncated": bool(got.truncated[i]),
-            }
-            theirs = {
-                "end_offset": ref["end_offset"],
-                "end_offset_at": None if ref["end_offset_at"] is None else _ms(ref["end_offset_at"]),
-                "topic_id": ref["topic_id"],
-                "lag_records": ref["lag_records"],
-                "truncated": ref["truncated"],
-            }
-            assert mine == theirs, (topic, partition, point, r)
-            if ref["lag_records"] is not None and ref["lag_records"] > 0:
-                behind += 1
-                assert {
-                    "first": _none(got.batch_first_offset[i]),
-                    "ts": _none(got.batch_first_ts[i]),
-                    "file": got.batch_segment_file[i],
-                    "pos": _none(got.batch_byte_position[i]),
-                    "interpolated": _none(got.interpolated_ms[i]),
-                } == {
-                    "first": ref["batch_first_offset"],
-                    "ts": None if ref["batch_first_timestamp"] is None else _ms(ref["batch_first_timestamp"]),
-                    "file": ref["batch_segment_file"],
-                    "pos": ref["batch_byte_position"],
-                    "interpolated": ref["interpolated_ms"],
-                }, (topic, partition, point, r)
-            compared += 1
+    got, names, _ = _ours(rows, points, parts=60)
+
+    def name(code):
+        return None if code < 0 else names.values[code]
+
+    for i, point in enumerate(points):
+        key = (point["topic"], point["partition"], point["group_id"], point["log_offset"], _ms(point["at"]),
+               point["committed_offset"])  # fmt: skip
+        ref = want[key]
+        mine = {
+            "end_offset": _none(got.end_offset[i]),
+            "end_offset_at": _none(got.end_offset_at[i]),
+            "topic_id": name(got.topic_id[i]),
+            "lag_records": _none(got.lag_records[i]),
+            "truncated": bool(got.truncated[i]),
+        }
+        theirs = {
+            "end_offset": ref["end_offset"],
+            "end_offset_at": None if ref["end_offset_at"] is None else _ms(ref["end_offset_at"]),
+            "topic_id": ref["topic_id"],
+            "lag_records": ref["lag_records"],
+            "truncated": ref["truncated"],
+        }
+        assert mine == theirs, (point, by_tp[(point["topic"], point["partition"])][0])
+        if ref["lag_records"] is not None and ref["lag_records"] > 0:
+            behind += 1
+            assert {
+                "first": _none(got.batch_first_offset[i]),
+                "ts": _none(got.batch_first_ts[i]),
+                "file": name(got.batch_segment_file[i]),
+                "pos": _none(got.batch_byte_position[i]),
+                "interpolated": _none(got.interpolated_ms[i]),
+            } == {
+                "first": ref["batch_first_offset"],
+                "ts": None if ref["batch_first_timestamp"] is None else _ms(ref["batch_first_timestamp"]),
+                "file": ref["batch_segment_file"],
+                "pos": ref["batch_byte_position"],
+                "interpolated": ref["interpolated_ms"],
+            }, (point, by_tp[(point["topic"], point["partition"])][0])
+        compared += 1
     assert compared > 200 and behind > 50  # the comparison has teeth
 
 
 @pytest.mark.parametrize("seed", range(200))
 def test_a_checkpoint_account_answers_as_the_rows_do(seed):
-    """Where EarlierRows.answers says so, the new rows after a checkpoint's account of the
-    earlier ones give what all the rows give."""
+    """Where Earlier.answers says so, the new rows after a checkpoint's account of the earlier
+    ones give what all the rows give."""
     rng = random.Random(seed)
     rows = random_rows(rng, "t", 0)
     cut = rng.randrange(len(rows) + 1)
-    earlier_rows, new_rows = rows[:cut], rows[cut:]
     points = random_points(rng, "t", 0, rows)
-    whole = _ours(rows, points)
-    earlier = EarlierRows.of(Timeline.of(pa.Table.from_pylist(earlier_rows, schema=T.PARTITION_END_OFFSETS.arrow_schema)))
-    shortcut = _ours(new_rows, points, earlier)
+    whole, names, _ = _ours(rows, points)
+    shortcut, names2, earlier = _ours(rows[cut:], points, earlier_rows=rows[:cut])
+    part = np.zeros(len(points), np.int64)
     asof = np.array([_ms(p["_asof"]) for p in points], np.int64)
     committed = np.array([p["committed_offset"] for p in points], np.int64)
-    if earlier is not None and not earlier.answers(shortcut, asof, committed):
+    if not earlier.answers(shortcut, part, asof, committed)[0]:
         return
-    for name in ("end_offset", "end_offset_at", "lag_records", "truncated", "interpolated_ms", "batch_first_offset"):
-        assert list(getattr(shortcut, name)) == list(getattr(whole, name)), (name, rows, cut, points)
-    assert list(shortcut.topic_id) == list(whole.topic_id)
-    assert list(shortcut.batch_segment_file) == list(whole.batch_segment_file)
+    for field in ("end_offset", "end_offset_at", "lag_records", "truncated", "interpolated_ms", "batch_first_offset"):
+        assert list(getattr(shortcut, field)) == list(getattr(whole, field)), (field, rows, cut, points)
+
+    def names_of(codes, n):
+        return [None if c < 0 else n.values[c] for c in codes]
+
+    assert names_of(shortcut.topic_id, names2) == names_of(whole.topic_id, names)
+    assert names_of(shortcut.batch_segment_file, names2) == names_of(whole.batch_segment_file, names)

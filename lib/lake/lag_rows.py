@@ -1,5 +1,5 @@
-"""Consumer lag of one topic partition at given points, from that partition's end-offset rows
-(numpy; no Spark, no I/O). The rules, once:
+"""Consumer lag at given points, from the topic partitions' end-offset rows (numpy and a numba
+kernel; no Spark, no I/O), for many partitions at once. The rules, once:
 
 - The end offset as of an instant is the last end-offset row at or before it (rows first at
   equal times; among rows of one instant the largest end offset). A group that committed O had
@@ -10,11 +10,14 @@
   the instant, the lag negative, and no lag in time.
 - The lag in time is the age, at the point, of the first record not consumed (the record at the
   committed offset O): its timestamp from the header of the batch that holds it when the batch
-  opens with it, else from its batch decoded (the caller looks it up: `Lag.lookups`), else
+  opens with it, else from its batch, decoded (the caller looks it up: `Lag.lookups`), else
   interpolated between the end-offset rows around it (the last whose end offset is at most O and
-  the first above O), as kafka-lag-exporter does. `lag_ms_method` says which (`caught_up` when
-  nothing is left to consume).
-"""
+  the first above it; rows with a time only), as kafka-lag-exporter does. `lag_ms_method` says
+  which (`caught_up` when nothing is left to consume).
+
+Rows and points carry the index of their partition (`part`). A partition's earlier rows, those
+of earlier lag stages, may be given by what its checkpoint says of them (`Earlier`) instead of
+the rows themselves; `Earlier.answers` says for which partitions that is exact."""
 
 from __future__ import annotations
 
@@ -22,12 +25,17 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+from numba import njit
+
+from lib.numba_cache import use_stable_zip_cache
+
+use_stable_zip_cache(__file__)  # before the first @njit(cache=True): see lib.numba_cache
 
 NO = np.iinfo(np.int64).min  # an absent value in an int64 column of this module
 
 
-def _ms(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
-    """TIMESTAMP (µs) -> epoch ms as Spark's unix_micros / 1000 cast to BIGINT (toward zero);
+def ms_of(col) -> np.ndarray:
+    """TIMESTAMP (µs) -> epoch ms, toward zero as Spark's CAST(unix_micros / 1000 AS BIGINT);
     null -> NO."""
     arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
     micros = arr.cast(pa.int64()).fill_null(NO).to_numpy()
@@ -35,86 +43,176 @@ def _ms(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
     return out.astype(np.int64)
 
 
-def _ints(col, fill: int = NO) -> np.ndarray:
+def ints_of(col) -> np.ndarray:
     arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-    return arr.cast(pa.int64()).fill_null(fill).to_numpy()
+    return arr.cast(pa.int64()).fill_null(NO).to_numpy()
 
 
 @dataclass
-class Timeline:
-    """A topic partition's end-offset rows (partition_end_offsets columns), sorted by
-    (at, end_offset), rows without a time first."""
+class Rows:
+    """End-offset rows (partition_end_offsets' columns) of many partitions: `part` the
+    partition's index; strings as codes into `names` (topic_id, segment_file)."""
 
+    part: np.ndarray  # int64
     end: np.ndarray
     at: np.ndarray  # ms, NO when null
-    topic_id: np.ndarray  # object
+    topic_id: np.ndarray  # int64 code into names, -1 null
     first_offset: np.ndarray  # NO when null
     first_ts: np.ndarray  # ms, NO when null
-    timestamp_type: np.ndarray  # object
     is_segment: np.ndarray  # bool
-    segment_file: np.ndarray  # object
+    segment_file: np.ndarray  # int64 code into names, -1 null
     byte_position: np.ndarray  # NO when null
 
     @staticmethod
-    def of(rows: pa.Table) -> Timeline:
-        at = _ms(rows.column("at"))
-        end = _ints(rows.column("end_offset"))
-        order = np.lexsort((end, at))  # NO sorts first: rows without a time, as Spark's nulls
-        return Timeline(
-            end[order],
-            at[order],
-            np.asarray(rows.column("topic_id").to_pylist(), dtype=object)[order],
-            _ints(rows.column("first_offset"))[order],
-            _ms(rows.column("first_timestamp"))[order],
-            np.asarray(rows.column("timestamp_type").to_pylist(), dtype=object)[order],
-            (np.asarray(rows.column("source").to_pylist(), dtype=object) == "segment")[order],
-            np.asarray(rows.column("segment_file").to_pylist(), dtype=object)[order],
-            _ints(rows.column("byte_position"))[order],
-        )
+    def empty() -> Rows:
+        z = np.zeros(0, np.int64)
+        return Rows(z, z, z, z, z, z, np.zeros(0, bool), z, z)
+
+    @staticmethod
+    def concat(parts: list[Rows]) -> Rows:
+        if not parts:
+            return Rows.empty()
+        return Rows(*(np.concatenate([getattr(p, f) for p in parts]) for f in _ROW_FIELDS))
+
+    def take(self, idx: np.ndarray) -> Rows:
+        return Rows(*(getattr(self, f)[idx] for f in _ROW_FIELDS))
 
     def __len__(self) -> int:
         return len(self.end)
 
 
-@dataclass(frozen=True)
-class EarlierRows:
-    """What a topic partition's lag checkpoint says of its rows in the table: the last (the
-    largest `at` and, then, end offset), the largest end offset of any, and the first (the
-    smallest (`at`, end offset), rows without a time first). Enough to answer every point after
-    the last row's time whose first unconsumed record is not among them (`lag_at`)."""
+_ROW_FIELDS = (
+    "part",
+    "end",
+    "at",
+    "topic_id",
+    "first_offset",
+    "first_ts",
+    "is_segment",
+    "segment_file",
+    "byte_position",
+)
 
-    last_at_ms: int | None
-    last_end: int
-    last_topic_id: str | None
-    log_end: int
-    first_at_ms: int | None
-    first_offset: int | None
+
+class Names:
+    """Strings as codes, for the kernel (topic ids, segment file names)."""
+
+    def __init__(self) -> None:
+        self.values: list[str] = []
+        self._codes: dict[str, int] = {}
+
+    def code(self, value: str | None) -> int:
+        if value is None:
+            return -1
+        c = self._codes.get(value)
+        if c is None:
+            c = self._codes[value] = len(self.values)
+            self.values.append(value)
+        return c
+
+    def codes(self, arr) -> np.ndarray:
+        """Codes of a string column (-1 for null), a lookup per distinct value."""
+        import pyarrow.compute as pc
+
+        arr = arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
+        enc = pc.dictionary_encode(arr)
+        table = np.array([self.code(v) for v in enc.dictionary.to_pylist()] + [-1], np.int64)
+        idx = enc.indices.fill_null(len(enc.dictionary)).to_numpy()
+        return table[idx]
+
+    def strings(self, codes: np.ndarray) -> pa.Array:
+        table = pa.array(self.values + [None], pa.string())
+        return table.take(pa.array(np.where(codes < 0, len(self.values), codes)))
+
+
+def rows_of(table: pa.Table, part: np.ndarray | int, names: Names) -> Rows:
+    """Rows from partition_end_offsets rows (Arrow), all of partition `part` (or one each)."""
+    n = table.num_rows
+    parts = np.full(n, part, np.int64) if isinstance(part, int) else part.astype(np.int64)
+    return Rows(
+        parts,
+        ints_of(table.column("end_offset")),
+        ms_of(table.column("at")),
+        names.codes(table.column("topic_id")),
+        ints_of(table.column("first_offset")),
+        ms_of(table.column("first_timestamp")),
+        np.asarray(table.column("source").to_numpy(zero_copy_only=False) == "segment", dtype=bool),
+        names.codes(table.column("segment_file")),
+        ints_of(table.column("byte_position")),
+    )
+
+
+@dataclass
+class Earlier:
+    """Per partition (by index), what its lag checkpoint says of its rows in the table: whether
+    it has any (`has`), the last (largest `at` and, then, end offset; its end offset and topic
+    id), the largest end offset of any, and the first (smallest (`at`, end offset), rows without
+    a time first: its `at` and first offset)."""
+
+    has: np.ndarray  # bool
+    last_at: np.ndarray
+    last_end: np.ndarray
+    last_topic_id: np.ndarray  # code
+    log_end: np.ndarray
+    first_at: np.ndarray
+    first_offset: np.ndarray
 
     @staticmethod
-    def of(tl: Timeline) -> EarlierRows | None:
-        if not len(tl):
-            return None
-        timed = np.flatnonzero(tl.at != NO)
-        last = int(timed[-1]) if len(timed) else len(tl) - 1
-        return EarlierRows(
-            None if tl.at[last] == NO else int(tl.at[last]),
-            int(tl.end[last]),
-            tl.topic_id[last],
-            int(tl.end.max()),
-            None if tl.at[0] == NO else int(tl.at[0]),
-            None if tl.first_offset[0] == NO else int(tl.first_offset[0]),
-        )
+    def none(n: int) -> Earlier:
+        z = np.full(n, NO, np.int64)
+        return Earlier(np.zeros(n, bool), z, z.copy(), np.full(n, -1, np.int64), z.copy(), z.copy(), z.copy())
 
-    def answers(self, lag: Lag, asof: np.ndarray, committed: np.ndarray) -> bool:
-        """Whether `lag` (computed with these EarlierRows for the rows themselves) is exact: no
-        point before the last row's time, none behind whose first unconsumed record lies among
-        the earlier rows, and end offsets that never went back (a recreated topic)."""
-        if self.log_end > self.last_end:
-            return False
-        if self.last_at_ms is not None and bool((asof < self.last_at_ms).any()):
-            return False
+    def answers(self, lag: Lag, part: np.ndarray, asof: np.ndarray, committed: np.ndarray) -> np.ndarray:
+        """Per partition: whether the lag computed with this account instead of its earlier
+        rows is exact. It is not where a point comes before the last earlier row's time, or is
+        behind with its first unconsumed record among the earlier rows, or the partition's end
+        offsets once went back (recreated)."""
+        bad = self.has & (self.log_end > self.last_end)
+        early = self.has[part] & (self.last_at[part] != NO) & (asof < self.last_at[part])
         behind = (lag.lag_records != NO) & (lag.lag_records > 0)
-        return not bool((behind & (committed < self.last_end)).any())
+        inside = self.has[part] & behind & (committed < self.last_end[part])
+        hit = np.zeros(len(self.has), bool)
+        np.logical_or.at(hit, part[early | inside], True)
+        return ~(bad | hit)
+
+
+def summarise(rows: Rows, earlier: Earlier) -> Earlier:
+    """The account of each partition's rows once `rows` follow its earlier ones."""
+    n = len(earlier.has)
+    out = Earlier(*(np.array(getattr(earlier, f)) for f in _EARLIER_FIELDS))
+    order = np.lexsort((rows.end, rows.at, rows.part))
+    r = rows.take(order)
+    _summarise(r.part, r.at, r.end, r.topic_id, r.first_offset, out.has, out.last_at, out.last_end,
+               out.last_topic_id, out.log_end, out.first_at, out.first_offset, n)  # fmt: skip
+    return out
+
+
+_EARLIER_FIELDS = ("has", "last_at", "last_end", "last_topic_id", "log_end", "first_at", "first_offset")
+
+
+@njit(cache=True, nogil=True)
+def _summarise(part, at, end, tid, first_offset, has, last_at, last_end, last_tid, log_end, first_at, first_off, n):
+    # rows sorted by (part, at, end); NO (no time) is the smallest `at`
+    for i in range(len(part)):
+        p = part[i]
+        if not has[p]:
+            has[p] = True
+            first_at[p] = at[i]
+            first_off[p] = first_offset[i]
+            log_end[p] = end[i]
+            last_at[p] = at[i]
+            last_end[p] = end[i]
+            last_tid[p] = tid[i]
+            continue
+        if (i == 0 or part[i - 1] != p) and at[i] < first_at[p]:
+            first_at[p] = at[i]
+            first_off[p] = first_offset[i]
+        if end[i] > log_end[p]:
+            log_end[p] = end[i]
+        if at[i] > last_at[p] or (at[i] == last_at[p] and end[i] >= last_end[p]):
+            last_at[p] = at[i]
+            last_end[p] = end[i]
+            last_tid[p] = tid[i]
 
 
 @dataclass
@@ -124,130 +222,172 @@ class Lag:
 
     end_offset: np.ndarray  # NO: unknown
     end_offset_at: np.ndarray  # ms, NO
-    topic_id: np.ndarray  # object
+    topic_id: np.ndarray  # code, -1
     lag_records: np.ndarray  # NO: unknown
     truncated: np.ndarray  # bool
     batch_first_offset: np.ndarray
     batch_first_ts: np.ndarray
-    batch_segment_file: np.ndarray  # object
+    batch_segment_file: np.ndarray  # code, -1
     batch_byte_position: np.ndarray
     interpolated_ms: np.ndarray
 
-    def lookups(self, committed: np.ndarray, present: set[str]) -> np.ndarray:
+    def lookups(self, committed: np.ndarray, present: np.ndarray) -> np.ndarray:
         """The points whose first unconsumed record's time needs its batch decoded: behind, in a
-        segment batch still in the log dir (`present`: its segment file names) whose header does
+        segment batch still in the log dir (`present`: per segment file code) whose header does
         not tell it, and that holds the offset."""
         behind = (self.lag_records != NO) & (self.lag_records > 0)
-        held = np.array([f is not None and f in present for f in self.batch_segment_file], dtype=bool)
+        file = self.batch_segment_file
+        held = (file >= 0) & present[np.where(file >= 0, file, 0)] if len(present) else np.zeros(len(file), bool)
         header_tells = (self.batch_first_offset == committed) & (self.batch_first_ts != NO)
-        holds = (self.batch_first_offset == NO) | (self.batch_first_offset <= committed)
+        holds = self.batch_first_offset <= committed  # (NO, unknown, holds)
         return behind & held & ~header_tells & holds
 
 
-def _before(tl: Timeline, earlier: EarlierRows) -> Timeline:
-    """`tl` with the earlier rows' last row in front (not a segment batch: no batch holds an
-    offset at or above its end)."""
-
-    def one(value, dtype=np.int64):
-        return np.array([value], dtype=dtype)
-
-    return Timeline(
-        np.concatenate([one(earlier.last_end), tl.end]),
-        np.concatenate([one(earlier.last_at_ms), tl.at]),
-        np.concatenate([one(earlier.last_topic_id, object), tl.topic_id]),
-        np.concatenate([one(NO), tl.first_offset]),
-        np.concatenate([one(NO), tl.first_ts]),
-        np.concatenate([one(None, object), tl.timestamp_type]),
-        np.concatenate([one(False, bool), tl.is_segment]),
-        np.concatenate([one(None, object), tl.segment_file]),
-        np.concatenate([one(NO), tl.byte_position]),
-    )
-
-
 def lag_at(
-    tl: Timeline, at: np.ndarray, asof: np.ndarray, committed: np.ndarray, earlier: EarlierRows | None = None
+    rows: Rows,
+    earlier: Earlier,
+    part: np.ndarray,
+    at: np.ndarray,
+    asof: np.ndarray,
+    committed: np.ndarray,
 ) -> Lag:
-    """The lag of points (`at` and `asof` in ms: the instant of the point and the one whose end
-    offset it takes; `committed`: the committed offsets) on the partition of `tl`, whose rows
-    follow `earlier` ones when given (exact where `earlier.answers` says so)."""
-    n = len(at)
-    first_at: int | None = None
-    first_offset: int | None = None
-    log_end: int | None = None
-    if len(tl):
-        first_at = None if tl.at[0] == NO else int(tl.at[0])
-        first_offset = None if tl.first_offset[0] == NO else int(tl.first_offset[0])
-        log_end = int(tl.end.max())
-    if earlier is not None:
-        first_at, first_offset = earlier.first_at_ms, earlier.first_offset
-        log_end = earlier.log_end if log_end is None else max(log_end, earlier.log_end)
-        if earlier.last_at_ms is not None:
-            tl = _before(tl, earlier)
-    timed = tl.at != NO
-    t_at, t_end, t_id = tl.at[timed], tl.end[timed], tl.topic_id[timed]
-    # as of `asof`: the last timed row at or before it (sorted by (at, end): the largest end then)
-    idx = np.searchsorted(t_at, asof, side="right") - 1
-    found = idx >= 0
-    safe = np.where(found, idx, 0)
-    end_asof = np.where(found, t_end[safe] if len(t_end) else NO, NO)
-    end_at = np.where(found, t_at[safe] if len(t_at) else NO, NO)
-    topic_id = np.full(n, None, dtype=object)
-    if len(t_id):
-        topic_id[found] = t_id[safe[found]]
-    truncated = committed > log_end if log_end is not None else np.zeros(n, bool)
-    if first_at is not None and first_offset is not None:
-        before_first = ~found & (at < first_at) & (committed == first_offset)
-    else:
-        before_first = np.zeros(n, bool)
-    end = np.where(truncated, end_asof, np.maximum(end_asof, committed))
-    end = np.where(found, end, NO)
-    end = np.where(before_first, committed, end)
-    lag = np.where(end != NO, end - committed, NO)
+    """The lag of points (`part`: their partition's index; `at` and `asof` in ms: the instant
+    of the point and the one whose end offset it takes; `committed`: the committed offsets) from
+    each partition's `rows` after its `earlier` ones (exact where `earlier.answers` says so)."""
+    n_parts = len(earlier.has)
+    # each partition's earlier last row before its rows (it holds no batch: no segment row)
+    with_last = np.flatnonzero(earlier.has & (earlier.last_at != NO))
+    k = len(with_last)
+    before = Rows(
+        with_last.astype(np.int64),
+        earlier.last_end[with_last],
+        earlier.last_at[with_last],
+        earlier.last_topic_id[with_last],
+        np.full(k, NO, np.int64),
+        np.full(k, NO, np.int64),
+        np.zeros(k, bool),
+        np.full(k, -1, np.int64),
+        np.full(k, NO, np.int64),
+    )
+    every = Rows.concat([before, rows]) if k else rows
+    order = np.lexsort((every.end, every.at, every.part))  # NO first: rows without a time, as Spark's nulls
+    r = every.take(order)
+    starts = np.searchsorted(r.part, np.arange(n_parts + 1), side="left")
+    timed = r.at != NO
+    # rows with a time, by (part, end, at): the order the first unconsumed record is found in
+    t_idx = np.flatnonzero(timed)
+    by_end = t_idx[np.lexsort((r.at[t_idx], r.end[t_idx], r.part[t_idx]))]
+    t_starts = np.searchsorted(r.part[by_end], np.arange(n_parts + 1), side="left")
+    # per partition: its first row and largest end offset, over the earlier rows and these
+    whole = summarise(rows, earlier)
+    n = len(part)
+    out = [np.empty(n, np.int64) for _ in range(9)]
+    truncated = np.zeros(n, bool)
+    _lag(  # type: ignore[call-arg]  # (numba's Dispatcher stub takes no *args)
+        r.end, r.at, r.topic_id, r.first_offset, r.first_ts, r.is_segment, r.segment_file, r.byte_position,
+        starts, by_end, t_starts, _next_segment(by_end, r.is_segment, t_starts),
+        whole.has, whole.log_end, whole.first_at, whole.first_offset,
+        part, at, asof, committed, *out, truncated,
+    )  # fmt: skip
+    end, end_at, tid, lag, b_first, b_ts, b_file, b_pos, interp = out
+    return Lag(end, end_at, tid, lag, truncated, b_first, b_ts, b_file, b_pos, interp)
 
-    # the first unconsumed record (offset O = committed): rows by end offset; the last timed row
-    # ending at or below O, the first above it, and the first segment batch above it
-    b_first = np.full(n, NO, np.int64)
-    b_ts = np.full(n, NO, np.int64)
-    b_file = np.full(n, None, dtype=object)
-    b_pos = np.full(n, NO, np.int64)
-    interpolated = np.full(n, NO, np.int64)
-    behind = (lag != NO) & (lag > 0)
-    if behind.any() and len(t_end):
-        by_end = np.lexsort((t_at, t_end))
-        e, t = t_end[by_end], t_at[by_end].astype(np.float64)
-        seg = tl.is_segment[timed][by_end]
-        o = committed[behind]
-        after = np.searchsorted(e, o, side="right")  # first row whose end is above O
-        has_next = after < len(e)
-        has_prev = after > 0
-        nxt = np.where(has_next, after, 0)
-        prv = np.where(has_prev, after - 1, 0)
-        e1, t1, e2, t2 = e[prv], t[prv], e[nxt], t[nxt]
-        ok = has_prev & has_next & (e2 > e1)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            value = np.floor(t1 + (o + 1 - e1) * (t2 - t1) / np.where(ok, e2 - e1, 1))
-        interpolated[behind] = np.where(ok, value, NO).astype(np.int64)
-        # the first segment batch at or after `after`
-        seg_rows = np.flatnonzero(seg)
-        k = np.searchsorted(seg_rows, after, side="left")
-        held = k < len(seg_rows)
-        holder = by_end[seg_rows[np.where(held, k, 0)]] if len(seg_rows) else np.zeros(len(o), np.int64)
-        timed_rows = np.flatnonzero(timed)
-        src = timed_rows[holder] if len(seg_rows) else holder
-        b_first[behind] = np.where(held, tl.first_offset[src], NO)
-        b_ts[behind] = np.where(held, tl.first_ts[src], NO)
-        files = np.full(len(o), None, dtype=object)
-        files[held] = tl.segment_file[src[held]]
-        b_file[behind] = files
-        b_pos[behind] = np.where(held, tl.byte_position[src], NO)
-    return Lag(end, end_at, topic_id, lag, truncated, b_first, b_ts, b_file, b_pos, interpolated)
+
+@njit(cache=True, nogil=True)
+def _next_segment(by_end, is_segment, t_starts):
+    """For each position of `by_end`: the first at or after it, in its partition, that is a
+    segment batch (-1: none)."""
+    out = np.full(len(by_end), -1, np.int64)
+    for p in range(len(t_starts) - 1):
+        nxt = -1
+        for k in range(t_starts[p + 1] - 1, t_starts[p] - 1, -1):
+            if is_segment[by_end[k]]:
+                nxt = k
+            out[k] = nxt
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _lag(
+    end, at, tid, first_offset, first_ts, is_segment, segment_file, byte_position,
+    starts, by_end, t_starts, next_segment,
+    has_rows, log_ends, first_ats, first_offsets,
+    p_part, p_at, p_asof, committed,
+    o_end, o_end_at, o_tid, o_lag, o_b_first, o_b_ts, o_b_file, o_b_pos, o_interp, o_trunc,
+):  # fmt: skip
+    for i in range(len(p_part)):
+        p = p_part[i]
+        lo, hi = starts[p], starts[p + 1]
+        c = committed[i]
+        o_b_first[i] = NO
+        o_b_ts[i] = NO
+        o_b_file[i] = -1
+        o_b_pos[i] = NO
+        o_interp[i] = NO
+        has = has_rows[p]
+        log_end = log_ends[p]
+        first_at = first_ats[p]
+        first_off = first_offsets[p]
+        # as of `asof`: the last row with a time at or before it (rows sorted by (at, end))
+        a, b = lo, hi
+        while a < b:
+            mid = (a + b) // 2
+            if at[mid] <= p_asof[i]:  # NO sorts first and is at or before any instant
+                a = mid + 1
+            else:
+                b = mid
+        idx = a - 1
+        found = idx >= lo and at[idx] != NO
+        truncated = has and log_end != NO and c > log_end
+        o_trunc[i] = truncated
+        if found:
+            e = end[idx]
+            o_end_at[i] = at[idx]
+            o_tid[i] = tid[idx]
+            o_end[i] = e if truncated else max(e, c)
+        else:
+            o_end_at[i] = NO
+            o_tid[i] = -1
+            o_end[i] = NO
+            if has and first_at != NO and first_off != NO and p_at[i] < first_at and c == first_off:
+                o_end[i] = c
+        o_lag[i] = o_end[i] - c if o_end[i] != NO else NO
+        if o_lag[i] == NO or o_lag[i] <= 0:
+            continue
+        # behind: the rows around O by end offset (rows with a time only)
+        tlo, thi = t_starts[p], t_starts[p + 1]
+        a, b = tlo, thi
+        while a < b:
+            mid = (a + b) // 2
+            if end[by_end[mid]] <= c:
+                a = mid + 1
+            else:
+                b = mid
+        after = a  # the first whose end offset is above O
+        if after > tlo and after < thi:
+            e1 = end[by_end[after - 1]]
+            t1 = float(at[by_end[after - 1]])
+            e2 = end[by_end[after]]
+            t2 = float(at[by_end[after]])
+            if e2 > e1:
+                o_interp[i] = np.int64(np.floor(t1 + (c + 1 - e1) * (t2 - t1) / (e2 - e1)))
+        k = next_segment[after] if after < thi else -1
+        if k >= 0:
+            j = by_end[k]
+            o_b_first[i] = first_offset[j]
+            o_b_ts[i] = first_ts[j]
+            o_b_file[i] = segment_file[j]
+            o_b_pos[i] = byte_position[j]
 
 
 @dataclass
 class TimeLag:
     lag_ms: np.ndarray  # NO: unknown
-    method: np.ndarray  # object: record, interpolated, caught_up, None
+    method: np.ndarray  # int8 code into METHODS, -1 null
     first_unconsumed_ms: np.ndarray  # NO
+
+
+METHODS = ("caught_up", "record", "interpolated")
 
 
 def time_lag(lag: Lag, at: np.ndarray, committed: np.ndarray, record_ms: np.ndarray) -> TimeLag:
@@ -259,10 +399,10 @@ def time_lag(lag: Lag, at: np.ndarray, committed: np.ndarray, record_ms: np.ndar
     behind = ~unknown & (lag.lag_records > 0)
     has_record = record != NO
     has_interp = lag.interpolated_ms != NO
-    method = np.full(len(at), None, dtype=object)
-    method[~unknown & ~behind] = "caught_up"
-    method[behind & ~has_record & has_interp] = "interpolated"
-    method[behind & has_record] = "record"
+    method = np.full(len(at), -1, np.int8)
+    method[~unknown & ~behind] = 0
+    method[behind & ~has_record & has_interp] = 2
+    method[behind & has_record] = 1
     lag_ms = np.full(len(at), NO, np.int64)
     lag_ms[~unknown & ~behind] = 0
     from_record = behind & has_record

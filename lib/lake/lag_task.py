@@ -1,17 +1,17 @@
 """One Spark task of the lag stage, JVM-free: the topic partitions of a range of buckets
-(lib.lake.lag_input), one partition at a time.
+(lib.lake.lag_input).
 
-For each topic partition: its new batches are read from their headers (lib.source.topic_scan:
-no CRC check, no decompression) into partition_end_offsets rows, or a live cluster's sample
-given by the driver; then the lag of every point on it (the commits that took effect since the
-last lag stage, read from the replay's lag input, and every live offset at --now, from
-group_offsets) is computed with numpy (lib.lake.lag_rows), from the new rows and what the
-partition's checkpoint says of the earlier ones, or, where a point needs them, the earlier rows
-themselves (read from the table's files, the row groups of that partition). The record at a
-committed offset is decoded only where its batch header does not tell its time. Rows go to
+The partitions' new batches are read from their headers (lib.source.topic_scan: no CRC check,
+no decompression) into partition_end_offsets rows, or a live cluster's samples come from the
+driver; then the lag of every point on them (the commits that took effect since the last lag
+stage, read from the replay's lag input, and every live offset at --now, from group_offsets)
+is computed for all of them at once (lib.lake.lag_rows), from the new rows and what each
+partition's checkpoint says of its earlier rows, or, for the partitions where a point needs
+them, the earlier rows themselves (read from the table's files: the row groups of those
+partitions). A record is decoded only where its batch header does not tell its time. Rows go to
 Parquet files in the tables' folders, invisible until the driver commits them; what returns is
-the files and each partition's checkpoint. Memory: the task's commits plus one partition's
-rows."""
+the files and each partition's checkpoint. Memory: the task's points and its partitions' new
+rows (a task is sized so that they fit), and the earlier rows of the partitions that need them."""
 
 from __future__ import annotations
 
@@ -25,16 +25,25 @@ import pyarrow.compute as pc
 from lib import storage
 from lib.codec.errors import DecodeError
 from lib.lake.lag_input import buckets, read_events
-from lib.lake.lag_rows import NO, EarlierRows, Lag, Timeline, lag_at, time_lag
+from lib.lake.lag_rows import (
+    METHODS,
+    NO,
+    Earlier,
+    Lag,
+    Names,
+    Rows,
+    lag_at,
+    rows_of,
+    summarise,
+    time_lag,
+)
 from lib.lake.partition_task import _FileWriter
 from lib.lake.worker_errors import worker_error
 from lib.source.topic_log import TopicPartitionLog
-from lib.source.topic_scan import TIMESTAMP_TYPES, ScanStart, SegmentScan, record_timestamps, scan_partition
+from lib.source.topic_scan import TIMESTAMP_TYPES, ScanStart, record_timestamps, scan_partition
 from schemas import tables as T
 
-_TS_TYPES = np.array(TIMESTAMP_TYPES, dtype=object)
 _TS = pa.timestamp("us", tz="UTC")
-_EMPTY_END_OFFSETS = T.PARTITION_END_OFFSETS.arrow_schema.empty_table()
 NOW_FILES = "now"  # group_lag files of kind-now rows: named now-<at ms>-<run>-...
 ROW_GROUP_ROWS = 65_536
 
@@ -52,6 +61,35 @@ def now_file_at(name: str) -> int | None:
 
 
 @dataclass(frozen=True)
+class EarlierRows:
+    """What a topic partition's lag checkpoint says of its rows in the table (see
+    lib.lake.lag_rows.Earlier): the last row's time, end offset and topic id, the largest end
+    offset, and the first row's time and first offset."""
+
+    last_at_ms: int | None
+    last_end: int
+    last_topic_id: str | None
+    log_end: int
+    first_at_ms: int | None
+    first_offset: int | None
+
+
+def earlier_rows(checkpoint: dict) -> EarlierRows | None:
+    """EarlierRows from a lag_checkpoints row (None: written by an earlier version, which
+    did not keep the account)."""
+    if checkpoint.get("log_end_offset") is None:
+        return None
+    return EarlierRows(
+        checkpoint.get("at_ms"),
+        int(checkpoint["next_offset"]),
+        checkpoint.get("topic_id"),
+        int(checkpoint["log_end_offset"]),
+        checkpoint.get("first_at_ms"),
+        checkpoint.get("first_offset"),
+    )
+
+
+@dataclass(frozen=True)
 class PartitionInput:
     topic: str
     partition: int
@@ -60,7 +98,7 @@ class PartitionInput:
     scan: bool  # its input changed since: read its new batches
     running_at_ms: int | None  # the checkpoint's `at`: new rows' `at` never go below it
     in_table: bool  # the table holds earlier rows of it
-    earlier: EarlierRows | None  # None with in_table: unknown (read the rows when needed)
+    earlier: EarlierRows | None  # None with in_table: unknown (its rows are read)
     samples: pa.Table | None = None  # a live cluster's new rows (partition_end_offsets schema)
     source_signature: str | None = None
     previous: dict | None = None  # its lag_checkpoints row, carried when nothing is read
@@ -89,14 +127,26 @@ class LagTaskResult:
     checkpoints: list[dict] = field(default_factory=list)
     batches: int = 0
     lag_rows: int = 0
-    history_reads: int = 0
+    history_partitions: int = 0
     lookups: int = 0
     seconds: dict = field(default_factory=dict)
 
 
 # --- points ----------------------------------------------------------------------------------------
 
-_POINT_COLUMNS = ["group_id", "topic", "partition", "at", "asof", "kind", "committed_offset", "offsets_partition"]
+_POINT_SCHEMA = pa.schema(
+    [
+        ("group_id", pa.string()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("at", _TS),
+        ("asof", _TS),
+        ("kind", pa.string()),
+        ("committed_offset", pa.int64()),
+        ("offsets_partition", pa.int32()),
+        ("log_offset", pa.int64()),
+    ]
+)
 
 
 def _points(task: LagTask) -> pa.Table:
@@ -104,125 +154,180 @@ def _points(task: LagTask) -> pa.Table:
     the task's buckets, sorted by topic partition."""
     events = read_events(list(task.event_files), task.bucket_lo, task.bucket_hi, task.watermarks)
     applied = events.column("applied_at")
-    commits = pa.table(
-        {
-            "group_id": events.column("group_id"),
-            "topic": events.column("topic"),
-            "partition": events.column("partition"),
-            "at": applied,
-            "asof": applied,
-            "kind": pa.array(["commit"] * events.num_rows, pa.string()),
-            "committed_offset": events.column("committed_offset"),
-            "offsets_partition": events.column("offsets_partition"),
-            "log_offset": events.column("applied_offset"),
-        }
-    ).filter(pc.is_valid(applied))
-    parts = [commits]
+    n = events.num_rows
+    parts = [
+        pa.table(
+            {
+                "group_id": events.column("group_id"),
+                "topic": events.column("topic"),
+                "partition": events.column("partition"),
+                "at": applied,
+                "asof": applied,
+                "kind": pa.array(np.full(n, "commit", object), pa.string()),
+                "committed_offset": events.column("committed_offset"),
+                "offsets_partition": events.column("offsets_partition"),
+                "log_offset": events.column("applied_offset"),
+            }
+        ).filter(pc.is_valid(applied))
+    ]
     for path in task.live_offset_files:
         live = storage.open_parquet(path).read(
             columns=["group_id", "topic", "partition", "committed_offset", "offsets_partition"], use_threads=False
         )
         b = buckets(live.column("topic"), live.column("partition"))
         live = live.filter(pa.array((b >= task.bucket_lo) & (b < task.bucket_hi)))
-        n = live.num_rows
-        now = pa.array(np.full(n, task.now_ms * 1000, np.int64), _TS)
+        k = live.num_rows
         parts.append(
             pa.table(
                 {
                     "group_id": live.column("group_id"),
                     "topic": live.column("topic"),
                     "partition": live.column("partition"),
-                    "at": now,
-                    "asof": pa.array(np.full(n, task.now_asof_ms * 1000, np.int64), _TS),
-                    "kind": pa.array(["now"] * n, pa.string()),
+                    "at": pa.array(np.full(k, task.now_ms * 1000, np.int64), _TS),
+                    "asof": pa.array(np.full(k, task.now_asof_ms * 1000, np.int64), _TS),
+                    "kind": pa.array(np.full(k, "now", object), pa.string()),
                     "committed_offset": live.column("committed_offset"),
                     "offsets_partition": live.column("offsets_partition"),
-                    "log_offset": pa.nulls(n, pa.int64()),
+                    "log_offset": pa.nulls(k, pa.int64()),
                 }
             )
         )
-    schema = pa.schema(
-        [
-            ("group_id", pa.string()),
-            ("topic", pa.string()),
-            ("partition", pa.int32()),
-            ("at", _TS),
-            ("asof", _TS),
-            ("kind", pa.string()),
-            ("committed_offset", pa.int64()),
-            ("offsets_partition", pa.int32()),
-            ("log_offset", pa.int64()),
-        ]
-    )
-    points = pa.concat_tables([p.cast(schema) for p in parts]).combine_chunks()
+    points = pa.concat_tables([p.cast(_POINT_SCHEMA) for p in parts]).combine_chunks()
     return points.sort_by([("topic", "ascending"), ("partition", "ascending")])
 
 
-# --- end-offset rows ---------------------------------------------------------------------------------
+def _part_index(points: pa.Table, keys: dict[tuple[str, int], int]) -> np.ndarray:
+    """Each point's partition index (keys: (topic, partition) -> index)."""
+    if points.num_rows == 0:
+        return np.zeros(0, np.int64)
+    topic = pc.dictionary_encode(points.column("topic").combine_chunks())
+    codes = topic.indices.to_numpy().astype(np.int64)
+    partition = points.column("partition").to_numpy().astype(np.int64)
+    combined = codes << 32 | partition
+    uniq, inverse = np.unique(combined, return_inverse=True)
+    names = topic.dictionary.to_pylist()
+    index = np.array([keys[(names[int(u >> 32)], int(u & 0xFFFFFFFF))] for u in uniq], np.int64)
+    return index[inverse]
+
+
+# --- new end-offset rows ------------------------------------------------------------------------------
+
+
+class _NewRows:
+    """The partitions' new end-offset rows: for the kernel (Rows) and, at the end, as
+    partition_end_offsets rows."""
+
+    def __init__(self, names: Names):
+        self.names = names
+        self.rows: list[Rows] = []
+        self.extra: list[tuple | None] = []  # per piece: max timestamp, timestamp type, control (None: sampled)
+        self.samples: list[pa.Table] = []
+        self.batches = 0
+
+    def scan(self, i: int, tp: PartitionInput, checkpoint: dict) -> None:
+        assert tp.log is not None
+        try:
+            scans = scan_partition(tp.log, tp.scan_from)
+        except DecodeError as e:
+            raise worker_error(
+                type(e).__name__,
+                e.message,
+                file=e.file,
+                partition=e.partition,
+                offset=e.offset,
+                position=e.position,
+                topic=tp.topic,
+            ) from None
+        running = -1 if tp.running_at_ms is None else int(tp.running_at_ms)
+        topic_id = self.names.code(tp.log.topic_id)
+        for scan in scans:
+            n = len(scan)
+            checkpoint["segment_base_offset"] = scan.segment.base_offset
+            checkpoint["next_byte_position"] = scan.next_position
+            checkpoint["trailing_bytes"] = scan.trailing_bytes
+            if n == 0:
+                continue
+            self.batches += n
+            # end offsets never go back in time: `at` is the largest max timestamp so far
+            at = np.maximum.accumulate(np.maximum(scan.max_timestamp, running))
+            running = int(at[-1])
+            checkpoint["next_offset"] = int(scan.end_offset[-1])
+            checkpoint["at_ms"] = running if running >= 0 else None
+            file = self.names.code(storage.basename(scan.segment.path))
+            self.rows.append(
+                Rows(
+                    np.full(n, i, np.int64),
+                    scan.end_offset,
+                    np.where(at < 0, NO, at),
+                    np.full(n, topic_id, np.int64),
+                    np.where(scan.first_offset < 0, NO, scan.first_offset),
+                    np.where(scan.first_timestamp < 0, NO, scan.first_timestamp),
+                    np.ones(n, bool),
+                    np.full(n, file, np.int64),
+                    scan.position,
+                )
+            )
+            self.extra.append((scan.max_timestamp, scan.timestamp_type, scan.is_control))
+
+    def sampled(self, i: int, samples: pa.Table) -> None:
+        self.samples.append(samples)
+        self.rows.append(rows_of(samples, i, self.names))
+        self.extra.append(None)
+
+    def table(self, keys: list[tuple[str, int]], run_id: str) -> pa.Table | None:
+        """The new rows as partition_end_offsets rows (scanned ones; samples as given)."""
+        scanned = [(r, e) for r, e in zip(self.rows, self.extra) if e is not None]
+        tables = list(self.samples)
+        if scanned:
+            r = Rows.concat([x for x, _ in scanned])
+            max_ts = np.concatenate([e[0] for _, e in scanned])
+            ts_type = np.concatenate([e[1] for _, e in scanned])
+            control = np.concatenate([e[2] for _, e in scanned])
+            n = len(r)
+            topics = pa.array([t for t, _ in keys], pa.string())
+            partitions = pa.array(np.array([p for _, p in keys], np.int32))
+            idx = pa.array(r.part)
+            tables.append(
+                pa.table(
+                    {
+                        "topic": topics.take(idx),
+                        "partition": partitions.take(idx),
+                        "end_offset": pa.array(r.end),
+                        "at": _timestamps(r.at),
+                        "source": pa.array(np.full(n, "segment", object), pa.string()),
+                        "topic_id": self.names.strings(r.topic_id),
+                        "first_offset": pa.array(r.first_offset, mask=r.first_offset == NO),
+                        "first_timestamp": _timestamps(r.first_ts),
+                        "max_timestamp": _timestamps(np.where(max_ts < 0, NO, max_ts)),
+                        "timestamp_type": pa.array(TIMESTAMP_TYPES, pa.string()).take(pa.array(ts_type)),
+                        "is_control": pa.array(control),
+                        "segment_file": self.names.strings(r.segment_file),
+                        "byte_position": pa.array(r.byte_position),
+                        "run_id": pa.array(np.full(n, run_id, object), pa.string()),
+                    },
+                    schema=T.PARTITION_END_OFFSETS.arrow_schema,
+                )
+            )
+        if not tables:
+            return None
+        return pa.concat_tables([t.cast(T.PARTITION_END_OFFSETS.arrow_schema) for t in tables])
 
 
 def _timestamps(ms: np.ndarray) -> pa.Array:
-    """Epoch ms -> TIMESTAMP (µs, UTC); negative (none or unknown) -> null."""
-    return pa.array(ms * 1000, type=_TS, mask=ms < 0)
+    """Epoch ms (NO: none) -> TIMESTAMP (µs, UTC)."""
+    return pa.array(np.where(ms == NO, 0, ms) * 1000, type=_TS, mask=ms == NO)
 
 
-def end_offset_rows(
-    scans: list[SegmentScan], tp: PartitionInput, run_id: str, checkpoint: dict
-) -> tuple[pa.Table | None, int]:
-    """partition_end_offsets rows of a partition's scanned batches (`at`: the largest max
-    timestamp so far, so that end offsets never go back in time), and the number of batches;
-    `checkpoint` is brought up to where the scan stopped."""
-    running = -1 if tp.running_at_ms is None else int(tp.running_at_ms)
-    tables = []
-    batches = 0
-    for scan in scans:
-        n = len(scan)
-        checkpoint["segment_base_offset"] = scan.segment.base_offset
-        checkpoint["next_byte_position"] = scan.next_position
-        checkpoint["trailing_bytes"] = scan.trailing_bytes
-        if n == 0:
-            continue
-        batches += n
-        at = np.maximum.accumulate(np.maximum(scan.max_timestamp, running))
-        running = int(at[-1])
-        checkpoint["next_offset"] = int(scan.end_offset[-1])
-        checkpoint["at_ms"] = running if running >= 0 else None
-        tables.append(
-            pa.table(
-                {
-                    "topic": pa.array([tp.topic] * n, pa.string()),
-                    "partition": pa.array(np.full(n, tp.partition, dtype=np.int32)),
-                    "end_offset": pa.array(scan.end_offset),
-                    "at": _timestamps(at),
-                    "source": pa.array(["segment"] * n, pa.string()),
-                    "topic_id": pa.array([tp.log.topic_id if tp.log else None] * n, pa.string()),
-                    "first_offset": pa.array(scan.first_offset, mask=scan.first_offset < 0),
-                    "first_timestamp": _timestamps(scan.first_timestamp),
-                    "max_timestamp": _timestamps(scan.max_timestamp),
-                    "timestamp_type": pa.array(_TS_TYPES[scan.timestamp_type], pa.string()),
-                    "is_control": pa.array(scan.is_control),
-                    "segment_file": pa.array([storage.basename(scan.segment.path)] * n, pa.string()),
-                    "byte_position": pa.array(scan.position),
-                    "run_id": pa.array([run_id] * n, pa.string()),
-                },
-                schema=T.PARTITION_END_OFFSETS.arrow_schema,
-            )
-        )
-    if not tables:
-        return None, 0
-    return (pa.concat_tables(tables) if len(tables) > 1 else tables[0]), batches
+# --- earlier rows ---------------------------------------------------------------------------------------
 
 
 class _History:
     """Earlier rows of topic partitions, from the table's files: the row groups whose topic and
-    partition statistics may hold the partition (whole files where there are none); partitions
-    are asked for in (topic, partition) order, the order rows are written in."""
+    partition statistics may hold them (whole files where there are none)."""
 
     def __init__(self, files: tuple[str, ...]):
         self.files = files
         self._footers: dict[str, tuple] = {}
-        self._held: dict[str, tuple[list[int], pa.Table]] = {}
-        self.reads = 0
 
     def _groups(self, path: str) -> tuple:
         if path not in self._footers:
@@ -240,35 +345,46 @@ class _History:
             self._footers[path] = (f, ranges)
         return self._footers[path]
 
-    def rows(self, topic: str, partition: int) -> pa.Table:
+    def rows(self, wanted: list[tuple[str, int]]) -> pa.Table:
+        """The rows of the partitions `wanted`."""
+        want = set(wanted)
+        topics = sorted({t for t, _ in wanted})
         out = []
         for path in self.files:
             f, ranges = self._groups(path)
             picked = []
             for i, st in enumerate(ranges):
                 t, p = st["topic"], st["partition"]
-                if t is not None and not (t[0] <= topic <= t[1]):
+                if t is not None and not any(t[0] <= topic <= t[1] for topic in topics):
                     continue
-                if t is not None and t[0] == t[1] == topic and p is not None and not (p[0] <= partition <= p[1]):
-                    continue
+                if t is not None and t[0] == t[1] and p is not None:
+                    if not any(tp[0] == t[0] and p[0] <= tp[1] <= p[1] for tp in wanted):
+                        continue
                 picked.append(i)
             if not picked:
                 continue
-            held = self._held.get(path)
-            if held is None or held[0] != picked:
-                # partitions come in the order rows are written: the groups read before are done with
-                held = (
-                    picked,
-                    f.read_row_groups(picked, columns=T.PARTITION_END_OFFSETS.column_names, use_threads=False),
-                )
-                self._held[path] = held
-                self.reads += 1
-            table = held[1]
-            mask = pc.and_(pc.equal(table.column("topic"), topic), pc.equal(table.column("partition"), partition))
-            out.append(table.filter(mask))
+            table = f.read_row_groups(picked, columns=T.PARTITION_END_OFFSETS.column_names, use_threads=False)
+            keys = zip(table.column("topic").to_pylist(), table.column("partition").to_pylist())
+            out.append(table.filter(pa.array([k in want for k in keys], pa.bool_())))
         if not out:
             return T.PARTITION_END_OFFSETS.arrow_schema.empty_table()
         return pa.concat_tables([t.cast(T.PARTITION_END_OFFSETS.arrow_schema) for t in out])
+
+
+def _earlier_of(inputs: list[PartitionInput | None], names: Names) -> Earlier:
+    earlier = Earlier.none(len(inputs))
+    for i, tp in enumerate(inputs):
+        e = tp.earlier if tp is not None and tp.in_table else None
+        if e is None:
+            continue
+        earlier.has[i] = True
+        earlier.last_at[i] = NO if e.last_at_ms is None else e.last_at_ms
+        earlier.last_end[i] = e.last_end
+        earlier.last_topic_id[i] = names.code(e.last_topic_id)
+        earlier.log_end[i] = e.log_end
+        earlier.first_at[i] = NO if e.first_at_ms is None else e.first_at_ms
+        earlier.first_offset[i] = NO if e.first_offset is None else e.first_offset
+    return earlier
 
 
 # --- the task -------------------------------------------------------------------------------------------
@@ -287,88 +403,110 @@ def run_lag_task(task: LagTask) -> LagTaskResult:
         t = now
 
     points = _points(task)
+    by_key = {(tp.topic, tp.partition): tp for tp in task.partitions}
+    pairs = pa.table({"t": points.column("topic"), "p": points.column("partition")}).group_by(["t", "p"]).aggregate([])
+    keys = sorted(set(zip(pairs.column("t").to_pylist(), pairs.column("p").to_pylist())) | set(by_key))
+    index = {k: i for i, k in enumerate(keys)}
+    inputs = [by_key.get(k) for k in keys]
+    part = _part_index(points, index)
     lap("lag_read_points")
-    ends = _FileWriter(task.warehouse, T.PARTITION_END_OFFSETS, None, task.run_id)
-    commits = _RowWriter(_FileWriter(task.warehouse, T.GROUP_LAG, None, task.run_id))
-    nows = _RowWriter(_FileWriter(task.warehouse, T.GROUP_LAG, None, task.run_id, prefix=now_file_prefix(task.now_ms)))
-    history = _History(task.history_files)
-    inputs = {(tp.topic, tp.partition): tp for tp in task.partitions}
-    topics = points.column("topic").to_pylist() if points.num_rows else []
-    parts = points.column("partition").to_numpy() if points.num_rows else np.zeros(0, np.int32)
-    # the points' runs of one topic partition (sorted)
-    spans: dict[tuple[str, int], tuple[int, int]] = {}
-    start = 0
-    for i in range(1, len(topics) + 1):
-        if i == len(topics) or topics[i] != topics[start] or parts[i] != parts[start]:
-            spans[(topics[start], int(parts[start]))] = (start, i)
-            start = i
-    for key in sorted(set(spans) | set(inputs)):
-        tp = inputs.get(key)
-        new_rows = _EMPTY_END_OFFSETS
-        earlier: EarlierRows | None = None
-        held: pa.Table | None = None  # the partition's earlier rows, once read
-        if tp is not None:
-            checkpoint = _start_checkpoint(tp)
-            if tp.samples is not None:
-                new_rows = tp.samples
-            elif tp.scan and tp.log is not None:
-                new_rows, n = _scan(tp, task.run_id, checkpoint)
-                result.batches += n
-            lap("lag_scan")
-            if tp.in_table:
-                earlier = tp.earlier
-                if earlier is None or (tp.scan_from is None and tp.log is not None):
-                    # a checkpoint of an earlier version, or a partition read again from its
-                    # start (recreated): what came before is told by the rows themselves
-                    held = history.rows(*key)
-                    earlier = EarlierRows.of(Timeline.of(held))
-                    lap("lag_history")
-            ends.write(new_rows)
-            _summarise(checkpoint, tp, held, earlier, new_rows)
-            result.checkpoints.append(checkpoint)
-        span = spans.get(key)
-        if span is None:
+
+    # the new rows, and each input's checkpoint as far as the read
+    names = Names()
+    new = _NewRows(names)
+    checkpoints: dict[int, dict] = {}
+    for i, tp in enumerate(inputs):
+        if tp is None:
             continue
-        p = points.slice(span[0], span[1] - span[0])
-        at = _ms_of(p.column("at"))
-        asof = _ms_of(p.column("asof"))
-        committed = p.column("committed_offset").to_numpy()
-        lag = None
-        if held is None:
-            lag = lag_at(Timeline.of(new_rows), at, asof, committed, earlier)
-            if earlier is not None and not earlier.answers(lag, asof, committed):
-                lap("lag_compute")
-                held = history.rows(*key)
-                lap("lag_history")
-        if held is not None:
-            lag = lag_at(Timeline.of(pa.concat_tables([held, new_rows])), at, asof, committed)
-        assert lag is not None
+        checkpoints[i] = _start_checkpoint(tp)
+        if tp.samples is not None:
+            new.sampled(i, tp.samples)
+        elif tp.scan and tp.log is not None:
+            new.scan(i, tp, checkpoints[i])
+    fresh = Rows.concat(new.rows)
+    result.batches = new.batches
+    lap("lag_scan")
+
+    # what came before: the checkpoints' accounts, or the rows themselves where there is none
+    # (a checkpoint of an earlier version) or the partition is read from its start again
+    # (its topic was recreated)
+    history = _History(task.history_files)
+    earlier = _earlier_of(inputs, names)
+    read_before = [
+        i
+        for i, tp in enumerate(inputs)
+        if tp is not None and tp.in_table and (tp.earlier is None or (tp.scan_from is None and tp.log is not None))
+    ]
+    held = Rows.empty()
+    if read_before:
+        held = _held_rows(history, keys, read_before, index, names)
+        exact = summarise(held, Earlier.none(len(keys)))
+        for f in ("has", "last_at", "last_end", "last_topic_id", "log_end", "first_at", "first_offset"):
+            getattr(earlier, f)[read_before] = getattr(exact, f)[read_before]
+        lap("lag_history")
+
+    at = _ms(points.column("at"))
+    asof = _ms(points.column("asof"))
+    committed = points.column("committed_offset").to_numpy()
+    lag = lag_at(fresh, earlier, part, at, asof, committed)
+    # the partitions the accounts cannot answer for: again, with their earlier rows
+    again = np.flatnonzero(~earlier.answers(lag, part, asof, committed))
+    lap("lag_compute")
+    if len(again):
+        result.history_partitions = len(again)
+        missing = sorted(set(again.tolist()) - set(read_before))
+        rows_before = Rows.concat([held, _held_rows(history, keys, missing, index, names)]) if missing else held
+        lap("lag_history")
+        redo = np.isin(part, again)
+        sub = Earlier.none(len(keys))
+        mine = np.isin(rows_before.part, again)
+        whole = Rows.concat(
+            [rows_before.take(np.flatnonzero(mine)), fresh.take(np.flatnonzero(np.isin(fresh.part, again)))]
+        )
+        sel = np.flatnonzero(redo)
+        fixed = lag_at(whole, sub, part[sel], at[sel], asof[sel], committed[sel])
+        for f in lag.__dataclass_fields__:
+            getattr(lag, f)[sel] = getattr(fixed, f)
         lap("lag_compute")
-        record_ms = np.full(len(at), NO, np.int64)
-        if tp is not None and tp.log is not None:
-            present = {storage.basename(s.path) for s in tp.log.segments}
-            wanted = np.flatnonzero(lag.lookups(committed, present))
-            if len(wanted):
-                record_ms[wanted] = _look_up(tp.log, lag, committed, wanted)
-                result.lookups += len(wanted)
-        lap("lag_lookup")
-        timed = time_lag(lag, at, committed, record_ms)
-        out = _lag_table(p, lag, timed, task.run_id)
-        kinds = p.column("kind").to_numpy(zero_copy_only=False)
-        commits.add(out.filter(pa.array(kinds == "commit")))
-        nows.add(out.filter(pa.array(kinds == "now")))
-        result.lag_rows += out.num_rows
-        lap("lag_compute")
-    ends.close()
-    result.end_offset_files = ends.files
-    result.lag_files = commits.close() + nows.close()
-    result.history_reads = history.reads
+
+    record_ms = np.full(len(at), NO, np.int64)
+    present = _present_files(inputs, names)
+    wanted = np.flatnonzero(lag.lookups(committed, present))
+    if len(wanted):
+        record_ms[wanted] = _look_up(inputs, part, lag, committed, wanted, names)
+        result.lookups = len(wanted)
+    lap("lag_lookup")
+
+    timed = time_lag(lag, at, committed, record_ms)
+    out = _lag_table(points, lag, timed, names, task.run_id)
+    result.lag_rows = out.num_rows
+    now = pc.equal(points.column("kind"), "now")
+    result.lag_files = _write(task, out.filter(pc.invert(now)), None) + _write(
+        task, out.filter(now), now_file_prefix(task.now_ms)
+    )
+    ends = new.table(keys, task.run_id)
+    if ends is not None:
+        result.end_offset_files = _write_table(task, T.PARTITION_END_OFFSETS, ends, None)
+    after = summarise(fresh, earlier)
+    for i, checkpoint in checkpoints.items():
+        _account(checkpoint, after, i, names, inputs[i])
+        result.checkpoints.append(checkpoint)
     lap("lag_compute")
     result.seconds = clock
     return result
 
 
-def _ms_of(col) -> np.ndarray:
+def _held_rows(history: _History, keys, which: list[int], index: dict, names: Names) -> Rows:
+    if not which:
+        return Rows.empty()
+    table = history.rows([keys[i] for i in which])
+    if table.num_rows == 0:
+        return Rows.empty()
+    tps = zip(table.column("topic").to_pylist(), table.column("partition").to_pylist())
+    return rows_of(table, np.array([index[k] for k in tps], np.int64), names)
+
+
+def _ms(col) -> np.ndarray:
     arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
     return arr.cast(pa.int64()).fill_null(NO).to_numpy() // 1000
 
@@ -389,92 +527,65 @@ def _start_checkpoint(tp: PartitionInput) -> dict:
     return checkpoint
 
 
-def _scan(tp: PartitionInput, run_id: str, checkpoint: dict) -> tuple[pa.Table, int]:
-    assert tp.log is not None
-    try:
-        scans = scan_partition(tp.log, tp.scan_from)
-    except DecodeError as e:
-        raise worker_error(
-            type(e).__name__,
-            e.message,
-            file=e.file,
-            partition=e.partition,
-            offset=e.offset,
-            position=e.position,
-            topic=tp.topic,
-        ) from None
-    rows, n = end_offset_rows(scans, tp, run_id, checkpoint)
-    return (rows if rows is not None else _EMPTY_END_OFFSETS), n
-
-
-def _summarise(
-    checkpoint: dict, tp: PartitionInput, held: pa.Table | None, earlier: EarlierRows | None, new_rows: pa.Table
-) -> None:
-    """The checkpoint's account of the partition's rows so far (the next stage's EarlierRows):
-    from the rows themselves where they were read (`held`), else the earlier account with the
-    new rows after it."""
-    if held is not None:
-        summary = EarlierRows.of(Timeline.of(pa.concat_tables([held, new_rows])))
-    elif new_rows.num_rows == 0:
-        summary = earlier
-    else:
-        summary = EarlierRows.of(Timeline.of(new_rows))
-        assert summary is not None
-        if earlier is not None:
-            summary = EarlierRows(
-                summary.last_at_ms if summary.last_at_ms is not None else earlier.last_at_ms,
-                summary.last_end if summary.last_at_ms is not None else earlier.last_end,
-                summary.last_topic_id if summary.last_at_ms is not None else earlier.last_topic_id,
-                max(summary.log_end, earlier.log_end),
-                earlier.first_at_ms,
-                earlier.first_offset,
-            )
-    if summary is None:
+def _account(checkpoint: dict, after: Earlier, i: int, names: Names, tp: PartitionInput | None) -> None:
+    """The checkpoint's account of the partition's rows so far (the next stage's EarlierRows)."""
+    if not after.has[i]:
         return
+
+    def value(v) -> int | None:
+        return None if v == NO else int(v)
+
     checkpoint.update(
-        log_end_offset=summary.log_end,
-        first_at_ms=summary.first_at_ms,
-        first_offset=summary.first_offset,
+        log_end_offset=int(after.log_end[i]),
+        first_at_ms=value(after.first_at[i]),
+        first_offset=value(after.first_offset[i]),
     )
-    if tp.samples is not None:  # a live sample: its time and end offset are where the stage stopped
-        checkpoint["at_ms"] = summary.last_at_ms
-        checkpoint["next_offset"] = summary.last_end
+    if tp is not None and tp.samples is not None:  # a live sample: where the stage stopped
+        checkpoint["at_ms"] = value(after.last_at[i])
+        checkpoint["next_offset"] = int(after.last_end[i])
 
 
-def earlier_rows(checkpoint: dict) -> EarlierRows | None:
-    """EarlierRows from a lag_checkpoints row (None: written by an earlier version)."""
-    if checkpoint.get("log_end_offset") is None:
-        return None
-    return EarlierRows(
-        checkpoint.get("at_ms"),
-        int(checkpoint["next_offset"]),
-        checkpoint.get("topic_id"),
-        int(checkpoint["log_end_offset"]),
-        checkpoint.get("first_at_ms"),
-        checkpoint.get("first_offset"),
-    )
+def _present_files(inputs: list[PartitionInput | None], names: Names) -> np.ndarray:
+    """Per segment file code: whether its partition's folder still holds it."""
+    present = np.zeros(len(names.values) + 1, bool)
+    for tp in inputs:
+        if tp is not None and tp.log is not None:
+            for s in tp.log.segments:
+                c = names._codes.get(storage.basename(s.path))
+                if c is not None:
+                    present[c] = True
+    return present
 
 
-def _look_up(log: TopicPartitionLog, lag: Lag, committed: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+def _look_up(
+    inputs: list[PartitionInput | None],
+    part: np.ndarray,
+    lag: Lag,
+    committed: np.ndarray,
+    wanted: np.ndarray,
+    names: Names,
+) -> np.ndarray:
     """The timestamps of the records at `committed[wanted]`, their batches decoded (each once)."""
     out = np.full(len(wanted), NO, np.int64)
-    by_file: dict[str, list[int]] = {}
+    by_file: dict[tuple[int, int], list[int]] = {}
     for j, i in enumerate(wanted.tolist()):
-        by_file.setdefault(lag.batch_segment_file[i], []).append(j)
-    for name, js in by_file.items():
-        path = storage.join(log.path, name)
+        by_file.setdefault((int(part[i]), int(lag.batch_segment_file[i])), []).append(j)
+    for (p, code), js in by_file.items():
+        tp = inputs[p]
+        assert tp is not None and tp.log is not None
+        path = storage.join(tp.log.path, names.values[code])
         lookups = [(int(lag.batch_byte_position[wanted[j]]), int(committed[wanted[j]])) for j in js]
         try:
-            found = record_timestamps(path, lookups, log.partition)
+            found = record_timestamps(path, lookups, tp.partition)
         except DecodeError as e:
             raise worker_error(
                 type(e).__name__,
                 e.message,
                 file=path,
-                partition=log.partition,
+                partition=tp.partition,
                 offset=e.offset,
                 position=e.position,
-                topic=log.topic,
+                topic=tp.topic,
             ) from None
         for j, ts in zip(js, found):
             if ts is not None:
@@ -482,61 +593,47 @@ def _look_up(log: TopicPartitionLog, lag: Lag, committed: np.ndarray, wanted: np
     return out
 
 
-def _lag_table(p: pa.Table, lag: Lag, timed, run_id: str) -> pa.Table:
-    n = p.num_rows
+def _lag_table(points: pa.Table, lag: Lag, timed, names: Names, run_id: str) -> pa.Table:
+    n = points.num_rows
 
     def ints(values: np.ndarray) -> pa.Array:
         return pa.array(values, pa.int64(), mask=values == NO)
 
-    def ts(values: np.ndarray) -> pa.Array:
-        return pa.array(np.where(values == NO, 0, values) * 1000, _TS, mask=values == NO)
-
+    methods = pa.array(list(METHODS) + [None], pa.string())
     return pa.table(
         {
-            "group_id": p.column("group_id"),
-            "topic": p.column("topic"),
-            "partition": p.column("partition"),
-            "at": p.column("at"),
-            "kind": p.column("kind"),
-            "committed_offset": p.column("committed_offset"),
+            "group_id": points.column("group_id"),
+            "topic": points.column("topic"),
+            "partition": points.column("partition"),
+            "at": points.column("at"),
+            "kind": points.column("kind"),
+            "committed_offset": points.column("committed_offset"),
             "end_offset": ints(lag.end_offset),
-            "end_offset_at": ts(lag.end_offset_at),
+            "end_offset_at": _timestamps(lag.end_offset_at),
             "lag_records": ints(lag.lag_records),
             "lag_ms": ints(timed.lag_ms),
-            "lag_ms_method": pa.array(timed.method, pa.string()),
-            "first_unconsumed_timestamp": ts(timed.first_unconsumed_ms),
+            "lag_ms_method": methods.take(pa.array(np.where(timed.method < 0, len(METHODS), timed.method))),
+            "first_unconsumed_timestamp": _timestamps(timed.first_unconsumed_ms),
             "truncated": pa.array(lag.truncated, pa.bool_()),
-            "topic_id": pa.array(lag.topic_id, pa.string()),
-            "offsets_partition": p.column("offsets_partition"),
-            "log_offset": p.column("log_offset"),
-            "run_id": pa.array([run_id] * n, pa.string()),
+            "topic_id": names.strings(lag.topic_id),
+            "offsets_partition": points.column("offsets_partition"),
+            "log_offset": points.column("log_offset"),
+            "run_id": pa.array(np.full(n, run_id, object), pa.string()),
         },
         schema=T.GROUP_LAG.arrow_schema,
     )
 
 
-class _RowWriter:
-    """group_lag rows into one file, a row group per ROW_GROUP_ROWS rows."""
+def _write(task: LagTask, rows: pa.Table, prefix: str | None) -> list[dict]:
+    return _write_table(task, T.GROUP_LAG, rows, prefix)
 
-    def __init__(self, writer: _FileWriter):
-        self.writer = writer
-        self.held: list[pa.Table] = []
-        self.rows = 0
 
-    def add(self, rows: pa.Table) -> None:
-        if rows.num_rows == 0:
-            return
-        self.held.append(rows)
-        self.rows += rows.num_rows
-        if self.rows >= ROW_GROUP_ROWS:
-            self._flush()
-
-    def _flush(self) -> None:
-        if self.held:
-            self.writer.write(pa.concat_tables(self.held))
-        self.held, self.rows = [], 0
-
-    def close(self) -> list[dict]:
-        self._flush()
-        self.writer.close()
-        return self.writer.files
+def _write_table(task: LagTask, table: T.Table, rows: pa.Table, prefix: str | None) -> list[dict]:
+    """One file of `rows` (sorted by topic partition), a row group per ROW_GROUP_ROWS."""
+    if rows.num_rows == 0:
+        return []
+    writer = _FileWriter(task.warehouse, table, None, task.run_id, prefix=prefix or "part")
+    for start in range(0, rows.num_rows, ROW_GROUP_ROWS):
+        writer.write(rows.slice(start, ROW_GROUP_ROWS))
+    writer.close()
+    return writer.files

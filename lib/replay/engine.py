@@ -599,7 +599,14 @@ class PartitionReplay:
         group_rows: dict[int, dict] = {}
         if group_rec.any():
             idx = np.flatnonzero(group_rec)
-            rows = batch.select(FOLD_COLUMNS_FLAT).take(pa.array(idx)).to_pylist()
+            taken = batch.select(FOLD_COLUMNS_FLAT).take(pa.array(idx))
+            rows = taken.to_pylist()
+            # the groups' ids interned at once (a compiled call per row cost more than the row)
+            gids = self.groups.intern_strings(*_string_buffers(taken.column("group_id")))
+            self._ensure_groups()
+            for row, g in zip(rows, gids.tolist()):
+                row["_g"] = g
+                self.group_names.setdefault(g, row["group_id"])
             group_rows = dict(zip(idx.tolist(), rows))
         # GroupMetadata values are read from the batch only for the groups that still hold one
         # when the batch is done (or that something looks into before): a busy log replaces most
@@ -713,19 +720,20 @@ class PartitionReplay:
 
     def _apply_classic_value(self, row: dict, r: int) -> GroupFold:
         """A GroupMetadata record (a value): the group is classic, its value read when needed."""
-        g = self._group_id(row["group_id"])
+        g = row["_g"]
         fold = self._fold(g)
         fold.set_classic(functools.partial(self._classic_value, r), row["offsets_partition"], row["log_offset"])
         self.gstate[g] = OTHER
         return fold
 
     def _classic_value(self, r: int) -> dict:
+        assert self._classic_values is not None, "read while its batch is fed"
         column, decoded = self._classic_values
         value = decoded.get(r) if decoded is not None else None
         return value if value is not None else column[r].as_py()
 
     def _apply_group_record(self, row: dict) -> None:
-        g = self._group_id(row["group_id"])
+        g = row["_g"] if "_g" in row else self._group_id(row["group_id"])
         fold = self._fold(g)
         try:
             fold.apply(row)

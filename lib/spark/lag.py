@@ -452,7 +452,7 @@ def run_lag_stage(
                     None,
                     False,
                     None,
-                    prev is not None,
+                    _in_table(prev),
                     earlier_rows(prev) if prev is not None else None,
                     samples=_sample_rows([sample], run_id) if sample is not None else None,
                     previous=prev,
@@ -476,7 +476,7 @@ def run_lag_stage(
                 start,
                 scan,
                 prev.get("at_ms") if start is not None and prev is not None else None,
-                prev is not None,
+                _in_table(prev),
                 earlier_rows(prev) if prev is not None else None,
                 source_signature=signature if log is not None else (prev or {}).get("source_signature"),
                 previous=prev,
@@ -532,6 +532,14 @@ def run_lag_stage(
     result.stage_seconds["lag_commit"] = time.monotonic() - t0
     remove_lag_input(warehouse)
     return result
+
+
+def _in_table(prev: dict | None) -> bool:
+    """Whether partition_end_offsets holds rows of the partition of this checkpoint row (it
+    keeps an account of them, or, written by an earlier version, it had read some)."""
+    if prev is None:
+        return False
+    return prev.get("log_end_offset") is not None or bool(prev.get("next_offset")) or prev.get("at_ms") is not None
 
 
 def _tasks(

@@ -296,8 +296,13 @@ def _run_locked(
     packed = _pack(sized_tasks, spark.sparkContext.defaultParallelism)
     # a full run starts every partition from nothing; an incremental one from its last state
     groups = _group_tasks(packed, warehouse, run_id, todo_ids, layouts, removed, previous_state=prev is not None)
+    # the topic ids the input names already (a log dir's partition.metadata files): a KIP-848
+    # group's assignment names topics by id only, and a task that finds one unnamed is run again
+    known_names = _topic_names_of(logs)
     for g in groups:
         g["lag_input"] = lag_input
+        for t in g["tasks"]:
+            t["topic_names"] = known_names
     result.stage_seconds["plan"] = time.monotonic() - t0
 
     t0 = time.monotonic()
@@ -400,13 +405,23 @@ def _resolve_topic_names(spark: SparkSession, groups: list[dict], results: list[
     redo = []
     for i in again:
         for t in groups[i]["tasks"]:
-            t["topic_names"] = names
+            t["topic_names"] = {**(t.get("topic_names") or {}), **names}
         redo.append(groups[i])
     redone = spark.sparkContext.parallelize(redo, len(redo)).map(_replay_group).collect()
     out = list(results)
     for i, r in zip(again, redone):
         out[i] = r  # its first lag input file is not in the run's manifest: never read
     return out
+
+
+def _topic_names_of(logs: list[PartitionLog]) -> dict[str, str]:
+    """topic id -> name of the topic partition folders beside the offsets partitions (none for
+    a live source)."""
+    from lib.source.topic_log import find_topic_partitions
+
+    if not logs or logs[0].path.startswith("kafka://"):
+        return {}
+    return {t.topic_id: t.topic for t in find_topic_partitions(storage.dirname(logs[0].path)) if t.topic_id}
 
 
 def _replay_group(group: dict) -> dict:
