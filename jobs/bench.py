@@ -1,11 +1,16 @@
-"""Benchmark: generate a log (cached under bench-data/), then measure on the same files, side
-by side in one run: decode only (ours and Kafka's DumpLogSegments), the full replay into Delta,
-an incremental run after 1% more records, peak memory at 1x and 2x the log, a coordinator
-warm start against a full load, and the consumed topics' end offsets from batch headers
-against decoding their records (a log dir of consumed topics, also cached). Prints one line
-per figure as `name value unit` and writes the same as JSON under the warehouse.
+"""Benchmark of the job as operators run it: `jobs.replay_offsets` with every stage on (replay,
+assignment audit, lag), each run its own process, on a log that looks like a busy cluster's
+(lib.testdata.busy: 5% GroupMetadata records of groups of 1-20 members with their own
+assignors' assignments, KIP-848 groups, transactions, tombstones, compressed batches, and the
+consumed topics of every committed partition in the same log dir), generated once and cached
+under bench-data/. Side by side in one run: decode only (this mix, one core), a run on an empty
+log (the fixed cost), the full run, the same without the assignment audit and without the lag
+stage (their shares), an incremental run after 1% more records (offsets and topics) and a run
+with nothing new (median of --repeat each), peak RSS per process at 1x and 2x the log. Prints
+`name value unit` per figure, with each target, and writes them as JSON under the data folder.
 
-    python -m jobs.bench [--records N] [--partitions 50] [--seed 7] [--skip-2x] [--end-offsets-only]
+    python -m jobs.bench [--records N] [--seed 7] [--repeat 3] [--skip-2x] [--scale-only]
+    python -m jobs.bench --end-offsets-only | --coordinator-only   (the earlier figures)
 """
 
 from __future__ import annotations
@@ -14,8 +19,11 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import shutil
 import statistics
+import subprocess
+import sys
 import time
 
 from lib.testdata.generate import GENERATOR_VERSION, generate_log
@@ -24,164 +32,274 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # the consumed topics of the end-offsets figure: 10 topics of 12 partitions (generate_topics)
 END_OFFSETS_TOPICS, END_OFFSETS_PARTITIONS_PER_TOPIC = 10, 12
 END_OFFSETS_TARGET = 20  # decode / header scan, at least
+# issue 24's targets (and floors) on this log, default command, each run its own process
+TARGETS = {
+    "full_records_per_s_per_core_net": (1_000_000, 500_000, ">="),
+    "decode_records_per_s_per_core": (3_000_000, 2_000_000, ">="),
+    "audit_share": (0.10, 0.25, "<="),
+    "lag_share": (0.25, 0.50, "<="),
+    "incremental_marginal_fraction": (0.05, None, "<="),
+    "noop_beyond_empty_noop_s": (3.0, None, "<="),
+    "peak_rss_worker_2x_over_1x": (1.15, None, "<="),
+    "peak_rss_driver_jvm_2x_over_1x": (1.15, None, "<="),
+}
+INCREMENT = 0.01  # the incremental run's share of new records
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="bench")
-    p.add_argument("--records", type=int, default=10_000_000)
-    p.add_argument("--partitions", type=int, default=50)
+    p.add_argument("--records", type=int, default=10_000_000, help="offsets records of the full run's log")
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--data", default=os.path.join(REPO, "bench-data"))
-    p.add_argument(
-        "--decode-sample",
-        type=int,
-        default=2_000_000,
-        help="records of the log that the decode-only figures (ours and Kafka's) read",
-    )
-    p.add_argument(
-        "--coordinator-records",
-        type=int,
-        default=10_000_000,
-        help="size of the one-partition log for the coordinator warm-start figure (0: skip)",
-    )
-    p.add_argument(
-        "--repeat",
-        type=int,
-        default=3,
-        help="repetitions of the incremental and no-op runs, and of the end-offsets header scan and decode (median)",
-    )
-    p.add_argument("--skip-2x", action="store_true", help="skip the replay of a log twice the size (memory figure)")
+    p.add_argument("--decode-sample", type=int, default=2_000_000, help="records the decode-only figure reads")
+    p.add_argument("--repeat", type=int, default=3, help="repetitions of the incremental and no-op runs (median)")
+    p.add_argument("--skip-2x", action="store_true", help="skip the run on a log twice the size (memory ratio)")
     p.add_argument(
         "--scale-only",
         action="store_true",
-        help="only the full replay's rate, named replay_records_per_s_per_core_<N>m (make bench-scale)",
+        help="only the full run's rate and peak memory, named ..._<N>m (make bench-scale)",
     )
     p.add_argument(
         "--end-offsets-only",
         action="store_true",
         help="only the consumed topics' end offsets: header scan against full decode of --records records",
     )
+    p.add_argument(
+        "--coordinator-only",
+        action="store_true",
+        help="only the coordinator's warm start against a full load of a --records one-partition log",
+    )
     args = p.parse_args(argv)
-    warehouse = os.path.join(args.data, "warehouse")
+    os.makedirs(args.data, exist_ok=True)
     figures: dict[str, tuple[float | str, str]] = {}
-    cores = os.cpu_count() or 1
-
     if args.end_offsets_only:
         figures.update(bench_end_offsets(args.data, args.records, args.seed, args.repeat))
-        for name, (value, unit) in figures.items():
-            print(f"{name} {value} {unit}")
-        os.makedirs(warehouse, exist_ok=True)
-        out = os.path.join(warehouse, "bench-end-offsets.json")
-        with open(out, "w") as f:
-            json.dump({k: {"value": v, "unit": u} for k, (v, u) in figures.items()}, f, indent=1)
-        print(f"written: {out}")
-        return 0
+        return _report(figures, os.path.join(args.data, "bench-end-offsets.json"))
+    if args.coordinator_only:
+        from lib.spark.session import REPLAY_DEFAULTS, build_session
 
-    # The log is generated 1% larger than asked; the full replay reads it cut at 99%, the
-    # incremental run then reads the 1% appended since, as in an hourly schedule.
-    log_dir = ensure_log(args.data, int(args.records * 1.01), args.partitions, args.seed)
-    cut_dir = os.path.join(args.data, "log-cut")
-    cut_log_dir(log_dir, cut_dir, 1 / 1.01)
-    records = count_records(cut_dir)
-    figures["records"] = (records, "records")
+        spark = build_session("bench", defaults=REPLAY_DEFAULTS)
+        figures.update(bench_coordinator(spark, args.records, args.seed, args.data))
+        spark.stop()
+        return _report(figures, os.path.join(args.data, "bench-coordinator.json"))
 
+    cores = os.cpu_count() or 1
+    whole, stats = ensure_busy_log(args.data, args.records, args.seed)
+    cut = os.path.join(args.data, "busy-cut")
+    cut_log_dir_at_share(whole, cut, stats, 1 - INCREMENT / (1 + INCREMENT))
+    now_ms = stats["end_ts"]
+    figures.update(_shape(stats))
     if not args.scale_only:
-        figures.update(bench_decode(cut_dir, args.decode_sample))
-        # before the Spark session: nothing else runs beside the two processes
-        figures.update(bench_end_offsets(args.data, args.records, args.seed, args.repeat))
+        figures.update(bench_decode(cut, args.decode_sample))
+    wh = os.path.join(args.data, "warehouse")
 
-    from lib.source.logdir import find_partitions
-    from lib.spark.pipeline import run_replay
-    from lib.spark.session import REPLAY_DEFAULTS, build_session
+    # the fixed cost: the same command on an empty log, into an empty warehouse, twice
+    empty_log = os.path.join(args.data, "empty-log")
+    shutil.rmtree(empty_log, ignore_errors=True)
+    os.makedirs(os.path.join(empty_log, "__consumer_offsets-0"))
+    open(os.path.join(empty_log, "__consumer_offsets-0", f"{0:020d}.log"), "wb").close()  # an empty segment
+    empty = run_job(empty_log, wh, now_ms, fresh=True)
+    empty_noop = run_job(empty_log, wh, now_ms)
+    figures["empty_run_s"] = (empty.wall, "s (default command, empty log and warehouse: the fixed cost)")
+    figures["empty_noop_s"] = (empty_noop.wall, "s (the same again: a no-op on an empty warehouse)")
 
-    spark = build_session("bench", defaults=REPLAY_DEFAULTS)
-    now_ms = 1_760_000_000_000 + 86_400_000
-    shutil.rmtree(warehouse, ignore_errors=True)
-    settle_disk()
-    t0 = time.monotonic()
-    # the replay alone, as before the assignment audit; the audit is measured on its own below
-    result = run_replay(spark, find_partitions(cut_dir), warehouse, now_ms=now_ms, full=True, assignments=False)
-    wall = time.monotonic() - t0
-    figures["replay_wall_s"] = (round(wall, 2), "s")
-    for stage, seconds in result.stage_seconds.items():
-        figures[f"replay_stage_{stage}_s"] = (round(seconds, 2), "s")
-    figures["replay_records_per_s"] = (round(records / wall), "records/s")
-    figures["replay_records_per_s_per_core"] = (round(records / wall / cores), "records/s/core")
+    full = run_job(cut, wh, now_ms, fresh=True)
+    records = full.records
+    net = max(full.wall - empty.wall, 1e-9)
+    figures["full_records"] = (records, "records (offsets log, the full run)")
+    figures["full_wall_s"] = (full.wall, "s (default command, every stage, own process)")
+    figures["full_records_per_s_per_core_net"] = (round(records / net / cores), "records/s/core, net of an empty run")
+    figures["full_records_per_s_per_core"] = (round(records / full.wall / cores), "records/s/core, wall")
+    for stage, seconds in full.stages.items():
+        figures[f"full_stage_{stage}_s"] = (seconds, "s")
+    figures["peak_rss_mb_worker_1x"] = (full.peaks["worker_mb"], "MB (largest Python worker, full run)")
+    figures["peak_rss_mb_driver_jvm_1x"] = (full.peaks["jvm_mb"], "MB (driver JVM, full run)")
+    figures["peak_rss_mb_driver_python_1x"] = (full.peaks["python_mb"], "MB (driver Python, full run)")
     if args.scale_only:
         size = f"{round(args.records / 1e6)}m"
-        figures[f"replay_records_per_s_per_core_{size}"] = figures["replay_records_per_s_per_core"]
-        spark.stop()
-        # the same replay as its own process: peak memory per process at this size
-        m = replay_process(cut_dir, os.path.join(args.data, "warehouse-rss"), now_ms)
-        figures[f"peak_rss_mb_worker_{size}"] = (m["worker_mb"], "MB (largest Python worker, own process)")
-        figures[f"peak_rss_mb_driver_jvm_{size}"] = (m["jvm_mb"], "MB (driver JVM, own process)")
-        figures[f"peak_rss_mb_driver_python_{size}"] = (m["python_mb"], "MB (driver Python, own process)")
-        for name, (value, unit) in figures.items():
-            print(f"{name} {value} {unit}")
-        return 0
-
-    # The incremental and no-op runs last under a second, where this kind of machine varies by
-    # +-25% from run to run: each is repeated from the same warehouse (a copy of what the full
-    # replay left) and the median counts; every repetition is printed.
-    after_full = warehouse + "-after-full"
+        for k in ("full_records_per_s_per_core_net", "peak_rss_mb_worker_1x", "peak_rss_mb_driver_jvm_1x"):
+            figures[f"{k}_{size}"] = figures[k]
+        return _report(figures, os.path.join(args.data, f"bench-scale-{size}.json"))
+    after_full = wh + "-after-full"
     shutil.rmtree(after_full, ignore_errors=True)
-    shutil.copytree(warehouse, after_full)
-    repeats = []
-    for i in range(args.repeat):
-        if i:
-            shutil.rmtree(warehouse)
-            shutil.copytree(after_full, warehouse)
-        settle_disk()
-        t0 = time.monotonic()
-        inc = run_replay(spark, find_partitions(log_dir), warehouse, now_ms=now_ms, assignments=False)
-        inc_wall = time.monotonic() - t0
-        assert inc.incremental
-        settle_disk()
-        t0 = time.monotonic()
-        noop = run_replay(spark, find_partitions(log_dir), warehouse, now_ms=now_ms, assignments=False)
-        noop_wall = time.monotonic() - t0
-        assert noop.records == 0, noop.records
-        repeats.append((inc_wall, noop_wall, inc))
-    figures.update(bench_assignment_audit(spark, after_full, warehouse, log_dir, now_ms))
-    shutil.rmtree(after_full)
-    inc_wall, _, inc = sorted(repeats, key=lambda r: r[0])[len(repeats) // 2]
-    noop_wall = sorted(r[1] for r in repeats)[len(repeats) // 2]
+    shutil.copytree(wh, after_full)
+
+    # the shares of the audit and of the lag stage: the same run without each
+    no_audit = run_job(cut, wh + "-no-audit", now_ms, fresh=True, extra=["--skip-assignment-audit"])
+    no_lag = run_job(cut, wh + "-no-lag", now_ms, fresh=True, extra=["--skip-lag"])
+    figures["full_no_audit_wall_s"] = (no_audit.wall, "s (the full run with --skip-assignment-audit)")
+    figures["full_no_lag_wall_s"] = (no_lag.wall, "s (the full run with --skip-lag)")
+    figures["audit_share"] = (round(max(full.wall - no_audit.wall, 0) / full.wall, 3), "of the full run's wall")
+    figures["lag_share"] = (round(max(full.wall - no_lag.wall, 0) / full.wall, 3), "of the full run's wall")
+
+    # 1% more records (offsets and topics), then nothing new; each from a copy of the full run's tables
+    incs, noops = [], []
+    for _ in range(args.repeat):
+        shutil.rmtree(wh, ignore_errors=True)
+        shutil.copytree(after_full, wh)
+        incs.append(run_job(whole, wh, now_ms))
+        noops.append(run_job(whole, wh, now_ms))
+    inc = sorted(incs, key=lambda r: r.wall)[len(incs) // 2]
+    noop_s = statistics.median(r.wall for r in noops)
     figures["incremental_records"] = (inc.records, "records")
-    figures["incremental_wall_s"] = (round(inc_wall, 3), f"s (median of {len(repeats)})")
-    figures["incremental_wall_s_each"] = (" ".join(f"{r[0]:.3f}" for r in repeats), "s")
-    figures["incremental_fraction"] = (round(inc_wall / wall, 4), "of the full run")
-    for stage, seconds in inc.stage_seconds.items():
-        figures[f"incremental_stage_{stage}_s"] = (round(seconds, 3), "s")
-    figures["noop_wall_s"] = (round(noop_wall, 3), f"s (incremental run with nothing new, median of {len(repeats)})")
-    figures["noop_wall_s_each"] = (" ".join(f"{r[1]:.3f}" for r in repeats), "s")
+    figures["incremental_wall_s"] = (inc.wall, f"s (median of {len(incs)})")
+    figures["incremental_wall_s_each"] = (" ".join(f"{r.wall:.2f}" for r in incs), "s")
+    for stage, seconds in inc.stages.items():
+        figures[f"incremental_stage_{stage}_s"] = (seconds, "s")
+    figures["noop_wall_s"] = (round(noop_s, 2), f"s (nothing new, median of {len(noops)})")
+    figures["noop_wall_s_each"] = (" ".join(f"{r.wall:.2f}" for r in noops), "s")
+    figures["noop_beyond_empty_noop_s"] = (round(noop_s - empty_noop.wall, 2), "s")
     figures["incremental_marginal_fraction"] = (
-        round((inc_wall - noop_wall) / wall, 4),
-        "(incremental - noop) / full replay",
+        round((inc.wall - noop_s) / full.wall, 4),
+        "(incremental - no-op) / full",
     )
+    shutil.rmtree(after_full, ignore_errors=True)
 
     if not args.skip_2x:
-        # peak memory of replays run as separate processes (nothing this process holds counts)
-        log2 = ensure_log(args.data, records * 2, args.partitions, args.seed + 1)
-        one = replay_process(cut_dir, os.path.join(args.data, "warehouse-rss-1x"), now_ms)
-        two = replay_process(log2, os.path.join(args.data, "warehouse-rss-2x"), now_ms)
-        figures["replay_wall_s_1x_process"] = (one["wall_s"], "s (own process, session start included)")
-        figures["replay_wall_s_2x_process"] = (two["wall_s"], "s (own process, session start included)")
-        for name, m in (("1x", one), ("2x", two)):
-            figures[f"peak_rss_mb_worker_{name}"] = (m["worker_mb"], "MB (largest Python worker)")
-            figures[f"peak_rss_mb_driver_jvm_{name}"] = (m["jvm_mb"], "MB (driver JVM)")
-            figures[f"peak_rss_mb_driver_python_{name}"] = (m["python_mb"], "MB (driver Python)")
-        figures["peak_rss_worker_2x_over_1x"] = (round(two["worker_mb"] / max(one["worker_mb"], 1), 2), "ratio")
-        figures["peak_rss_driver_jvm_2x_over_1x"] = (round(two["jvm_mb"] / max(one["jvm_mb"], 1), 2), "ratio")
-    if args.coordinator_records:
-        figures.update(bench_coordinator(spark, args.coordinator_records, args.seed, args.data))
-    spark.stop()
+        double, _ = ensure_busy_log(args.data, 2 * args.records, args.seed + 1, cut=False)
+        two = run_job(double, wh + "-2x", stats_now(double), fresh=True)
+        figures["full_wall_s_2x"] = (two.wall, f"s ({two.records} records)")
+        figures["peak_rss_mb_worker_2x"] = (two.peaks["worker_mb"], "MB (largest Python worker)")
+        figures["peak_rss_mb_driver_jvm_2x"] = (two.peaks["jvm_mb"], "MB (driver JVM)")
+        figures["peak_rss_mb_driver_python_2x"] = (two.peaks["python_mb"], "MB (driver Python)")
+        figures["peak_rss_worker_2x_over_1x"] = (
+            round(two.peaks["worker_mb"] / max(full.peaks["worker_mb"], 1), 2),
+            "ratio",
+        )
+        figures["peak_rss_driver_jvm_2x_over_1x"] = (
+            round(two.peaks["jvm_mb"] / max(full.peaks["jvm_mb"], 1), 2),
+            "ratio",
+        )
+    return _report(figures, os.path.join(args.data, "bench.json"))
+
+
+def _report(figures: dict, path: str) -> int:
+    """Print `name value unit` (with the target where there is one) and write the JSON."""
     for name, (value, unit) in figures.items():
-        print(f"{name} {value} {unit}")
-    os.makedirs(warehouse, exist_ok=True)
-    with open(os.path.join(warehouse, "bench.json"), "w") as f:
+        target = TARGETS.get(name)
+        note = ""
+        if target is not None and isinstance(value, (int, float)):
+            goal, floor, sense = target
+            verdict = (
+                "met"
+                if _meets(value, goal, sense)
+                else ("floor met" if floor is not None and _meets(value, floor, sense) else "NOT MET")
+            )
+            note = f" [target {sense} {goal}" + (f", floor {floor}" if floor is not None else "") + f": {verdict}]"
+        print(f"{name} {value} {unit}{note}", flush=True)
+    with open(path, "w") as f:
         json.dump({k: {"value": v, "unit": u} for k, (v, u) in figures.items()}, f, indent=1)
-    print(f"written: {os.path.join(warehouse, 'bench.json')}")
+    print(f"written: {path}")
     return 0
+
+
+def _meets(value: float, bound: float, sense: str) -> bool:
+    return value >= bound if sense == ">=" else value <= bound
+
+
+def _shape(stats: dict) -> dict:
+    off, consumed = stats["offsets"], stats["consumed"]
+    gm = off["record_kinds"].get("group_metadata", 0)
+    return {
+        "log_offsets_records": (off["records"], "records (generated, the full run reads 99%)"),
+        "log_group_metadata_share": (round(gm / max(off["records"], 1), 4), "of the offsets records"),
+        "log_classic_generations": (stats["expected"]["classic_generations"], "generations"),
+        "log_consumed_partitions": (consumed["partitions"], "partitions (target >= 7500 at 10M records)"),
+        "log_topic_records": (consumed["records"], "records (consumed topics)"),
+    }
+
+
+class JobRun:
+    """One run of jobs.replay_offsets in its own process: wall time, the records it replayed,
+    its stage profile (as it printed it), the peak RSS of its processes."""
+
+    def __init__(self, wall: float, out: str, peaks: dict):
+        self.wall = round(wall, 2)
+        self.out = out
+        self.peaks = peaks
+        m = re.search(r"replayed \((?:full|incremental)[^)]*\) (\d+) records", out)
+        self.records = int(m.group(1)) if m else 0
+        self.stages: dict[str, float] = {}
+        m = re.search(r"stages: (.*); [\d,]+ records/s", out)
+        for item in m.group(1).split(", ") if m else []:
+            name, _, value = item.rpartition(" ")
+            if value.endswith("s"):
+                self.stages[name] = float(value[:-1])
+
+
+def run_job(log_dir: str, warehouse: str, now_ms: int, fresh: bool = False, extra: list[str] | None = None) -> JobRun:
+    """The default command (every stage, the summary printed) as its own process, sampled every
+    0.1 s from /proc. Processes are counted by what they run, not by their place in the tree:
+    the driver JVM is the java process whose parent is not java (the JVM forks before it execs a
+    Python worker, and for a moment that child carries the JVM's command line and RSS); workers
+    are the pyspark daemon and worker processes."""
+    if fresh:
+        shutil.rmtree(warehouse, ignore_errors=True)
+    settle_disk()
+    cmd = [sys.executable, "-m", "jobs.replay_offsets", "--input", log_dir, "--warehouse", warehouse]
+    cmd += ["--now", str(now_ms), *(extra or [])]
+    peaks = {"jvm_mb": 0.0, "python_mb": 0.0, "worker_mb": 0.0}
+    t0 = time.monotonic()
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    while proc.poll() is None:
+        procs = _proc_table()
+        tree = _descendants(procs, proc.pid)
+        java = {p for p in tree if _is_java(procs[p][2])}
+        jvm = [procs[p][1] for p in java if procs[p][0] not in java]
+        workers = [procs[p][1] for p in tree if "pyspark" in procs[p][2] and p not in java]
+        peaks["jvm_mb"] = max(peaks["jvm_mb"], round(max(jvm, default=0) / 1024, 1))
+        peaks["python_mb"] = max(peaks["python_mb"], round(procs.get(proc.pid, (0, 0, ""))[1] / 1024, 1))
+        peaks["worker_mb"] = max(peaks["worker_mb"], round(max(workers, default=0) / 1024, 1))
+        time.sleep(0.1)
+    wall = time.monotonic() - t0
+    out = proc.stdout.read() if proc.stdout is not None else ""
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}:\n{out[-4000:]}")
+    return JobRun(wall, out, peaks)
+
+
+def ensure_busy_log(data: str, records: int, seed: int, cut: bool = True) -> tuple[str, dict]:
+    """A busy-cluster log dir (lib.testdata.busy), cached under `data` by its parameters and
+    the generator's version: with `cut`, INCREMENT more records than `records` over a span as
+    much longer, so that the log cut at the span's end (`cut_log_dir_at_share`) holds about
+    `records`."""
+    from lib.testdata.busy import BUSY_GENERATOR_VERSION, DEFAULT_SPAN_MS, generate_busy_log
+
+    asked = int(records * (1 + INCREMENT)) if cut else records
+    log_dir = os.path.join(data, f"busy-{asked}-{seed}-v{BUSY_GENERATOR_VERSION}")
+    done = os.path.join(log_dir, ".complete")
+    if not os.path.exists(done):
+        shutil.rmtree(log_dir, ignore_errors=True)
+        t0 = time.monotonic()
+        span = int(DEFAULT_SPAN_MS * (1 + INCREMENT)) if cut else DEFAULT_SPAN_MS
+        # the consumed partitions of `records`, not of the larger log
+        consumed = max(1, round(records * 7680 / 10_000_000))
+        stats = generate_busy_log(log_dir, asked, seed=seed, span_ms=span, consumed_partitions=consumed)
+        with open(done, "w") as f:
+            json.dump(stats, f)
+        print(f"generated {asked} offsets records and their topics in {time.monotonic() - t0:.0f}s", flush=True)
+    with open(done) as f:
+        return log_dir, json.load(f)
+
+
+def stats_now(log_dir: str) -> int:
+    with open(os.path.join(log_dir, ".complete")) as f:
+        return int(json.load(f)["end_ts"])
+
+
+def cut_log_dir_at_share(src: str, dest: str, stats: dict, share: float) -> None:
+    """`src` as it was at `share` of its span (every partition, consumed topics included)."""
+    from lib.testdata.logcut import cut_log_dir_at
+
+    instant = stats["start_ts"] + int((stats["end_ts"] - stats["start_ts"]) * share)
+    marker = os.path.join(dest, ".cut")
+    if os.path.exists(marker):
+        with open(marker) as f:
+            if f.read() == f"{src} {instant}":
+                return
+    cut_log_dir_at(src, dest, instant)
+    with open(marker, "w") as f:
+        f.write(f"{src} {instant}")
 
 
 def settle_disk() -> None:
@@ -223,35 +341,6 @@ def segment_files(log_dir: str) -> list[str]:
     from lib.source.logdir import find_partitions
 
     return [seg.path for log in find_partitions(log_dir) for seg in log.segments]
-
-
-def bench_assignment_audit(spark, after_full: str, warehouse: str, log_dir: str, now_ms: int) -> dict:
-    """The assignment audit on its own: over the whole log after the full replay, then after the
-    incremental replay (it re-audits every offsets partition that has moved, whole)."""
-    from lib.source.logdir import find_partitions
-    from lib.spark.assignment import run_assignment_stage
-    from lib.spark.pipeline import new_run_id, run_replay
-
-    shutil.rmtree(warehouse)
-    shutil.copytree(after_full, warehouse)
-    settle_disk()
-    t0 = time.monotonic()
-    full = run_assignment_stage(spark, warehouse, None, new_run_id(), full=True)
-    full_wall = time.monotonic() - t0
-    run_replay(spark, find_partitions(log_dir), warehouse, now_ms=now_ms, assignments=False)
-    settle_disk()
-    t0 = time.monotonic()
-    inc = run_assignment_stage(spark, warehouse, None, new_run_id())
-    inc_wall = time.monotonic() - t0
-    return {
-        "assignment_audit_generations": (full.rows, "rows (generations) of the full log"),
-        "assignment_audit_full_s": (round(full_wall, 2), "s (whole log, after the full replay)"),
-        "assignment_audit_us_per_generation": (round(full_wall / max(full.rows, 1) * 1e6), "us wall"),
-        "assignment_audit_incremental_s": (
-            round(inc_wall, 2),
-            f"s (after the incremental replay: {len(inc.audited_partitions)} partitions re-audited whole)",
-        ),
-    }
 
 
 def bench_decode(log_dir: str, sample_records: int) -> dict:
@@ -326,49 +415,6 @@ def dump_log_rate(files: list[str], records: int) -> float | None:
         return records / (time.monotonic() - t0)
 
 
-def replay_process(log_dir: str, warehouse: str, now_ms: int) -> dict:
-    """A full replay as its own process (jobs.replay_offsets), sampled every 0.1 s from /proc.
-    Processes are counted by what they run, not by their place in the tree: the driver JVM is
-    the java process whose parent is not java (the JVM forks before it execs a Python worker,
-    and for a moment that child carries the JVM's command line and RSS); workers are the
-    pyspark daemon and worker processes."""
-    import subprocess
-    import sys
-
-    shutil.rmtree(warehouse, ignore_errors=True)
-    cmd = [
-        sys.executable,
-        "-m",
-        "jobs.replay_offsets",
-        "--input",
-        log_dir,
-        "--warehouse",
-        warehouse,
-        "--full",
-        "--now",
-        str(now_ms),
-        "--quiet",
-        "--skip-assignment-audit",  # the replay's own peaks (the audit is measured apart)
-    ]
-    peaks = {"jvm_mb": 0.0, "python_mb": 0.0, "worker_mb": 0.0}
-    t0 = time.monotonic()
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    while proc.poll() is None:
-        procs = _proc_table()
-        tree = _descendants(procs, proc.pid)
-        java = {p for p in tree if _is_java(procs[p][2])}
-        jvm = [procs[p][1] for p in java if procs[p][0] not in java]
-        workers = [procs[p][1] for p in tree if "pyspark" in procs[p][2] and p not in java]
-        peaks["jvm_mb"] = max(peaks["jvm_mb"], round(max(jvm, default=0) / 1024, 1))
-        peaks["python_mb"] = max(peaks["python_mb"], round(procs.get(proc.pid, (0, 0, ""))[1] / 1024, 1))
-        peaks["worker_mb"] = max(peaks["worker_mb"], round(max(workers, default=0) / 1024, 1))
-        time.sleep(0.1)
-    out = proc.stdout.read() if proc.stdout is not None else ""
-    assert proc.returncode == 0, out
-    shutil.rmtree(warehouse, ignore_errors=True)
-    return {**peaks, "wall_s": round(time.monotonic() - t0, 2)}
-
-
 def _is_java(cmdline: str) -> bool:
     exe = cmdline.split(" ", 1)[0]
     return os.path.basename(exe) == "java"
@@ -408,22 +454,6 @@ def _descendants(procs: dict, root: int) -> set[int]:
                 out.add(c)
                 todo.append(c)
     return out
-
-
-def cut_log_dir(src: str, dest: str, fraction: float) -> None:
-    """Every partition of a log dir cut at `fraction` of its offsets (see _cut_log)."""
-    from lib.source.logdir import find_partitions
-
-    shutil.rmtree(dest, ignore_errors=True)
-    os.makedirs(dest)
-    for log in find_partitions(src):
-        one = os.path.join(dest, "_one")
-        os.makedirs(one)
-        os.symlink(log.path, os.path.join(one, os.path.basename(log.path)))
-        _cut_log(one, os.path.join(dest, "_cut"), fraction)
-        shutil.move(os.path.join(dest, "_cut", os.path.basename(log.path)), dest)
-        shutil.rmtree(one)
-        shutil.rmtree(os.path.join(dest, "_cut"))
 
 
 def _cut_log(src: str, dest: str, fraction: float) -> int:

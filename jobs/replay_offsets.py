@@ -89,6 +89,12 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="leave assignment_audit for a later run: it re-audits whole offsets partitions (about 0.17 ms per "
         "generation), and the next run without this flag catches up on every partition left behind",
     )
+    p.add_argument(
+        "--skip-lag",
+        action="store_true",
+        help="leave the lag stage for a later run: the commits this run replays are kept for it (the lag "
+        "input), and the next run without this flag computes their lag",
+    )
     p.add_argument("--quiet", action="store_true", help="print only the one-line result")
     return p.parse_args(argv)
 
@@ -115,7 +121,8 @@ def main(argv=None) -> int:
     if error := fetch_max_bytes_error(args):
         return fail(error)
 
-    from lib.spark.pipeline import ReplayError, WarehouseBusyError, run_replay, summarize
+    from lib.reporting.run_summary import assignment_summary, lag_summary, summarize
+    from lib.spark.pipeline import ReplayError, WarehouseBusyError, run_replay
     from lib.spark.session import REPLAY_DEFAULTS, build_session
 
     started = time.monotonic()
@@ -136,6 +143,7 @@ def main(argv=None) -> int:
             lock_wait_seconds=args.lock_wait,
             on_corrupt=args.on_corrupt,
             assignments=not args.skip_assignment_audit,
+            lag=not args.skip_lag,
             fetch_max_bytes=args.fetch_max_bytes,
         )
     except ReplayError as e:
@@ -146,15 +154,11 @@ def main(argv=None) -> int:
         return fail(str(e))
     wall = time.monotonic() - started
     # --quiet prints one line: no summary queries (on a large log they cost more than the replay)
-    summary = None if args.quiet else summarize(spark, args.warehouse, result.partitions)
+    summary = None if args.quiet else summarize(args.warehouse, result.partitions, result.record_types)
     if summary is not None and result.lag is not None and not result.lag.skipped:
-        from lib.spark.lag import lag_summary
-
-        summary["lag"] = lag_summary(spark, args.warehouse, result.now_ms)
-    if summary is not None and result.assignment is not None:
-        from lib.spark.assignment import assignment_summary
-
-        summary["assignments"] = assignment_summary(spark, args.warehouse)
+        summary["lag"] = lag_summary(args.warehouse, result.now_ms)
+    if summary is not None and result.audit_rows is not None:
+        summary["assignments"] = assignment_summary(args.warehouse)
     print_summary(args, result, summary, wall)
     if args.check:
         return run_checks(spark, args, result.partitions)

@@ -73,6 +73,7 @@ KEYS = {
     "consumer_groups": ("group_id",),
     "expired_groups": ("group_id",),
     "group_fold_state": ("group_id",),
+    "assignment_audit": ("offsets_partition", "log_offset", "group_id"),
 }
 
 

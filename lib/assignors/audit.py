@@ -434,3 +434,17 @@ def audit_records(
                 known[topic] = max(known.get(topic, 0), partition + 1)
         yield audit_generation(item, previous.get(item.group_id), known)
         previous[item.group_id] = item
+
+
+def why_flagged(row) -> str | None:
+    """Why a group's latest generation needs a look (as sql/audits/unbalanced_groups.sql says
+    it), from its verdict, assignor, imbalance and `unassigned_n` / `twice` counts; None when fine."""
+    if row["verdict"] == "differs":
+        return f"the leader's assignment differs from Kafka's {row['assignor']} assignor"
+    if row["twice"]:
+        return f"{row['twice']} partitions assigned twice"
+    if row["unassigned_n"]:
+        return f"{row['unassigned_n']} partitions unassigned"
+    if row["imbalance"] >= 2:
+        return f"imbalance {row['imbalance']}"
+    return None

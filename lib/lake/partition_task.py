@@ -63,6 +63,10 @@ DICTIONARY_COLUMNS = (
     "level",
     "error_kind",
 )
+# assignment_audit is written two ways: the rows of generations that are over are added, and
+# those of the generations still open (replaced as their generation goes on) are state, in
+# files named open-... that a run replaces for the partitions it replays, as a state table's
+STATE_FILE_PREFIX = {T.ASSIGNMENT_AUDIT.name: "open"}
 PARTITIONS_KEY = "offsets_partitions"  # footer metadata of a flat file: the partitions it holds
 STATE_ROW_GROUP_ROWS = 65536  # a state file's row group: up to this many rows, of several partitions
 STATISTICS_COLUMNS = ("offsets_partition", "log_offset", "batch_base_offset", "log_timestamp", "commit_timestamp")
@@ -286,6 +290,7 @@ class TaskState:
         self._footers: dict[str, tuple[pq.ParquetFile, list[tuple[int | None, int | None]]]] = {}
         self._groups: dict[tuple[str, str], tuple[tuple[int, ...], pa.Table, np.ndarray | None]] = {}
         self._writers: dict[str, _FileWriter] = {}
+        self._appends: dict[str, _FileWriter] = {}
         self._held: dict[str, list[pa.Table]] = {}
         self.files: dict[str, list[dict]] = {}
 
@@ -371,8 +376,18 @@ class TaskState:
             return
         writer = self._writers.get(table.name)
         if writer is None:
-            writer = self._writers[table.name] = _FileWriter(self.warehouse, table, None, self.run_id)
+            prefix = STATE_FILE_PREFIX.get(table.name, "part")
+            writer = self._writers[table.name] = _FileWriter(self.warehouse, table, None, self.run_id, prefix=prefix)
         writer.write(pa.concat_tables(held) if len(held) > 1 else held[0])
+
+    def append(self, table: T.Table, rows: pa.Table) -> None:
+        """Rows added to a table whose other rows stay (one file per task and table)."""
+        if rows.num_rows == 0:
+            return
+        writer = self._appends.get(table.name)
+        if writer is None:
+            writer = self._appends[table.name] = _FileWriter(self.warehouse, table, None, self.run_id)
+        writer.write(rows)
 
     def carry(self, carry: dict[str, list[str]], replayed: list[int]) -> None:
         """Rows of partitions this run does not replay that sit in files the run replaces
@@ -397,10 +412,11 @@ class TaskState:
     def close(self) -> dict[str, list[dict]]:
         for name in list(self._held):
             self._flush(T.TABLES[name])
-        for name, writer in self._writers.items():
-            writer.close()
-            self.files.setdefault(name, []).extend(writer.files)
-        self._writers = {}
+        for writers in (self._writers, self._appends):
+            for name, writer in writers.items():
+                writer.close()
+                self.files.setdefault(name, []).extend(writer.files)
+        self._writers, self._appends = {}, {}
         return self.files
 
 
@@ -454,6 +470,11 @@ def replay_partition(task: dict, state: TaskState, events=None) -> dict:
 
     engine = PartitionReplay(p)
     engine.emit_commit_events = events is not None
+    audit = task.get("audit")
+    if audit is not None:
+        from lib.replay.assignment import AssignmentTracker
+
+        engine.audit = AssignmentTracker(audit["floors"], audit["names"])
     if state.sources:
         offsets = [state.read(T.GROUP_OFFSETS, p), state.read(T.EXPIRED_OFFSETS, p)]
         group_rows = [state.read(T.CONSUMER_GROUPS, p), state.read(T.EXPIRED_GROUPS, p)]
@@ -476,9 +497,12 @@ def replay_partition(task: dict, state: TaskState, events=None) -> dict:
     quarantine: list[dict] | None = [] if task.get("quarantine") else None
     summary: dict = {"records": 0, "next_offset": None, "trailing_bytes": 0, "end_position": None, "fetches": 0}
 
+    record_types: dict[tuple[int, bool, bool], int] = {}
+
     def consume(batches):
         for batch in batches:
             lap("decode")
+            _count_types(batch, record_types)
             log_writer.write(batch)
             lap("write_log")
             engine.feed(batch, getattr(batches, "batch_group_metadata", None))
@@ -509,6 +533,7 @@ def replay_partition(task: dict, state: TaskState, events=None) -> dict:
     files = {T.OFFSETS_LOG.name: log_writer.files}
     for table in STATE_TABLES:
         state.write(table, p, result[table.name])
+    audit_rows = _write_audit(state, p, result) if audit is not None else 0
     if quarantine:
         w = _FileWriter(warehouse, T.QUARANTINED_RECORDS, p, run_id)
         rows = [{**r, "run_id": run_id} for r in quarantine]
@@ -519,6 +544,8 @@ def replay_partition(task: dict, state: TaskState, events=None) -> dict:
     return {
         "partition": p,
         "records": summary["records"],
+        "record_types": [(t, c, b, n) for (t, c, b), n in record_types.items()],
+        "audit_rows": audit_rows,
         "next_offset": summary["next_offset"],
         "trailing_bytes": summary["trailing_bytes"],
         "end_position": summary["end_position"],
@@ -531,6 +558,50 @@ def replay_partition(task: dict, state: TaskState, events=None) -> dict:
         "seconds": clock,
         "span": (started, time.time(), os.getpid()),
     }
+
+
+def audit_rows(rows: list[dict]) -> pa.Table:
+    """assignment_audit rows (lib.assignors.audit's dicts, `at_ms` for `at`) as Arrow."""
+    schema = T.ASSIGNMENT_AUDIT.arrow_schema
+    if not rows:
+        return schema.empty_table()
+    at = (
+        pa.array([r["at_ms"] for r in rows], pa.int64())
+        .cast(pa.timestamp("ms", tz="UTC"))
+        .cast(schema.field("at").type)
+    )
+    arrays = [at if f.name == "at" else pa.array([r[f.name] for r in rows], f.type) for f in schema]
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _write_audit(state: TaskState, p: int, result: dict) -> int:
+    """The partition's assignment_audit rows: those of generations over are added; the open
+    ones replace the partition's open rows (those of groups without a new record stay open, and
+    those whose generation is over now move to the rows that are over, as they are)."""
+    outcome = result["assignment_audit"]
+    closed = [audit_rows(outcome.closed)]
+    opened = [audit_rows(outcome.opened)]
+    before = state.read(T.ASSIGNMENT_AUDIT, p)
+    if before is not None and before.num_rows:
+        group = before.column("group_id")
+        over = pa.compute.is_in(group, pa.array(sorted(outcome.carried_closed), pa.string()))
+        redone = pa.compute.is_in(group, pa.array(sorted(outcome.carried_replaced), pa.string()))
+        closed.append(before.filter(over))
+        opened.insert(0, before.filter(pa.compute.invert(pa.compute.or_(over, redone))))
+    state.append(T.ASSIGNMENT_AUDIT, pa.concat_tables(closed))
+    state.write(T.ASSIGNMENT_AUDIT, p, pa.concat_tables(opened))
+    return len(outcome.closed) + len(outcome.opened)
+
+
+def _count_types(batch: pa.RecordBatch, into: dict[tuple[int, bool, bool], int]) -> None:
+    """Records by (record type, -1 when unknown; a control record; not decoded), added to `into`."""
+    rtype = batch.column("record_type").fill_null(-1).to_numpy().astype(np.int64)
+    control = batch.column("is_control").to_numpy(zero_copy_only=False).astype(np.int64)
+    bad = pa.compute.not_equal(batch.column("decode_status"), "ok").to_numpy(zero_copy_only=False).astype(np.int64)
+    keys, counts = np.unique((rtype + 1) * 4 + control * 2 + bad, return_counts=True)
+    for k, n in zip(keys.tolist(), counts.tolist()):
+        key = (k // 4 - 1, bool(k & 2), bool(k & 1))
+        into[key] = into.get(key, 0) + n
 
 
 def _batch_starts_at(data, pos: int, start_offset: int) -> bool:

@@ -25,6 +25,7 @@ from numba import njit
 
 from lib.decode.numba_bytes import copy_bytes, load_u64
 from lib.numba_cache import use_stable_zip_cache
+from lib.replay.assignment import AssignmentTracker
 from lib.replay.expiry import offset_rule
 from lib.replay.groups import ClassicGroup, GroupFold, GroupReplayError, ModernGroup, _topic_ids
 from schemas.records import OFFSET_COMMIT_TYPES, RecordType
@@ -35,6 +36,8 @@ use_stable_zip_cache(__file__)  # before the first @njit(cache=True): see lib.nu
 
 _OFFSET_COMMIT_TYPES = [int(t) for t in OFFSET_COMMIT_TYPES]
 GROUP_METADATA = int(RecordType.GROUP_METADATA)
+CONSUMER_GROUP_METADATA = int(RecordType.CONSUMER_GROUP_METADATA)
+CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA = int(RecordType.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA)
 
 VALUE_COLUMNS = GROUP_OFFSETS.column_names
 # one schema for every retained table (the decoded batches' columns are all nullable)
@@ -49,6 +52,7 @@ FOLD_COLUMNS = [
     "offsets_partition",
     "group_id",
     "log_offset",
+    "log_timestamp",
     "record_type",
     "is_tombstone",
     "member_id",
@@ -387,6 +391,9 @@ class PartitionReplay:
         self.records = 0
         self.emit_commit_events = False
         self._classic_values: tuple | None = None  # (group_metadata column, decoder's values) of the batch fed
+        self._classic_read: dict[int, dict] = {}  # values read from that batch, by row
+        self.audit: AssignmentTracker | None = None  # set to audit assignments in the pass
+        self._audit_loaded: set[int] = set()
         self._events: list[pa.Table] = []
         self._applied: list[tuple[int, int]] = []  # (value ref, marker row) of a batch
 
@@ -612,7 +619,12 @@ class PartitionReplay:
         # when the batch is done (or that something looks into before): a busy log replaces most
         # of them within a batch, and reading the nested value back is most of its cost
         self._classic_values = (batch.column("group_metadata"), group_metadata)
+        self._classic_read = {}
         lazy: dict[int, GroupFold] = {}
+        generations = None
+        if self.audit is not None and group_rec.any():
+            nested = batch.column("group_metadata")
+            generations = pc.struct_field(nested, "generation").fill_null(0).to_numpy(zero_copy_only=False)
         is_commit: np.ndarray | None = None
         r = 0
         while True:
@@ -640,6 +652,8 @@ class PartitionReplay:
                     lazy[r] = self._apply_classic_value(row, r)
                 else:
                     self._apply_group_record(row)
+                if self.audit is not None:
+                    self._audit_record(row, r, generations)
             elif marker[r]:
                 if is_commit is None:
                     is_commit = pc.equal(ctype, "COMMIT").to_numpy(zero_copy_only=False)
@@ -664,7 +678,10 @@ class PartitionReplay:
             r += 1
         for fold in lazy.values():
             fold.group  # noqa: B018 - read now, while the batch is here
+        if self.audit is not None:
+            self.audit.read_pending()
         self._classic_values = None
+        self._classic_read = {}
         if self.emit_commit_events:
             self._collect_events(batch, kind == PLAIN, log_offset)
         self._retain(batch, touched[:n_touched])
@@ -727,10 +744,45 @@ class PartitionReplay:
         return fold
 
     def _classic_value(self, r: int) -> dict:
-        assert self._classic_values is not None, "read while its batch is fed"
-        column, decoded = self._classic_values
-        value = decoded.get(r) if decoded is not None else None
-        return value if value is not None else column[r].as_py()
+        value = self._classic_read.get(r)
+        if value is None:
+            assert self._classic_values is not None, "read while its batch is fed"
+            column, decoded = self._classic_values
+            value = decoded.get(r) if decoded is not None else None
+            if value is None:
+                value = column[r].as_py()
+            self._classic_read[r] = value  # the fold and the audit read the same value
+        return value
+
+    def _audit_record(self, row: dict, r: int, generations) -> None:
+        """The assignment audit's view of a group record (lib.replay.assignment)."""
+        assert self.audit is not None
+        rtype, group_id = row["record_type"], row["group_id"]
+        g = row["_g"]
+        if g not in self._audit_loaded:
+            self._audit_loaded.add(g)
+            state = self.folds[g].audit_state if g in self.folds else None
+            if state:
+                self.audit.load(group_id, state)
+        at = row["log_timestamp"]
+        at_ms = None if at is None else _floor_ms(at)
+        if rtype == GROUP_METADATA:
+            if row["is_tombstone"]:
+                self.audit.group_deleted(group_id)
+            else:
+                value = functools.partial(self._classic_value, r)
+                self.audit.classic(
+                    group_id, int(generations[r]), row["offsets_partition"], row["log_offset"], at_ms, value
+                )
+        elif rtype == CONSUMER_GROUP_METADATA and row["is_tombstone"]:
+            self.audit.group_deleted(group_id)
+        elif rtype == CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA and not row["is_tombstone"]:
+            group = self.folds[g].group
+            if isinstance(group, ModernGroup):
+                self.audit.names.update(self.topic_names)  # what the partition's commits name so far
+                self.audit.consumer_epoch(
+                    group_id, group.assignment_epoch, row["offsets_partition"], row["log_offset"], at_ms, group
+                )
 
     def _apply_group_record(self, row: dict) -> None:
         g = row["_g"] if "_g" in row else self._group_id(row["group_id"])
@@ -844,6 +896,12 @@ class PartitionReplay:
         # every group that exists, with its fold brought up to date
         for g in np.flatnonzero(self.gstate[: self.groups.count] != NO_GROUP).tolist():
             self._fold(g)
+        audit = None
+        if self.audit is not None:
+            audit = self.audit.finish()
+            for fold in self.folds.values():
+                if fold.group_id in self.audit.touched:
+                    fold.audit_state = self.audit.state(fold.group_id)
         groups: dict[str, dict] = {}
         states: list[dict] = []
         names = {**(other_topic_names or {}), **self.topic_names}
@@ -892,6 +950,7 @@ class PartitionReplay:
             "group_fold_state": pa.Table.from_pylist(states, schema=GROUP_FOLD_STATE.arrow_schema),
             "expiry_changes_at": changes_at,
             "unresolved_topic_ids": sorted(unresolved),
+            "assignment_audit": audit,  # the assignment audit's rows (lib.replay.assignment.AuditOutcome)
         }
 
     def _pending_table(self) -> pa.Table:

@@ -129,6 +129,8 @@ class GroupFold:
         self._state: str | None = None  # a state not parsed yet (see from_state)
         self._row: dict | None = None  # and its consumer_groups row
         self._classic_value: Callable[[], dict] | None = None  # a GroupMetadata value not read yet
+        self._audit: dict | None = None  # the assignment audit's state (lib.replay.assignment)
+        self._audit_read = True  # False while it is inside an unparsed _state
         self.offsets_partition: int | None = None
         self.log_offset: int | None = None
 
@@ -137,6 +139,8 @@ class GroupFold:
         if self._state is not None:
             data = json.loads(self._state, object_hook=_decode_bytes)
             self._group = (ClassicGroup if data["kind"] == "classic" else ModernGroup)(**data["group"])
+            if not self._audit_read:
+                self._audit, self._audit_read = data.get("audit"), True
             self._state = self._row = None
         if self._classic_value is not None:
             value, self._classic_value = self._classic_value, None
@@ -145,9 +149,25 @@ class GroupFold:
 
     @group.setter
     def group(self, value) -> None:
+        self.audit_state  # noqa: B018 - read before the state it is in goes
         self._state = self._row = None
         self._classic_value = None
         self._group = value
+
+    @property
+    def audit_state(self) -> dict | None:
+        """The assignment audit's state of the group (kept with its fold state)."""
+        if not self._audit_read:
+            assert self._state is not None
+            self._audit = json.loads(self._state, object_hook=_decode_bytes).get("audit")
+            self._audit_read = True
+        return self._audit
+
+    @audit_state.setter
+    def audit_state(self, value: dict | None) -> None:
+        if self._state is not None:
+            self.group  # noqa: B018 - parsed: its state is written anew
+        self._audit, self._audit_read = value, True
 
     def set_classic(self, value: Callable[[], dict], offsets_partition: int, log_offset: int) -> None:
         """A GroupMetadata record (not a tombstone) replaces the group: it is classic and not
@@ -178,7 +198,11 @@ class GroupFold:
         kind = "classic" if isinstance(self.group, ClassicGroup) else "modern"
         # the groups' fields are plain containers (no nested dataclasses): vars() gives what
         # dataclasses.asdict does, without its deep copy (most of a run's time in the fold)
-        return json.dumps({"kind": kind, "group": vars(self.group)}, default=_encode_bytes, separators=(",", ":"))
+        state: dict = {"kind": kind}
+        if self.audit_state is not None:
+            state["audit"] = self.audit_state  # before "group": is_simple_state reads the end
+        state["group"] = vars(self.group)
+        return json.dumps(state, default=_encode_bytes, separators=(",", ":"))
 
     @classmethod
     def from_state(
@@ -193,8 +217,10 @@ class GroupFold:
         fold.log_offset = log_offset
         if row is not None and state and state.startswith('{"kind":"classic"') and not cls.is_simple_state(state):
             fold._state, fold._row = state, row
+            fold._audit_read = '"audit":' not in state[:40]  # (the key comes right after "kind")
         elif state:
             fold._state = state
+            fold._audit_read = False
             fold.group  # noqa: B018 - parsed now
         return fold
 

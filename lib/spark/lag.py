@@ -717,20 +717,6 @@ def _sample_rows(samples: list, run_id: str):
     return pa.Table.from_pylist([{c: r.get(c) for c in schema.names} for r in rows], schema=schema)
 
 
-def lag_summary(spark: SparkSession, warehouse: str, now_ms: int, limit: int = 12) -> list[dict]:
-    """The live offsets furthest behind at now (group_lag kind now), most behind in time first."""
-    rows = (
-        spark.read.format("delta")
-        .load(table_path(warehouse, T.GROUP_LAG))
-        .where((F.col("kind") == "now") & (F.col("at") == F.timestamp_millis(F.lit(now_ms))))
-        .where(F.col("lag_records") > 0)
-        .orderBy(F.col("lag_ms").desc_nulls_last(), F.col("lag_records").desc(), "group_id", "topic", "partition")
-        .limit(limit)
-        .collect()
-    )
-    return [r.asDict() for r in rows]
-
-
 def lag_at_bucket_ends(group_lag: DataFrame, end_offsets: DataFrame, probes: DataFrame) -> DataFrame:
     """The lag of groups at given instants, per topic partition they committed: probes (group_id,
     bucket, at). The committed offset as of each instant is the group's last effective commit

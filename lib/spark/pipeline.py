@@ -17,7 +17,6 @@ import uuid
 from dataclasses import dataclass, field
 
 from pyspark.sql import SparkSession
-from pyspark.sql import functions as F
 
 from lib import storage
 from lib.lake.crash_points import crash_point
@@ -28,7 +27,6 @@ from lib.lake.worker_errors import worker_error_from
 from lib.replay.expiry import DEFAULT_RETENTION_MINUTES
 from lib.source.logdir import PartitionLog, segments_from
 from lib.source.topic_log import TopicPartitionLog
-from lib.spark.assignment import AssignmentResult
 from lib.spark.delta import (
     DataFile,
     commit_files,
@@ -59,11 +57,13 @@ class RunResult:
     rolled_back: list = field(default_factory=list)
     on_corrupt: str = "fail"
     quarantined: int = 0
+    # this run's records by (record type, -1 when unknown; a control record; not decoded)
+    record_types: dict[tuple[int, bool, bool], int] = field(default_factory=dict)
     fetches: int = 0  # Fetch requests that read a live topic's records
     took_over_lock: dict | None = None
     skipped_partitions: int = 0
     lag: LagResult | None = None  # the lag stage's, None when it did not run
-    assignment: AssignmentResult | None = None  # the assignment audit's
+    audit_rows: int | None = None  # assignment_audit rows the run wrote (None: not audited)
 
 
 @dataclass
@@ -116,9 +116,10 @@ def run_replay(
     what is read from a live topic (partition -> first offset not to read). `on_corrupt`:
     "fail" stops at the first undecodable batch or record, changing nothing; "quarantine"
     keeps each in quarantined_records (with its bytes) and goes on. `lag`: then run the lag
-    stage (lib.spark.lag) on the consumed topics of the log dir or of the live cluster.
-    `assignments`: then audit the group assignments of the offsets partitions the audit is behind
-    on (lib.spark.assignment; a run without it leaves them for the next one).
+    stage (lib.spark.lag) on the consumed topics of the log dir or of the live cluster (without
+    it, the commits replayed wait in the lag input for the next run's stage).
+    `assignments`: audit the group assignments in the same pass (lib.replay.assignment; a run
+    without it leaves the generations of the records it replays unaudited).
     `fetch_max_bytes`: the size limit of each Fetch of a live topic (default
     lib.source.live.FETCH_MAX_BYTES). Raises WarehouseBusyError if another live run writes
     the warehouse."""
@@ -130,13 +131,12 @@ def run_replay(
         result = RunResult(run_id, [pl.partition for pl in logs], now_ms, retention_minutes, on_corrupt=on_corrupt)
         result.took_over_lock = lock.took_over
         result.rolled_back = roll_back_incomplete(spark, warehouse)
-        # the commits that take effect go to the lag stage when it will run (lib.lake.lag_input)
-        lag_input = lag and bool(logs) and _has_consumed_topics(logs)
-        _run_locked(spark, logs, warehouse, result, full, end_offsets, fetch_max_bytes, lag_input)
+        # the commits that take effect go to the lag stage (lib.lake.lag_input), this run's or,
+        # when it is skipped, the next one's
+        lag_input = bool(logs) and _has_consumed_topics(logs)
+        _run_locked(spark, logs, warehouse, result, full, end_offsets, fetch_max_bytes, lag_input, assignments)
         if lag and logs:
             result.lag = _run_lag_locked(spark, logs, warehouse, result, full)
-        if assignments and logs:
-            result.assignment = _run_assignment_locked(spark, logs, warehouse, result, full)
         return result
 
 
@@ -146,6 +146,12 @@ def roll_back_incomplete(spark: SparkSession | None, warehouse: str) -> list[dic
     return roll_back_incomplete_runs(spark, warehouse, T.REPLAY_TABLES, T.REPLAY_CHECKPOINTS) + (
         roll_back_incomplete_runs(spark, warehouse, T.LAG_TABLES, T.LAG_CHECKPOINTS)
     )
+
+
+def _log_dir(logs: list[PartitionLog]) -> str | None:
+    """The log dir of `logs` (None: a live cluster)."""
+    source = logs[0].path
+    return None if source.startswith("kafka://") else storage.dirname(source)
 
 
 def _has_consumed_topics(logs: list[PartitionLog]) -> bool:
@@ -172,16 +178,6 @@ def _run_lag_locked(spark: SparkSession, logs, warehouse: str, result: RunResult
         raise
     result.stage_seconds.update(lag.stage_seconds)
     return lag
-
-
-def _run_assignment_locked(spark: SparkSession, logs, warehouse: str, result: RunResult, full: bool):
-    from lib.spark.assignment import run_assignment_stage
-
-    source = logs[0].path
-    log_dir = None if source.startswith("kafka://") else storage.dirname(source)
-    audit = run_assignment_stage(spark, warehouse, log_dir, result.run_id, full)
-    result.stage_seconds.update(audit.stage_seconds)
-    return audit
 
 
 def source_signature(log: PartitionLog | TopicPartitionLog) -> str | None:
@@ -219,12 +215,13 @@ def _run_locked(
     end_offsets: dict[int, int] | None,
     fetch_max_bytes: int | None = None,
     lag_input: bool = False,
+    audit: bool = True,
 ) -> None:
     """Each partition with anything to do is one Spark task (lib.lake.partition_task) that reads it
     once and writes its files; the driver then commits them table by table (delta-rs), the
     checkpoints last. A partition whose input and judgement cannot have changed is skipped:
     a run with nothing new makes no Spark job and no commit."""
-    from lib.lake.partition_task import STATE_TABLES
+    from lib.lake.partition_task import STATE_FILE_PREFIX, STATE_TABLES
 
     run_id, now_ms, retention_minutes, partitions = (
         result.run_id,
@@ -246,9 +243,15 @@ def _run_locked(
         result.stage_seconds["plan"] = time.monotonic() - t0
         return
     todo_ids = sorted(pl.partition for pl in todo)
-    # what this run replaces: the state of the partitions it replays and, in a full run, their
-    # offsets_log and quarantined_records files
-    replaced = [t for t in T.REPLAY_TABLES if t in STATE_TABLES or (prev is None and t is not T.REPLAY_CHECKPOINTS)]
+    # what this run replaces: the state of the partitions it replays (with the assignment audit's
+    # open rows) and, in a full run, all their rows
+    replaced = [
+        t
+        for t in T.REPLAY_TABLES
+        if t in STATE_TABLES
+        or (t is T.ASSIGNMENT_AUDIT and audit)
+        or (prev is None and t not in (T.REPLAY_CHECKPOINTS, T.ASSIGNMENT_AUDIT))
+    ]
     layouts: dict[str, tuple[str, ...]] = {}
     removed: dict[str, list[DataFile]] = {}
     for table in (T.OFFSETS_LOG, T.QUARANTINED_RECORDS):
@@ -258,9 +261,18 @@ def _run_locked(
     for table in replaced:
         listing = table_files(table_path(warehouse, table))
         layouts[table.name] = table.partition_by if listing is None else listing[0]
+        files = listing[1] if listing else []
+        if table is T.ASSIGNMENT_AUDIT and prev is not None:  # its rows of generations over stay
+            files = [f for f in files if storage.basename(f.path).startswith(STATE_FILE_PREFIX[table.name] + "-")]
         # the exact partitions of the files whose min/max covers one replayed (a footer read each)
-        candidates = [f.with_partitions() for f in listing[1] if f.may_hold(todo_ids)] if listing else []
+        candidates = [f.with_partitions() for f in files if f.may_hold(todo_ids)]
         removed[table.name] = [f for f in candidates if f.may_hold(todo_ids)]
+    audit_task = None
+    if audit:
+        from lib.spark.assignment import known_topics
+
+        floors, names = known_topics(warehouse, _log_dir(logs))
+        audit_task = {"floors": floors, "names": {**_topic_names_of(logs), **names}}
     sized_tasks: list[tuple[int, dict]] = []
     for pl in todo:
         p = pl.partition
@@ -274,6 +286,7 @@ def _run_locked(
             "retention_ms": int(retention_minutes) * 60_000,
             "quarantine": result.on_corrupt == "quarantine",
             "end_offset": (end_offsets or {}).get(p),
+            "audit": audit_task,
         }
         if pl.path.startswith("kafka://"):
             task["bootstrap"] = pl.path[len("kafka://") :]
@@ -336,6 +349,12 @@ def _run_locked(
             result.stage_seconds[key] = result.stage_seconds.get(key, 0.0) + seconds
     result.records = sum(s["records"] for s in summaries)
     result.quarantined = sum(s["quarantined"] for s in summaries)
+    if audit:
+        result.audit_rows = sum(s["audit_rows"] for s in summaries)
+    for s in summaries:
+        for rtype, control, bad, n in s["record_types"]:
+            kind = (rtype, control, bad)
+            result.record_types[kind] = result.record_types.get(kind, 0) + n
     result.fetches = sum(s.get("fetches", 0) for s in summaries)
     crash_point("before_commit")
 
@@ -468,7 +487,8 @@ def _group_tasks(
                         for f in removed.get(table.name, [])
                         if f.may_hold(mine)
                     ]
-                    for table in STATE_TABLES
+                    for table in (*STATE_TABLES, T.ASSIGNMENT_AUDIT)
+                    if table.name in removed
                 }
                 if previous_state
                 else {},
@@ -553,82 +573,3 @@ def _describe_worker_error(info: dict) -> str:
     if info.get("position") is not None:
         where.append(f"byte position {info['position']}")
     return f"{info.get('kind', 'DecodeError')}: {info['message']} ({', '.join(where)})"
-
-
-def summarize(spark: SparkSession, warehouse: str, partitions: list[int]) -> dict:
-    """Small aggregates of the committed tables for the run's partitions (safe to collect)."""
-
-    def t(name):
-        return (
-            spark.read.format("delta")
-            .load(table_path(warehouse, name))
-            .filter(F.col("offsets_partition").isin(partitions))
-        )
-
-    # one pass over offsets_log, the only large table
-    by_type = (
-        t("offsets_log")
-        .groupBy("record_type_name", "is_control", (F.col("decode_status") != "ok").alias("bad"))
-        .count()
-        .collect()
-    )
-    record_types: dict[tuple, int] = {}
-    for r in by_type:
-        key = (r["record_type_name"], r["is_control"])
-        record_types[key] = record_types.get(key, 0) + r["count"]
-    return {
-        "partitions": [r.asDict() for r in t("replay_checkpoints").orderBy("offsets_partition").collect()],
-        "record_types": [
-            {"record_type_name": name, "is_control": control, "count": n}
-            for (name, control), n in sorted(record_types.items(), key=lambda kv: -kv[1])
-        ],
-        "groups": [
-            r.asDict()
-            for r in t("consumer_groups")
-            .join(
-                t("group_offsets")
-                .groupBy("group_id")
-                .agg(F.count("*").alias("offsets"), F.max("commit_timestamp").alias("last_commit")),
-                "group_id",
-                "left",
-            )
-            .select(
-                "group_id",
-                "group_type",
-                "protocol_type",
-                "state",
-                "generation",
-                F.size("members").alias("members"),
-                "offsets",
-                "last_commit",
-                "offsets_partition",
-            )
-            .orderBy("group_id")
-            .limit(50)
-            .collect()
-        ],
-        "group_count": t("consumer_groups").count(),
-        "offset_count": t("group_offsets").count(),
-        "expired_offsets": [
-            r.asDict()
-            for r in t("expired_offsets")
-            .groupBy("group_id")
-            .agg(F.count("*").alias("offsets"))
-            .orderBy("group_id")
-            .limit(50)
-            .collect()
-        ],
-        "expired_offset_count": t("expired_offsets").count(),
-        "expired_groups": [r["group_id"] for r in t("expired_groups").orderBy("group_id").limit(50).collect()],
-        "pending_count": t("pending_transactional_offsets").count(),
-        "unknown_records": sum(r["count"] for r in by_type if r["bad"]),
-        "quarantined": [
-            r.asDict()
-            for r in t("quarantined_records")
-            .groupBy("offsets_partition", "segment_file", "level")
-            .count()
-            .orderBy("offsets_partition", "segment_file", "level")
-            .limit(50)
-            .collect()
-        ],
-    }

@@ -1,0 +1,106 @@
+"""The assignment audit decided in the replay's pass (lib.replay.assignment) gives the rows the
+record-by-record audit (lib.assignors.audit.audit_records) gives over the whole of each offsets
+partition's records, on the bundled ten-day sample: in one full run, and in an incremental run
+after a run over the log as it was a day earlier (generations still open then are replaced or
+made final by the later records; the previous generation of each is carried in the fold
+state)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import shutil
+
+import pyarrow.compute as pc
+import pytest
+
+from lib.assignors.audit import audit_records
+from lib.spark.delta import open_delta, table_path
+from lib.testdata.logcut import cut_log_dir_at
+from schemas import tables as T
+from tests.helpers import REPO
+
+pytestmark = pytest.mark.spark
+
+SAMPLE = os.path.join(REPO, "samples", "days", "logdir")
+with open(os.path.join(REPO, "samples", "days", "NOW")) as _f:
+    NOW = int(_f.read())
+DAY = 86_400_000
+KEY = ("offsets_partition", "log_offset", "group_id")
+
+
+def audit_table(warehouse) -> list[dict]:
+    rows = open_delta(table_path(str(warehouse), T.ASSIGNMENT_AUDIT)).to_pyarrow_table().to_pylist()
+    return sorted(rows, key=lambda r: tuple(r[k] for k in KEY))
+
+
+def reference(warehouse, floors: dict, names: dict) -> list[dict]:
+    """audit_records over every group record of offsets_log, partition by partition, in log order."""
+    log = open_delta(table_path(str(warehouse), T.OFFSETS_LOG)).to_pyarrow_table(
+        columns=[
+            "offsets_partition", "log_offset", "log_timestamp", "record_type", "group_id", "member_id",
+            "is_tombstone", "group_metadata", "value_json", "is_control", "decode_status",
+        ]
+    )  # fmt: skip
+    log = log.filter(pc.and_(pc.invert(log.column("is_control")), pc.equal(log.column("decode_status"), "ok")))
+    log = log.filter(pc.greater_equal(log.column("record_type"), 2))
+    log = log.sort_by([("offsets_partition", "ascending"), ("log_offset", "ascending")])
+    rows = []
+    by_partition: dict[int, list[dict]] = {}
+    for r in log.to_pylist():
+        ts = r.pop("log_timestamp")
+        r["log_timestamp_ms"] = None if ts is None else round(ts.timestamp() * 1000)
+        if r["record_type"] != 2:
+            r["group_metadata"] = None
+        by_partition.setdefault(r["offsets_partition"], []).append(r)
+    for records in by_partition.values():
+        for row in audit_records(records, floors, names):
+            row["at"] = None if row["at_ms"] is None else dt.datetime.fromtimestamp(row.pop("at_ms") / 1000, dt.UTC)
+            rows.append(row)
+    return sorted(rows, key=lambda r: tuple(r[k] for k in KEY))
+
+
+def floors_and_names() -> tuple[dict, dict]:
+    """What the driver knows before the first run into an empty warehouse: the log dir's
+    partition folders and topic ids."""
+    from lib.source.topic_log import find_topic_partitions
+
+    floors: dict[str, int] = {}
+    names: dict[str, str] = {}
+    for t in find_topic_partitions(SAMPLE):
+        floors[t.topic] = max(floors.get(t.topic, 0), t.partition + 1)
+        if t.topic_id:
+            names[t.topic_id] = t.topic
+    return floors, names
+
+
+def test_one_full_run_audits_as_the_record_by_record_audit(replay_logdir, tmp_path):
+    replay_logdir(SAMPLE, tmp_path / "wh", NOW)
+    got = audit_table(tmp_path / "wh")
+    want = reference(tmp_path / "wh", *floors_and_names())
+    assert len(got) == 117
+    assert [(r["group_id"], r["generation"], r["log_offset"]) for r in got] == [
+        (r["group_id"], r["generation"], r["log_offset"]) for r in want
+    ]
+    assert got == want
+
+
+def test_an_incremental_run_after_a_run_a_day_earlier_audits_as_one_full_run(replay_logdir, tmp_path):
+    log = tmp_path / "log"
+    cut_log_dir_at(SAMPLE, str(log), NOW - DAY)
+    replay_logdir(log, tmp_path / "wh", NOW - DAY)
+    early = audit_table(tmp_path / "wh")
+    shutil.rmtree(log)
+    shutil.copytree(SAMPLE, log)
+    replay_logdir(log, tmp_path / "wh", NOW)
+    replay_logdir(SAMPLE, tmp_path / "full", NOW)
+    full = audit_table(tmp_path / "full")
+    got = audit_table(tmp_path / "wh")
+    assert len(early) < len(got)
+
+    def latest(rows):
+        return {r["group_id"]: r["log_offset"] for r in sorted(rows, key=lambda r: r["log_offset"])}
+
+    # the day's records closed generations that were open a day earlier (new ones came)
+    assert any(latest(got)[g] != o for g, o in latest(early).items())
+    assert got == full
