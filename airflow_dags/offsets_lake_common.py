@@ -31,9 +31,6 @@ DEFAULTS: dict = {
     "source": {"input": None, "bootstrap_servers": None},
     "partitions": None,
     "retention_minutes": 10080,  # lib.replay.expiry.DEFAULT_RETENTION_MINUTES (tests/test_architecture.py)
-    # UTC hours whose hourly replay also audits group assignments (null: every run); the others
-    # pass --skip-assignment-audit, and the next auditing run catches up on what they left
-    "assignment_audit_hours": None,
     "spark_submit": {
         "binary": "spark-submit",
         "spark_home": None,
@@ -243,23 +240,6 @@ def _partitions(value) -> str | None:
     return ",".join(str(v) for v in value) if isinstance(value, (list, tuple)) else str(value)
 
 
-def audits_assignments_at(cfg: dict, at: dt.datetime) -> bool:
-    """Whether the hourly replay of the interval ending `at` also audits group assignments."""
-    hours = cfg.get("assignment_audit_hours")
-    if hours in (None, "", "all"):
-        return True
-    hours = [hours] if isinstance(hours, (int, str)) else hours
-    try:
-        wanted = {int(h) for h in hours}
-    except (TypeError, ValueError):
-        raise ConfigError(f"assignment_audit_hours: UTC hours 0-23, not {hours!r}") from None
-    if not wanted <= set(range(24)):
-        raise ConfigError(f"assignment_audit_hours: UTC hours 0-23, not {sorted(wanted)}")
-    utc = dt.datetime.fromisoformat(at.isoformat())
-    utc = utc.replace(tzinfo=dt.UTC) if utc.tzinfo is None else utc.astimezone(dt.UTC)
-    return utc.hour in wanted
-
-
 def replay_command(
     cfg: dict,
     *,
@@ -269,7 +249,6 @@ def replay_command(
     retention_minutes: int | None = None,
     log_dir: str | None = None,
     bootstrap_servers: str | None = None,
-    audit_assignments: bool = True,
 ) -> str:
     args = [*source_args(cfg, log_dir, bootstrap_servers), "--warehouse", cfg["warehouse"]]
     if now not in (None, ""):
@@ -280,8 +259,6 @@ def replay_command(
     args += ["--retention-minutes", str(int(retention_minutes or cfg["retention_minutes"]))]
     if full:
         args.append("--full")
-    if not audit_assignments:
-        args.append("--skip-assignment-audit")
     return job_command(cfg, "replay_offsets", args)
 
 

@@ -1,8 +1,7 @@
 """Hourly incremental replay of __consumer_offsets into the Delta tables, then the quality checks.
 
 Each run continues every partition from its checkpoint (jobs.replay_offsets without --full),
-judging expiry as of the run's data interval end (auditing group assignments only in the UTC
-hours `assignment_audit_hours` names, every run by default), and then runs jobs.quality on the result
+judging expiry as of the run's data interval end, and then runs jobs.quality on the result
 (exit 1, an error-level check failing, fails the task). How the jobs run (local virtualenv or
 spark-submit), the source and the warehouse come from conf/airflow/offsets_lake.yaml, read
 when the tasks run. Runs never overlap (max_active_runs=1), and every task that touches the
@@ -46,7 +45,7 @@ def offsets_replay_incremental():
     def replay(**context) -> str:
         end = context.get("data_interval_end") or context["dag_run"].run_after
         cfg = olc.load_config()
-        return olc.replay_command(cfg, now=olc.epoch_ms(end), audit_assignments=olc.audits_assignments_at(cfg, end))
+        return olc.replay_command(cfg, now=olc.epoch_ms(end))
 
     @task.bash(pool=olc.POOL, retries=0, execution_timeout=dt.timedelta(hours=1))
     def quality() -> str:

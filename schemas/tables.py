@@ -452,3 +452,20 @@ REPLAY_TABLES = (
 LAG_TABLES = (PARTITION_END_OFFSETS, GROUP_LAG, LAG_CHECKPOINTS)
 ALL_TABLES = REPLAY_TABLES + LAG_TABLES
 TABLES = {t.name: t for t in ALL_TABLES}
+
+# An offset commit that took effect (Kafka 4.x): a non-transactional one at its own record; a
+# transactional one at its producer's COMMIT marker, when it is newer than the value in effect.
+# `log_offset` is the commit's record, `applied_offset` and `applied_at` the record that made it
+# effective (the commit itself, or the marker).
+COMMIT_EVENT_SCHEMA = pa.schema(
+    [
+        pa.field("group_id", pa.string()),
+        pa.field("topic", pa.string()),
+        pa.field("partition", pa.int32()),
+        pa.field("committed_offset", pa.int64()),
+        pa.field("offsets_partition", pa.int32()),
+        pa.field("log_offset", pa.int64()),
+        pa.field("applied_offset", pa.int64()),
+        pa.field("applied_at", pa.timestamp("us", tz="UTC")),
+    ]
+)

@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
 from lib import storage
-from lib.replay.engine import COMMIT_EVENT_SCHEMA
+from schemas.tables import COMMIT_EVENT_SCHEMA
 
 LAG_INPUT = "_lag_input"
 BUCKETS = 1024

@@ -29,7 +29,13 @@ from lib.replay.assignment import AssignmentTracker
 from lib.replay.expiry import offset_rule
 from lib.replay.groups import ClassicGroup, GroupFold, GroupReplayError, ModernGroup, _topic_ids
 from schemas.records import OFFSET_COMMIT_TYPES, RecordType
-from schemas.tables import CONSUMER_GROUPS, GROUP_FOLD_STATE, GROUP_OFFSETS, PENDING_TRANSACTIONAL_OFFSETS
+from schemas.tables import (
+    COMMIT_EVENT_SCHEMA,
+    CONSUMER_GROUPS,
+    GROUP_FOLD_STATE,
+    GROUP_OFFSETS,
+    PENDING_TRANSACTIONAL_OFFSETS,
+)
 
 use_stable_zip_cache(__file__)  # before the first @njit(cache=True): see lib.numba_cache
 
@@ -61,24 +67,8 @@ FOLD_COLUMNS = [
     "raw_key",
 ]
 FOLD_COLUMNS_FLAT = [c for c in FOLD_COLUMNS if c != "group_metadata"]
-# An offset commit that took effect (Kafka 4.x): a non-transactional one at its own record; a
-# transactional one at its producer's COMMIT marker, when it is newer than the value in effect.
-# `log_offset` is the commit's record, `applied_offset` and `applied_at` the record that made it
-# effective (the commit itself, or the marker).
-_TS = pa.timestamp("us", tz="UTC")
-COMMIT_EVENT_SCHEMA = pa.schema(
-    [
-        pa.field("group_id", pa.string()),
-        pa.field("topic", pa.string()),
-        pa.field("partition", pa.int32()),
-        pa.field("committed_offset", pa.int64()),
-        pa.field("offsets_partition", pa.int32()),
-        pa.field("log_offset", pa.int64()),
-        pa.field("applied_offset", pa.int64()),
-        pa.field("applied_at", _TS),
-    ]
-)
 _EVENT_VALUE_COLUMNS = ["group_id", "topic", "partition", "committed_offset", "offsets_partition", "log_offset"]
+_TS = pa.timestamp("us", tz="UTC")
 _EVENT_VALUE_SCHEMA = pa.schema([COMMIT_EVENT_SCHEMA.field(c) for c in _EVENT_VALUE_COLUMNS])
 
 

@@ -101,7 +101,7 @@ def summarize(warehouse: str, partitions: list[int], record_types: dict[tuple[in
 def lag_summary(warehouse: str, now_ms: int, limit: int = 12) -> list[dict]:
     """The live offsets furthest behind at now (group_lag kind now), most behind in time
     first: read from the files of this --now's rows only."""
-    from lib.lake.lag_task import now_file_at
+    from lib.lake.lag_plan import now_file_at
 
     path = table_path(warehouse, T.GROUP_LAG)
     listing = table_files(path)

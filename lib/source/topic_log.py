@@ -81,3 +81,12 @@ def find_topic_partitions(log_dir: str, wanted: set[tuple[str, int]] | None = No
         found.append(log)
     found.sort(key=lambda t: (t.topic, t.partition))
     return found
+
+
+@dataclass(frozen=True)
+class ScanStart:
+    """Where a partition's last scan stopped (its checkpoint)."""
+
+    next_offset: int
+    segment_base_offset: int | None = None
+    next_byte_position: int | None = None

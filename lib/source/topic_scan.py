@@ -35,7 +35,7 @@ from lib.codec.segments import SegmentReader, read_segment_bytes
 from lib.decode.numba_bytes import i32, i64
 from lib.numba_cache import use_stable_zip_cache
 from lib.source.logdir import Segment
-from lib.source.topic_log import TopicPartitionLog
+from lib.source.topic_log import ScanStart, TopicPartitionLog
 
 use_stable_zip_cache(__file__)  # before the first @njit(cache=True): see lib.numba_cache
 
@@ -180,15 +180,6 @@ def scan_segment(segment: Segment, start_position: int = 0, skip_below: int = 0,
         start_position + int(stop),
         trailing,
     )
-
-
-@dataclass(frozen=True)
-class ScanStart:
-    """Where a partition's last scan stopped (its checkpoint)."""
-
-    next_offset: int
-    segment_base_offset: int | None = None
-    next_byte_position: int | None = None
 
 
 def scan_partition(log: TopicPartitionLog, start: ScanStart | None = None) -> list[SegmentScan]:

@@ -38,11 +38,10 @@ from pyspark.sql import functions as F
 from lib import storage
 from lib.lake.crash_points import crash_point
 from lib.lake.lag_input import BUCKETS, bucket_of, manifest_files, read_index, remove_lag_input, runs_with_input
-from lib.lake.lag_task import LagTask, PartitionInput, earlier_rows, now_file_at, run_lag_task
+from lib.lake.lag_plan import LagTask, PartitionInput, earlier_rows, now_file_at
 from lib.lake.run_tags import run_tag
 from lib.lake.worker_errors import worker_error_from
-from lib.source.topic_log import find_topic_partitions
-from lib.source.topic_scan import ScanStart
+from lib.source.topic_log import ScanStart, find_topic_partitions
 from lib.spark.delta import (
     commit_files,
     open_delta,
@@ -493,7 +492,7 @@ def run_lag_stage(
     t0 = time.monotonic()
     tasks = _tasks(spark, warehouse, run_id, now_ms, max(now_ms, sampled_at or now_ms), inputs, plan, full)
     try:
-        outcomes = spark.sparkContext.parallelize(tasks, len(tasks)).map(run_lag_task).collect() if tasks else []
+        outcomes = spark.sparkContext.parallelize(tasks, len(tasks)).map(_run_lag_task).collect() if tasks else []
     except Exception as e:
         from lib.spark.pipeline import ReplayError, _describe_worker_error
 
@@ -532,6 +531,12 @@ def run_lag_stage(
     result.stage_seconds["lag_commit"] = time.monotonic() - t0
     remove_lag_input(warehouse)
     return result
+
+
+def _run_lag_task(task: LagTask):
+    from lib.lake.lag_task import run_lag_task  # in the worker: the kernels load there
+
+    return run_lag_task(task)
 
 
 def _in_table(prev: dict | None) -> bool:

@@ -71,29 +71,9 @@ def commands():
             retention_minutes=60,
             bootstrap_servers="b1:9092,b2:9092",
         ),
-        "replay_skipping_audit": olc.replay_command(
-            {**cfg, "assignment_audit_hours": [2, 14]},
-            now=1,
-            audit_assignments=olc.audits_assignments_at(
-                {**cfg, "assignment_audit_hours": [2, 14]}, pendulum.datetime(2026, 11, 22, 4, 0, 0)
-            ),
-        ),
-        "audit_hours": [
-            olc.audits_assignments_at({**cfg, "assignment_audit_hours": h}, pendulum.datetime(2026, 11, 22, 2, 0, 0))
-            for h in (None, [2, 14], [3], 2)
-        ]
-        + [
-            olc.audits_assignments_at(
-                {**cfg, "assignment_audit_hours": [2]}, pendulum.datetime(2026, 11, 22, 3, 0, 0, tz="Europe/Berlin")
-            )
-        ],
         "quality": olc.quality_command(cfg, partitions="3,4"),
         "maintenance": olc.maintenance_command(cfg),
     }
-    try:
-        olc.audits_assignments_at({**cfg, "assignment_audit_hours": [24]}, pendulum.datetime(2026, 11, 22))
-    except olc.ConfigError as e:
-        out["audit_hours_error"] = str(e)
     try:
         olc.replay_command(cfg, now=None, log_dir="x", bootstrap_servers="y:1")
     except olc.ConfigError as e:

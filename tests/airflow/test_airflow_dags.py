@@ -185,13 +185,6 @@ def test_commands_follow_the_configuration(airflow_env, tmp_path):
         "jobs.replay_offsets --bootstrap-servers b1:9092,b2:9092 --warehouse /wh "
         "--now 2026-11-22T04:51:39Z --partitions 0-9 --retention-minutes 60 --full"
     )
-    assert out["replay_skipping_audit"] == local + (
-        "jobs.replay_offsets --input /logs --warehouse /wh --now 1 --partitions 1,2 --retention-minutes 10080 "
-        "--skip-assignment-audit"
-    )
-    # null audits every run; 03:00 in Berlin is 02:00 UTC
-    assert out["audit_hours"] == [True, True, False, True, True]
-    assert out["audit_hours_error"] == "assignment_audit_hours: UTC hours 0-23, not [24]"
     assert out["quality"] == local + "jobs.quality --warehouse /wh --partitions 3,4"
     assert out["maintenance"] == local + "jobs.maintenance --warehouse /wh --vacuum-hours 168"
     assert out["both_sources_error"] == "give a log dir or bootstrap servers, not both"
