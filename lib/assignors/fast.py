@@ -25,6 +25,7 @@ partition counts; more than 256 owned partitions outside their topic's range in 
 from __future__ import annotations
 
 import dataclasses
+from collections import namedtuple
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -37,20 +38,28 @@ from lib.numba_cache import use_stable_zip_cache
 
 use_stable_zip_cache(__file__)  # before the first @njit(cache=True): see lib.numba_cache
 
+# Kernels that allocate nothing are compiled without numba's reference counting: otherwise every
+# call increments and decrements each array it is passed (atomically), which cost most of the
+# time of a problem. Only the batch's entry points (which allocate) count references.
+_kernel = njit(cache=True, nogil=True, _nrt=False)  # type: ignore[call-overload]
+_inline_kernel = njit(cache=True, nogil=True, _nrt=False, inline="always")  # type: ignore[call-overload]
+
 # assignor codes (ProblemBatch.assignor), in lib.assignors.ASSIGNOR_NAMES order
 RANGE, ROUNDROBIN, STICKY, COOPERATIVE_STICKY = 0, 1, 2, 3
 ASSIGNOR_CODES = {"range": RANGE, "roundrobin": ROUNDROBIN, "sticky": STICKY, "cooperative-sticky": COOPERATIVE_STICKY}
 # per-problem status
 OK, ERROR, FALLBACK = 0, 1, 2
 # AssignmentBatch.error: an index into JAVA_EXCEPTIONS
-ILLEGAL_ARGUMENT, ARITHMETIC, ILLEGAL_STATE, CONCURRENT_MODIFICATION, NO_SUCH_ELEMENT = 0, 1, 2, 3, 4
+ILLEGAL_ARGUMENT, ARITHMETIC, ILLEGAL_STATE, CONCURRENT_MODIFICATION, NO_SUCH_ELEMENT, NULL_POINTER = range(6)
 JAVA_EXCEPTIONS = (
     "IllegalArgumentException",
     "ArithmeticException",
     "IllegalStateException",
     "ConcurrentModificationException",
     "NoSuchElementException",
+    "NullPointerException",
 )
+_UNCOVERED = 127  # a kernel's "not modelled here": the problem falls back
 
 _MAX_OUT_OF_RANGE = 256  # owned partitions beyond their topic's count, per problem (each a linear lookup)
 _TREEIFY_THRESHOLD = 8  # HashMap: a put into a bin already holding 8 keys calls treeifyBin
@@ -123,7 +132,7 @@ class AssignmentBatch:
 # --- strings as Java sees them ------------------------------------------------------------------
 
 
-@njit(cache=True, nogil=True)
+@_kernel
 def _utf8_scan(data, start, end, units, at):
     """Decode strict UTF-8 data[start:end] to UTF-16 units written from units[at] (when units
     is non-empty); -> (units written, valid). Strict UTF-8 is exactly what Java decodes without
@@ -181,8 +190,8 @@ def _utf8_scan(data, start, end, units, at):
 
 @njit(cache=True, nogil=True)
 def _java_strings(data, offsets):
-    """UTF-16 units of every string (CSR), String.hashCode of each, and whether its UTF-8 was
-    valid (an invalid one gets no units)."""
+    """UTF-16 units of every string (CSR), String.hashCode of each (its 32 bits, unsigned),
+    and whether its UTF-8 was valid (an invalid one gets no units)."""
     count = len(offsets) - 1
     units = np.empty(len(data), np.uint16)
     unit_offsets = np.empty(count + 1, np.int64)
@@ -191,19 +200,32 @@ def _java_strings(data, offsets):
     at = 0
     for s in range(count):
         unit_offsets[s] = at
-        n, ok = _utf8_scan(data, offsets[s], offsets[s + 1], units, at)
-        valid[s] = ok
+        start, end = offsets[s], offsets[s + 1]
         h = np.int64(0)
-        if ok:
+        n = 0
+        ok = True
+        for i in range(start, end):  # ASCII, the usual case: a unit per byte
+            b = np.int64(data[i])
+            if b >= 0x80:
+                n = -1
+                break
+            units[at + n] = b
+            h = (h * 31 + b) & 0xFFFFFFFF
+            n += 1
+        if n < 0:
+            n, ok = _utf8_scan(data, start, end, units, at)
+            h = 0
             for k in range(at, at + n):
                 h = (h * 31 + np.int64(units[k])) & 0xFFFFFFFF
+        valid[s] = ok
+        if ok:
             at += n
-        hashes[s] = h  # unsigned: only its bits feed HashMap.hash
+        hashes[s] = h if ok else 0
     unit_offsets[count] = at
     return units, unit_offsets, hashes, valid
 
 
-@njit(cache=True, nogil=True, inline="always")
+@_inline_kernel
 def _compare(units, offsets, a, b):
     """The sign of String.compareTo (UTF-16 units) of strings a and b."""
     sa, ea, sb, eb = offsets[a], offsets[a + 1], offsets[b], offsets[b + 1]
@@ -214,42 +236,6 @@ def _compare(units, offsets, a, b):
             return -1 if ua < ub else 1
     la, lb = ea - sa, eb - sb
     return -1 if la < lb else (1 if la > lb else 0)
-
-
-@njit(cache=True, nogil=True)
-def _string_ranks(units, offsets):
-    """Each string's rank in String.compareTo order (a bottom-up merge sort)."""
-    count = len(offsets) - 1
-    idx = np.arange(count).astype(np.int64)
-    tmp = np.empty(count, np.int64)
-    width = 1
-    while width < count:
-        for lo in range(0, count, 2 * width):
-            mid = min(lo + width, count)
-            hi = min(lo + 2 * width, count)
-            i, j, k = lo, mid, lo
-            while i < mid and j < hi:
-                if _compare(units, offsets, idx[j], idx[i]) < 0:
-                    tmp[k] = idx[j]
-                    j += 1
-                else:
-                    tmp[k] = idx[i]
-                    i += 1
-                k += 1
-            while i < mid:
-                tmp[k] = idx[i]
-                i += 1
-                k += 1
-            while j < hi:
-                tmp[k] = idx[j]
-                j += 1
-                k += 1
-        idx, tmp = tmp, idx
-        width *= 2
-    ranks = np.empty(count, np.int64)
-    for r in range(count):
-        ranks[idx[r]] = r
-    return ranks
 
 
 @njit(cache=True, nogil=True)
@@ -268,7 +254,7 @@ def _has_replacement_char(data, offsets):
 # --- the members' HashMap ----------------------------------------------------------------------
 
 
-@njit(cache=True, nogil=True)
+@_kernel
 def _hashmap_order(hashes, units, unit_offsets, first, m, order, counts, scratch):
     """The iteration order of a java.util.HashMap (default capacity) after putting members
     first .. first+m-1 in that order: bins in index order, each in insertion order (resizes
@@ -316,7 +302,7 @@ def _hashmap_order(hashes, units, unit_offsets, first, m, order, counts, scratch
     return True
 
 
-@njit(cache=True, nogil=True, inline="always")
+@_inline_kernel
 def _member_info_less(a, b, id_units, id_offsets, inst_units, inst_offsets, has_instance):
     """AbstractPartitionAssignor.MemberInfo.compareTo(a, b) < 0: static members first, by
     group.instance.id; then dynamic ones by member id."""
@@ -327,7 +313,7 @@ def _member_info_less(a, b, id_units, id_offsets, inst_units, inst_offsets, has_
     return _compare(id_units, id_offsets, a, b) < 0
 
 
-@njit(cache=True, nogil=True)
+@_kernel
 def _sort_member_info(members, n, first, id_units, id_offsets, inst_units, inst_offsets, has_instance):
     """Collections.sort by MemberInfo (stable): binary insertion, after equal elements."""
     for i in range(1, n):
@@ -346,7 +332,7 @@ def _sort_member_info(members, n, first, id_units, id_offsets, inst_units, inst_
         members[lo] = v
 
 
-@njit(cache=True, nogil=True)
+@_kernel
 def _sort_by_id(members, start, end, first, id_units, id_offsets):
     """Sort members[start:end] by member id (String.compareTo); ids are distinct."""
     for i in range(start + 1, end):
@@ -358,7 +344,7 @@ def _sort_by_id(members, start, end, first, id_units, id_offsets):
         members[k] = v
 
 
-@njit(cache=True, nogil=True, inline="always")
+@_inline_kernel
 def _sort_keys(keys, values, start, end):
     """Insertion sort of values[start:end] by keys[start:end] (both permuted; stable)."""
     for i in range(start + 1, end):
@@ -372,397 +358,431 @@ def _sort_keys(keys, values, start, end):
         values[k] = vv
 
 
+@_inline_kernel
+def _copy(dst, src, n):
+    """dst[:n] = src[:n] (a slice assignment would allocate a temporary, which needs NRT)."""
+    for i in range(n):
+        dst[i] = src[i]
+
+
 # --- big-endian reads of the sticky user data ---------------------------------------------------
 
 
-@njit(cache=True, nogil=True, inline="always")
+@_inline_kernel
 def _int32(data, at):
     v = (np.int64(data[at]) << 24) | (np.int64(data[at + 1]) << 16) | (np.int64(data[at + 2]) << 8) | data[at + 3]
     return v - (1 << 32) if v >= (1 << 31) else v
 
 
-@njit(cache=True, nogil=True, inline="always")
+@_inline_kernel
 def _int16(data, at):
     v = (np.int64(data[at]) << 8) | data[at + 1]
     return v - (1 << 16) if v >= (1 << 15) else v
 
 
-# --- one problem ---------------------------------------------------------------------------------
+# --- the batch ------------------------------------------------------------------------------------
+
+# ProblemBatch's arrays, as the kernels take them
+_Inputs = namedtuple("_Inputs", [f.name for f in dataclasses.fields(ProblemBatch)])  # type: ignore[misc]
+# the batch's strings as Java sees them (units: UTF-16 CSR; hash: String.hashCode's 32 bits)
+_Strings = namedtuple(
+    "_Strings",
+    "topic_units topic_unit_offsets topic_hash topic_valid topic_has_fffd "
+    "id_units id_offsets id_hash id_valid inst_units inst_offsets inst_valid",
+)
+# scratch, sized for the batch's largest problem and reused by every problem. Members are
+# numbered 0..m-1 in the problem; known topics (subscribed, with partitions) 0..n_known-1 in
+# String order; a partition is a slot: known_base[k] + partition, or past `total` for one
+# beyond its topic's count (slot_k/slot_p say which).
+_Work = namedtuple(
+    "_Work",
+    [
+        # the problem's members and topics
+        "order",  # the members in HashMap iteration order
+        "member_scratch",
+        "bins",
+        "sorted_members",
+        "topic_stamp",  # batch topic -> the problem that last marked it subscribed
+        "known_stamp",  # batch topic -> the problem for which topic_known holds its index
+        "topic_known",  # batch topic -> known topic index, -1: not known
+        "known_topic",  # known topic -> batch topic
+        "known_n",
+        "known_base",
+        "subscribes",  # member * n_known + known topic
+        "slot_k",
+        "slot_p",
+        # the sticky assignors' member data and owned partitions
+        "claim_start",  # member -> its claimed partitions claim_slot[claim_start:claim_end]
+        "claim_end",
+        "claim_generation",  # -1 where none
+        "claim_has_generation",  # memberData.generation is present (Optional.of)
+        "claim_slot",  # slot, -1: a topic not known
+        "owned_slot",  # consumerToOwnedPartitions: owned_slot[claim_start:owned_end]
+        "owned_end",
+        "previous_owner",
+        "claimed_twice",
+        # the constrained builder
+        "sort_key",
+        "sort_value",
+        "maybe_revoked",
+        "transferring",
+        "assigned_mark",
+        "unassigned",
+        "under_min",
+        "exactly_min",
+        "size",  # each member's list's length, as Java's list.size()
+        # the result: (member, slot) entries, member -1 where one was taken back
+        "assigned_member",
+        "assigned_slot",
+        # the general builder
+        "owner",  # slot -> the member whose currentAssignment list holds it, -1: none
+        "partition_consumer",  # currentPartitionConsumer
+        "saved_owner",
+        "saved_size",
+        "fixed",  # removed from currentAssignment as unable to participate
+        "topic_consumers",  # known topic -> how many entries topicConsumers' list has
+        "max_size",  # member -> getMaxAssignmentSize of its topics
+        "id_rank",
+        "sorted_consumers",  # sortedCurrentSubscriptions: by (size, id)
+        "sorted_partitions",  # sortedAllPartitions
+        "previous_member",  # prevAssignment: slot -> member, -1: none
+        "previous_generation",
+        "moved_from",  # PartitionMovements.partitionMovements: slot -> source, -1: not moved
+        "moved_to",
+        "move_set",  # slot -> the set of partitionMovementsByTopic holding it, -1: none
+        "move_seq",  # when it entered that set (a HashSet bin keeps insertion order)
+        "set_k",
+        "set_from",
+        "set_to",
+        "set_capacity",
+        "set_size",
+    ],
+)
 
 
 @njit(cache=True, nogil=True)
-def _slot_of(t, p, known_n, known_base, slot_k, slot_p, n_slots, total):
+def _workspace(n_topics, max_m, max_topics, max_slots, max_claims):
+    table = 16  # the members' HashMap's largest table
+    while table * 3 < max_m * 4 + 64:
+        table *= 2
+    m1 = max_m + 1
+    entries = max_claims + max_slots
+    return _Work(
+        order=np.empty(m1, np.int64),
+        member_scratch=np.empty(m1, np.int64),
+        bins=np.empty(4 * table, np.int64),
+        sorted_members=np.empty(m1, np.int64),
+        topic_stamp=np.full(n_topics, -1, np.int64),
+        known_stamp=np.full(n_topics, -1, np.int64),
+        topic_known=np.empty(n_topics, np.int64),
+        known_topic=np.empty(max_topics, np.int64),
+        known_n=np.empty(max_topics, np.int64),
+        known_base=np.empty(max_topics, np.int64),
+        subscribes=np.zeros(m1 * max_topics, np.bool_),
+        slot_k=np.empty(max_slots, np.int64),
+        slot_p=np.empty(max_slots, np.int64),
+        claim_start=np.empty(m1, np.int64),
+        claim_end=np.empty(m1, np.int64),
+        claim_generation=np.empty(m1, np.int64),
+        claim_has_generation=np.empty(m1, np.bool_),
+        claim_slot=np.empty(max_claims, np.int64),
+        owned_slot=np.empty(max_claims, np.int64),
+        owned_end=np.empty(m1, np.int64),
+        previous_owner=np.empty(max_slots, np.int64),
+        claimed_twice=np.empty(max_slots, np.bool_),
+        sort_key=np.empty(entries, np.int64),
+        sort_value=np.empty(entries, np.int64),
+        maybe_revoked=np.empty(max_slots, np.int64),
+        transferring=np.empty(max_slots, np.int64),
+        assigned_mark=np.empty(max_slots, np.int64),
+        unassigned=np.empty(max_slots, np.int64),
+        under_min=np.empty(m1, np.int64),
+        exactly_min=np.empty(m1 + max_slots, np.int64),
+        size=np.empty(m1, np.int64),
+        assigned_member=np.empty(entries, np.int64),
+        assigned_slot=np.empty(entries, np.int64),
+        owner=np.empty(max_slots, np.int64),
+        partition_consumer=np.empty(max_slots, np.int64),
+        saved_owner=np.empty(max_slots, np.int64),
+        saved_size=np.empty(m1, np.int64),
+        fixed=np.empty(m1, np.bool_),
+        topic_consumers=np.empty(max_topics, np.int64),
+        max_size=np.empty(m1, np.int64),
+        id_rank=np.empty(m1, np.int64),
+        sorted_consumers=np.empty(m1, np.int64),
+        sorted_partitions=np.empty(max_slots, np.int64),
+        previous_member=np.empty(max_slots, np.int64),
+        previous_generation=np.empty(max_slots, np.int64),
+        moved_from=np.empty(max_slots, np.int64),
+        moved_to=np.empty(max_slots, np.int64),
+        move_set=np.empty(max_slots, np.int64),
+        move_seq=np.empty(max_slots, np.int64),
+        set_k=np.empty(max_slots, np.int64),
+        set_from=np.empty(max_slots, np.int64),
+        set_to=np.empty(max_slots, np.int64),
+        set_capacity=np.empty(max_slots, np.int64),
+        set_size=np.empty(max_slots, np.int64),
+    )
+
+
+@njit(cache=True, nogil=True)
+def _assign_batch(b):
+    """Every problem of the batch `b` (an _Inputs): -> AssignmentBatch's arrays."""
+    n_problems = len(b.assignor)
+    n_topics = len(b.topic_offsets) - 1
+    n_members = len(b.member_id_offsets) - 1
+    topic_units, topic_unit_offsets, topic_hash, topic_valid = _java_strings(b.topic_bytes, b.topic_offsets)
+    id_units, id_offsets, id_hash, id_valid = _java_strings(b.member_id_bytes, b.member_id_offsets)
+    inst_units, inst_offsets, _, inst_valid = _java_strings(b.instance_id_bytes, b.instance_id_offsets)
+    st = _Strings(
+        topic_units,
+        topic_unit_offsets,
+        topic_hash,
+        topic_valid,
+        _has_replacement_char(b.topic_bytes, b.topic_offsets),
+        id_units,
+        id_offsets,
+        id_hash,
+        id_valid,
+        inst_units,
+        inst_offsets,
+        inst_valid,
+    )
+
+    # the largest problem, and room for every member's partitions
+    max_m = max_topics = max_slots = max_claims = 1
+    room = 0
+    for p in range(n_problems):
+        first, last = b.member_offsets[p], b.member_offsets[p + 1]
+        max_m = max(max_m, last - first)
+        partitions = 0
+        for j in range(b.count_offsets[p], b.count_offsets[p + 1]):
+            partitions += max(0, b.count_partitions[j])
+        claims = 0
+        if b.assignor[p] == STICKY:
+            for g in range(first, last):
+                claims += (b.user_data_offsets[g + 1] - b.user_data_offsets[g]) // 4
+        elif b.assignor[p] == COOPERATIVE_STICKY:
+            claims = b.owned_offsets[last] - b.owned_offsets[first]
+        max_claims = max(max_claims, claims)
+        max_slots = max(max_slots, partitions + min(claims, _MAX_OUT_OF_RANGE) + 1)
+        max_topics = max(max_topics, b.count_offsets[p + 1] - b.count_offsets[p])
+        room += partitions + claims
+    w = _workspace(n_topics, max_m, max_topics, max_slots, max_claims)
+
+    status = np.empty(n_problems, np.int8)
+    error = np.zeros(n_problems, np.int8)
+    assigned_offsets = np.zeros(n_members + 1, np.int64)
+    # written up to `end` only: the untouched rest of the room costs no memory
+    assigned_topic = np.empty(room, np.int32)
+    assigned_partition = np.empty(room, np.int32)
+    end = 0
+    for p in range(n_problems):
+        first = b.member_offsets[p]
+        m = b.member_offsets[p + 1] - first
+        outcome, exception, n_assigned = _solve(p, b, st, w)
+        status[p] = outcome
+        error[p] = exception
+        if outcome == OK:
+            # the problem's partitions, member by member, straight to their place
+            count = w.member_scratch
+            count[:m] = 0
+            for e in range(n_assigned):
+                if w.assigned_member[e] >= 0:
+                    count[w.assigned_member[e]] += 1
+            at = end
+            for i in range(m):
+                assigned_offsets[first + i] = at
+                at += count[i]
+                count[i] = assigned_offsets[first + i]
+            for e in range(n_assigned):
+                i = w.assigned_member[e]
+                if i >= 0:
+                    s = w.assigned_slot[e]
+                    assigned_topic[count[i]] = w.known_topic[w.slot_k[s]]
+                    assigned_partition[count[i]] = w.slot_p[s]
+                    count[i] += 1
+            end = at
+        else:
+            assigned_offsets[first : first + m] = end
+    assigned_offsets[n_members] = end
+    return status, error, assigned_offsets, assigned_topic[:end], assigned_partition[:end]
+
+
+# --- one problem -----------------------------------------------------------------------------------
+
+
+@_kernel
+def _slot_of(w, t, p, n_slots, total):
     """The slot of partition p of known topic t: known_base[t] + p in range, else an overflow
     slot after `total` (registered on first sight). -> (slot, n_slots), slot -1 past the limit."""
-    if 0 <= p < known_n[t]:
-        return known_base[t] + p, n_slots
+    if 0 <= p < w.known_n[t]:
+        return w.known_base[t] + p, n_slots
     for s in range(total, n_slots):
-        if slot_k[s] == t and slot_p[s] == p:
+        if w.slot_k[s] == t and w.slot_p[s] == p:
             return s, n_slots
     if n_slots - total >= _MAX_OUT_OF_RANGE:
         return -1, n_slots
-    slot_k[n_slots] = t
-    slot_p[n_slots] = p
+    w.slot_k[n_slots] = t
+    w.slot_p[n_slots] = p
     return n_slots, n_slots + 1
 
 
-@njit(cache=True, nogil=True)
-def _assign_batch(
-    topic_offsets,
-    topic_bytes,
-    assignor,
-    member_offsets,
-    count_offsets,
-    count_topic,
-    count_partitions,
-    member_id_offsets,
-    member_id_bytes,
-    instance_id_offsets,
-    instance_id_bytes,
-    has_instance_id,
-    topic_list_offsets,
-    topic_list,
-    owned_offsets,
-    owned_topic,
-    owned_partition,
-    generation,
-    user_data_offsets,
-    user_data_bytes,
-    has_user_data,
-):
-    n_problems = len(assignor)
-    n_topics = len(topic_offsets) - 1
-    n_members = len(member_id_offsets) - 1
+@_kernel
+def _known_topics(p, b, st, w, first, m):
+    """The problem's known topics (assign()'s counts: subscribed, with partitions) in String
+    order, their slots, and who subscribes to which. -> (n_known, total partitions), n_known
+    -1 where a topic is listed twice in the counts (or there are over a million)."""
+    for g in range(first, first + m):
+        for j in range(b.topic_list_offsets[g], b.topic_list_offsets[g + 1]):
+            w.topic_stamp[b.topic_list[j]] = p
+    n_known = 0
+    for j in range(b.count_offsets[p], b.count_offsets[p + 1]):
+        t = b.count_topic[j]
+        if w.known_stamp[t] == p:
+            return -1, 0
+        w.known_stamp[t] = p
+        w.topic_known[t] = -1
+        if b.count_partitions[j] > 0 and w.topic_stamp[t] == p:
+            if n_known == 1 << 20:  # the sort keys hold a topic index in 20 bits
+                return -1, 0
+            # insertion by String.compareTo
+            k = n_known
+            while k > 0 and _compare(st.topic_units, st.topic_unit_offsets, t, w.known_topic[k - 1]) < 0:
+                w.known_topic[k] = w.known_topic[k - 1]
+                w.known_n[k] = w.known_n[k - 1]
+                k -= 1
+            w.known_topic[k] = t
+            w.known_n[k] = b.count_partitions[j]
+            n_known += 1
+    total = 0
+    for k in range(n_known):
+        w.topic_known[w.known_topic[k]] = k
+        w.known_base[k] = total
+        for q in range(w.known_n[k]):
+            w.slot_k[total + q] = k
+            w.slot_p[total + q] = q
+        total += w.known_n[k]
+    w.subscribes[: m * n_known] = False
+    for i in range(m):
+        g = first + i
+        for j in range(b.topic_list_offsets[g], b.topic_list_offsets[g + 1]):
+            t = b.topic_list[j]
+            if w.known_stamp[t] == p and w.topic_known[t] >= 0:
+                w.subscribes[i * n_known + w.topic_known[t]] = True
+    return n_known, total
 
-    # the strings, as Java sees them
-    topic_units, topic_unit_offsets, _, topic_valid = _java_strings(topic_bytes, topic_offsets)
-    topic_rank = _string_ranks(topic_units, topic_unit_offsets)
-    topic_has_fffd = _has_replacement_char(topic_bytes, topic_offsets)
-    id_units, id_offsets, id_hash, id_valid = _java_strings(member_id_bytes, member_id_offsets)
-    inst_units, inst_offsets, _, inst_valid = _java_strings(instance_id_bytes, instance_id_offsets)
 
-    # each problem's room: its partitions, plus what its members may claim to own
-    max_m = 0
-    max_slots = 1
-    max_topics = 1
-    max_claims = 1
-    room = np.zeros(n_problems + 1, np.int64)
-    for p in range(n_problems):
-        first, last = member_offsets[p], member_offsets[p + 1]
-        max_m = max(max_m, last - first)
-        partitions = 0
-        for j in range(count_offsets[p], count_offsets[p + 1]):
-            partitions += max(0, count_partitions[j])
-        claims = 0
-        if assignor[p] == STICKY:
-            for g in range(first, last):
-                claims += (user_data_offsets[g + 1] - user_data_offsets[g]) // 4
-        elif assignor[p] == COOPERATIVE_STICKY:
-            claims = owned_offsets[last] - owned_offsets[first]
-        max_claims = max(max_claims, claims)
-        max_slots = max(max_slots, partitions + min(claims, _MAX_OUT_OF_RANGE))
-        max_topics = max(max_topics, count_offsets[p + 1] - count_offsets[p])
-        room[p + 1] = room[p] + partitions + claims
+@_kernel
+def _solve(p, b, st, w):
+    """Problem p: -> (status, Java exception code, entries in assigned_member/assigned_slot)."""
+    first = b.member_offsets[p]
+    m = b.member_offsets[p + 1] - first
+    code = b.assignor[p]
+    for g in range(first, first + m):
+        if not st.id_valid[g] or (b.has_instance_id[g] and not st.inst_valid[g]):
+            return FALLBACK, 0, 0
+        for j in range(b.topic_list_offsets[g], b.topic_list_offsets[g + 1]):
+            if not st.topic_valid[b.topic_list[j]]:
+                return FALLBACK, 0, 0
+    if not _hashmap_order(st.id_hash, st.id_units, st.id_offsets, first, m, w.order, w.bins, w.member_scratch):
+        return FALLBACK, 0, 0
+    n_known, total = _known_topics(p, b, st, w, first, m)
+    if n_known < 0:
+        return FALLBACK, 0, 0
 
-    # outputs: each problem writes its members' partitions into its room, compacted at the end
-    status = np.zeros(n_problems, np.int8)
-    error = np.zeros(n_problems, np.int8)
-    member_count = np.zeros(n_members, np.int64)
-    out_topic = np.empty(room[n_problems], np.int32)
-    out_partition = np.empty(room[n_problems], np.int32)
+    if code == RANGE or code == ROUNDROBIN:
+        _copy(w.sorted_members, w.order, m)
+        _sort_member_info(
+            w.sorted_members, m, first, st.id_units, st.id_offsets, st.inst_units, st.inst_offsets, b.has_instance_id
+        )
+        if code == RANGE:
+            return OK, 0, _range(w, m, n_known)
+        if m == 0:
+            return ERROR, ILLEGAL_ARGUMENT, 0  # CircularIterator of no members
+        return OK, 0, _roundrobin(w, m, n_known)
 
-    # scratch, sized for the largest problem and reused
-    table = 16
-    while table * 3 < max_m * 4 + 64:
-        table *= 2
-    bins = np.empty(4 * table, np.int64)
-    member_scratch = np.empty(max_m + 1, np.int64)
-    order = np.empty(max_m + 1, np.int64)
-    sorted_members = np.empty(max_m + 1, np.int64)
-    topic_stamp = np.full(n_topics, -1, np.int64)  # == p: the topic is subscribed in problem p
-    known_stamp = np.full(n_topics, -1, np.int64)  # == p: topic_known holds its index in problem p
-    topic_known = np.empty(n_topics, np.int64)
-    known_topic = np.empty(max_topics, np.int64)  # known topic index -> batch topic, in Java order
-    known_key = np.empty(max_topics, np.int64)
-    known_n = np.empty(max_topics, np.int64)
-    known_base = np.empty(max_topics, np.int64)
-    subscribes = np.zeros((max_m + 1) * max_topics, np.bool_)  # member * n_known + known topic
-    slot_k = np.empty(max_slots, np.int64)
-    slot_p = np.empty(max_slots, np.int64)
-    # the sticky assignors
-    claim_start = np.empty(max_m + 1, np.int64)
-    claim_end = np.empty(max_m + 1, np.int64)
-    claim_generation = np.empty(max_m + 1, np.int64)
-    claim_slot = np.empty(max_claims, np.int64)
-    owned_end = np.empty(max_m + 1, np.int64)  # consumerToOwnedPartitions: claim_slot[claim_start:owned_end]
-    sort_key = np.empty(max_claims + max_slots, np.int64)
-    sort_value = np.empty(max_claims + max_slots, np.int64)
-    previous_owner = np.empty(max_slots, np.int64)
-    claimed_twice = np.empty(max_slots, np.bool_)
-    maybe_revoked = np.empty(max_slots, np.int64)
-    transferring = np.empty(max_slots, np.int64)
-    assigned_mark = np.empty(max_slots, np.int64)
-    unassigned = np.empty(max_slots, np.int64)
-    under_min = np.empty(max_m + 1, np.int64)
-    exactly_min = np.empty(max_m + 1 + max_slots, np.int64)
-    # the assignment: (member, slot) in the order given, with holes where one was taken back
-    assigned_member = np.empty(max_claims + max_slots, np.int64)
-    assigned_slot = np.empty(max_claims + max_slots, np.int64)
-    size = np.empty(max_m + 1, np.int64)  # each member's list's length, as Java's list.size()
-
-    for p in range(n_problems):
-        first = member_offsets[p]
-        m = member_offsets[p + 1] - first
-        code = assignor[p]
-        status[p] = FALLBACK
-
-        # members: valid strings, the HashMap's order
-        usable = True
-        for g in range(first, first + m):
-            if not id_valid[g] or (has_instance_id[g] and not inst_valid[g]):
-                usable = False
-            for j in range(topic_list_offsets[g], topic_list_offsets[g + 1]):
-                if not topic_valid[topic_list[j]]:
-                    usable = False
-        if not usable or not _hashmap_order(id_hash, id_units, id_offsets, first, m, order, bins, member_scratch):
-            continue
-
-        # topics: those subscribed with partitions (assign()'s counts), in Java order
-        for g in range(first, first + m):
-            for j in range(topic_list_offsets[g], topic_list_offsets[g + 1]):
-                topic_stamp[topic_list[j]] = p
-        n_known = 0
-        duplicate_topic = False
-        for j in range(count_offsets[p], count_offsets[p + 1]):
-            t = count_topic[j]
-            if known_stamp[t] == p:
-                duplicate_topic = True
-            known_stamp[t] = p
-            topic_known[t] = -1
-            if count_partitions[j] > 0 and topic_stamp[t] == p:
-                known_key[n_known] = topic_rank[t]
-                known_topic[n_known] = t
-                n_known += 1
-        if duplicate_topic:
-            continue
-        _sort_keys(known_key, known_topic, 0, n_known)
-        total = 0
-        for k in range(n_known):
-            t = known_topic[k]
-            topic_known[t] = k
-            known_base[k] = total
-            for j in range(count_offsets[p], count_offsets[p + 1]):
-                if count_topic[j] == t:
-                    known_n[k] = count_partitions[j]
-            for q in range(known_n[k]):
-                slot_k[total + q] = k
-                slot_p[total + q] = q
-            total += known_n[k]
-        subscribes[: m * n_known] = False
-        for i in range(m):
-            g = first + i
-            for j in range(topic_list_offsets[g], topic_list_offsets[g + 1]):
-                t = topic_list[j]
-                if known_stamp[t] == p and topic_known[t] >= 0:
-                    subscribes[i * n_known + topic_known[t]] = True
-
-        n_assigned = 0
-        outcome = OK
-        if code == RANGE or code == ROUNDROBIN:
-            sorted_members[:m] = order[:m]
-            _sort_member_info(sorted_members, m, first, id_units, id_offsets, inst_units, inst_offsets, has_instance_id)
-            if code == RANGE:
-                n_assigned = _range(
-                    m,
-                    n_known,
-                    known_n,
-                    known_base,
-                    subscribes,
-                    sorted_members,
-                    member_scratch,
-                    assigned_member,
-                    assigned_slot,
-                )
-            elif m == 0:
-                outcome = ERROR
-                error[p] = ILLEGAL_ARGUMENT  # CircularIterator of no members
-            else:
-                n_assigned = _roundrobin(
-                    m, n_known, known_n, known_base, subscribes, sorted_members, assigned_member, assigned_slot
-                )
-        else:
-            # memberData: the partitions each member claims, as slots (-1: a topic not known)
-            n_claims = 0
-            n_slots = total
-            for i in range(m):
-                g = first + i
-                claim_start[i] = n_claims
-                if code == STICKY:
-                    n_claims, n_slots, member_generation, ok = _sticky_member_data(
-                        user_data_bytes,
-                        user_data_offsets[g],
-                        user_data_offsets[g + 1],
-                        has_user_data[g],
-                        topic_bytes,
-                        topic_offsets,
-                        topic_has_fffd,
-                        known_topic,
-                        n_known,
-                        known_n,
-                        known_base,
-                        slot_k,
-                        slot_p,
-                        n_slots,
-                        total,
-                        claim_slot,
-                        n_claims,
-                    )
-                    claim_generation[i] = member_generation
-                    if not ok:
-                        usable = False
-                else:
-                    for j in range(owned_offsets[g], owned_offsets[g + 1]):
-                        t = owned_topic[j]
-                        s = -1
-                        if known_stamp[t] == p and topic_known[t] >= 0:
-                            s, n_slots = _slot_of(
-                                topic_known[t], owned_partition[j], known_n, known_base, slot_k, slot_p, n_slots, total
-                            )
-                            if s < 0:
-                                usable = False
-                        claim_slot[n_claims] = s
-                        n_claims += 1
-                    if generation[g] >= 0:
-                        claim_generation[i] = generation[g]
-                    elif not has_user_data[g]:
-                        claim_generation[i] = -1  # Optional.empty(), read as DEFAULT_GENERATION
-                    elif user_data_offsets[g + 1] - user_data_offsets[g] < 4:
-                        claim_generation[i] = -1  # unparsable: DEFAULT_GENERATION
-                    else:
-                        claim_generation[i] = _int32(user_data_bytes, user_data_offsets[g])
-                claim_end[i] = n_claims
-            if not usable:
-                continue
-
-            all_equal = _resolve_claims(
-                m,
-                first,
-                order,
-                topic_list_offsets,
-                topic_list,
-                topic_stamp,
-                n_topics,
-                generation,
-                claim_start,
-                claim_end,
-                claim_generation,
-                claim_slot,
-                owned_end,
-                previous_owner,
-                claimed_twice,
-                n_slots,
-                p,
+    # memberData: the partitions each member claims, as slots (-1: a topic not known)
+    n_claims = 0
+    n_slots = total
+    for i in range(m):
+        g = first + i
+        w.claim_start[i] = n_claims
+        w.claim_has_generation[i] = True
+        if code == STICKY:
+            n_claims, n_slots, generation, has_generation, usable = _sticky_member_data(
+                b, st, w, g, n_known, n_slots, total, n_claims
             )
-            if not all_equal:
-                continue  # the general builder: not compiled
-            if m == 0:
-                outcome = ERROR
-                error[p] = ARITHMETIC  # totalPartitionsCount % numberOfConsumers
+            if not usable:
+                return FALLBACK, 0, 0
+            w.claim_generation[i] = generation
+            w.claim_has_generation[i] = has_generation
+        else:
+            for j in range(b.owned_offsets[g], b.owned_offsets[g + 1]):
+                t = b.owned_topic[j]
+                s = -1
+                if w.known_stamp[t] == p and w.topic_known[t] >= 0:
+                    s, n_slots = _slot_of(w, w.topic_known[t], b.owned_partition[j], n_slots, total)
+                    if s < 0:
+                        return FALLBACK, 0, 0
+                w.claim_slot[n_claims] = s
+                n_claims += 1
+            if b.generation[g] >= 0:
+                w.claim_generation[i] = b.generation[g]
+            elif not b.has_user_data[g]:
+                w.claim_generation[i] = -1  # Optional.empty()
+                w.claim_has_generation[i] = False
+            elif b.user_data_offsets[g + 1] - b.user_data_offsets[g] < 4:
+                w.claim_generation[i] = -1  # unparsable: Optional.of(DEFAULT_GENERATION)
             else:
-                n_assigned, err = _constrained(
-                    m,
-                    first,
-                    order,
-                    total,
-                    n_slots,
-                    slot_k,
-                    slot_p,
-                    claim_start,
-                    owned_end,
-                    claim_slot,
-                    claimed_twice,
-                    maybe_revoked,
-                    transferring,
-                    assigned_mark,
-                    unassigned,
-                    under_min,
-                    exactly_min,
-                    sort_key,
-                    sort_value,
-                    assigned_member,
-                    assigned_slot,
-                    size,
-                    id_units,
-                    id_offsets,
-                )
-                if err >= 0:
-                    outcome = ERROR
-                    error[p] = err
-                elif code == COOPERATIVE_STICKY:
-                    # adjustAssignment: a partition changing owner waits for its revocation (the
-                    # first of its new owner's entries for it leaves)
-                    for e in range(n_assigned):
-                        s = assigned_slot[e]
-                        if transferring[s] >= 0 and assigned_member[e] == transferring[s]:
-                            assigned_member[e] = -1
-                            transferring[s] = -1
+                w.claim_generation[i] = _int32(b.user_data_bytes, b.user_data_offsets[g])
+        w.claim_end[i] = n_claims
 
-        status[p] = outcome
-        if outcome != OK:
-            continue
-        # the members' partitions into the problem's room, member by member
-        at = room[p]
+    all_equal = _resolve_claims(p, b, w, first, m, n_slots)
+    if all_equal and m == 0:
+        return ERROR, ARITHMETIC, 0  # totalPartitionsCount % numberOfConsumers
+    if all_equal:
+        n_assigned, err = _constrained(st, w, first, m, total, n_slots)
+    elif n_slots > total:
+        return FALLBACK, 0, 0  # the general builder with a partition beyond its topic: not compiled
+    else:
+        n_assigned, err = _general(p, b, st, w, first, m, n_known, total)
+        if err == _UNCOVERED:
+            return FALLBACK, 0, 0
+    if err >= 0:
+        return ERROR, err, 0
+    if code == COOPERATIVE_STICKY:
+        if not all_equal:
+            _transferring_ownership(w, m, total)
+        # adjustAssignment: a partition changing owner waits for its revocation (the first
+        # of its new owner's entries for it leaves)
         for e in range(n_assigned):
-            if assigned_member[e] >= 0:
-                member_count[first + assigned_member[e]] += 1
-        start = at
-        for i in range(m):
-            member_scratch[i] = start
-            start += member_count[first + i]
-        for e in range(n_assigned):
-            i = assigned_member[e]
-            if i >= 0:
-                s = assigned_slot[e]
-                out_topic[member_scratch[i]] = known_topic[slot_k[s]]
-                out_partition[member_scratch[i]] = slot_p[s]
-                member_scratch[i] += 1
-
-    # compact the rooms into one CSR over the members
-    assigned_offsets = np.zeros(n_members + 1, np.int64)
-    for g in range(n_members):
-        assigned_offsets[g + 1] = assigned_offsets[g] + member_count[g]
-    assigned_topic = np.empty(assigned_offsets[n_members], np.int32)
-    assigned_partition = np.empty(assigned_offsets[n_members], np.int32)
-    for p in range(n_problems):
-        if status[p] != OK:
-            continue
-        src = room[p]
-        first, last = member_offsets[p], member_offsets[p + 1]
-        n = assigned_offsets[last] - assigned_offsets[first]
-        dst = assigned_offsets[first]
-        assigned_topic[dst : dst + n] = out_topic[src : src + n]
-        assigned_partition[dst : dst + n] = out_partition[src : src + n]
-    return status, error, assigned_offsets, assigned_topic, assigned_partition
+            s = w.assigned_slot[e]
+            if w.transferring[s] >= 0 and w.assigned_member[e] == w.transferring[s]:
+                w.assigned_member[e] = -1
+                w.transferring[s] = -1
+    return OK, 0, n_assigned
 
 
 # --- range and roundrobin ------------------------------------------------------------------------
 
 
-@njit(cache=True, nogil=True)
-def _range(m, n_known, known_n, known_base, subscribes, sorted_members, consumers, assigned_member, assigned_slot):
+@_kernel
+def _range(w, m, n_known):
     """RangeAssignor.assignPartitions without racks: per topic, its members in MemberInfo order
     take contiguous ranges, the first `partitions % members` one more."""
+    consumers = w.member_scratch
     n_assigned = 0
     for k in range(n_known):
         c = 0
         for r in range(m):
-            i = sorted_members[r]
-            if subscribes[i * n_known + k]:
+            i = w.sorted_members[r]
+            if w.subscribes[i * n_known + k]:
                 consumers[c] = i
                 c += 1
         if c == 0:
             continue
-        n = known_n[k]
+        n = w.known_n[k]
         per_consumer, with_extra = n // c, n % c
         next_partition = 0
         for r in range(c):
@@ -772,8 +792,8 @@ def _range(m, n_known, known_n, known_base, subscribes, sorted_members, consumer
             if count == 0:
                 continue
             for q in range(next_partition, next_partition + count):
-                assigned_member[n_assigned] = consumers[r]
-                assigned_slot[n_assigned] = known_base[k] + q
+                w.assigned_member[n_assigned] = consumers[r]
+                w.assigned_slot[n_assigned] = w.known_base[k] + q
                 n_assigned += 1
             next_partition += count
             if count > per_consumer:
@@ -781,48 +801,32 @@ def _range(m, n_known, known_n, known_base, subscribes, sorted_members, consumer
     return n_assigned
 
 
-@njit(cache=True, nogil=True)
-def _roundrobin(m, n_known, known_n, known_base, subscribes, sorted_members, assigned_member, assigned_slot):
+@_kernel
+def _roundrobin(w, m, n_known):
     """RoundRobinAssignor: every partition (topics in String order) to the next member in
     MemberInfo order that subscribes to its topic."""
     n_assigned = 0
     position = 0
     for k in range(n_known):
-        for q in range(known_n[k]):
-            while not subscribes[sorted_members[position] * n_known + k]:
+        for q in range(w.known_n[k]):
+            while not w.subscribes[w.sorted_members[position] * n_known + k]:
                 position = (position + 1) % m
-            assigned_member[n_assigned] = sorted_members[position]
-            assigned_slot[n_assigned] = known_base[k] + q
+            w.assigned_member[n_assigned] = w.sorted_members[position]
+            w.assigned_slot[n_assigned] = w.known_base[k] + q
             n_assigned += 1
             position = (position + 1) % m
     return n_assigned
 
 
-# --- the sticky assignors --------------------------------------------------------------------------
+# --- the sticky assignors' member data ---------------------------------------------------------------
 
 
-@njit(cache=True, nogil=True)
-def _read_previous_assignment(
-    data,
-    at,
-    end,
-    topic_bytes,
-    topic_offsets,
-    topic_has_fffd,
-    known_topic,
-    n_known,
-    known_n,
-    known_base,
-    slot_k,
-    slot_p,
-    n_slots,
-    total,
-    claim_slot,
-    n_claims,
-):
-    """StickyAssignor's previous_assignment array (Schema.read's checks), each partition as
-    its slot (-1: a topic not known). -> (position after it or -1 if it does not parse,
-    n_claims, n_slots, usable)."""
+@_kernel
+def _read_previous_assignment(b, st, w, at, end, n_known, n_slots, total, n_claims):
+    """StickyAssignor's previous_assignment array (Schema.read's checks) from user_data_bytes[at:end],
+    each partition as its slot (-1: a topic not known). -> (position after it, -1 if it does
+    not parse; n_claims; n_slots; usable)."""
+    data = b.user_data_bytes
     if end - at < 4:
         return -1, n_claims, n_slots, True
     n_entries = _int32(data, at)
@@ -836,23 +840,23 @@ def _read_previous_assignment(
         at += 2
         if length < 0 or length > end - at:
             return -1, n_claims, n_slots, True
-        name_start = at
+        name = at
         at += length
         # which known topic the name is: equal valid UTF-8 is the same Java string; malformed
-        # UTF-8 decodes to a string with U+FFFD, which can only be a topic that holds one
+        # UTF-8 decodes to a string with U+FFFD, which only a topic holding one could equal
         k = -1
-        _, valid = _utf8_scan(data, name_start, at, slot_k[:0], 0)
+        _, valid = _utf8_scan(data, name, at, st.topic_units[:0], 0)
         for kk in range(n_known):
-            t = known_topic[kk]
+            t = w.known_topic[kk]
             if not valid:
-                if topic_has_fffd[t]:
+                if st.topic_has_fffd[t]:
                     return -1, n_claims, n_slots, False
                 continue
-            if topic_offsets[t + 1] - topic_offsets[t] != length:
+            if b.topic_offsets[t + 1] - b.topic_offsets[t] != length:
                 continue
             same = True
-            for b in range(length):
-                if topic_bytes[topic_offsets[t] + b] != data[name_start + b]:
+            for c in range(length):
+                if b.topic_bytes[b.topic_offsets[t] + c] != data[name + c]:
                     same = False
                     break
             if same:
@@ -871,193 +875,120 @@ def _read_previous_assignment(
             at += 4
             s = -1
             if k >= 0:
-                s, n_slots = _slot_of(k, partition, known_n, known_base, slot_k, slot_p, n_slots, total)
+                s, n_slots = _slot_of(w, k, partition, n_slots, total)
                 if s < 0:
                     return -1, n_claims, n_slots, False
-            claim_slot[n_claims] = s
+            w.claim_slot[n_claims] = s
             n_claims += 1
     return at, n_claims, n_slots, True
 
 
-@njit(cache=True, nogil=True)
-def _sticky_member_data(
-    data,
-    start,
-    end,
-    has_data,
-    topic_bytes,
-    topic_offsets,
-    topic_has_fffd,
-    known_topic,
-    n_known,
-    known_n,
-    known_base,
-    slot_k,
-    slot_p,
-    n_slots,
-    total,
-    claim_slot,
-    n_claims,
-):
-    """StickyAssignor.memberData: the v1 layout (partitions, generation), else v0 (partitions,
-    no generation), else nothing with DEFAULT_GENERATION. -> (n_claims, n_slots, member
-    generation (-1 for none), usable)."""
-    if not has_data or end == start:
-        return n_claims, n_slots, -1, True
+@_kernel
+def _sticky_member_data(b, st, w, g, n_known, n_slots, total, n_claims):
+    """StickyAssignor.memberData of member g: the v1 layout (partitions, generation), else v0
+    (partitions, no generation), else no partitions and DEFAULT_GENERATION. -> (n_claims,
+    n_slots, generation (-1 for none), whether it has one, usable)."""
+    start, end = b.user_data_offsets[g], b.user_data_offsets[g + 1]
+    if not b.has_user_data[g] or end == start:
+        return n_claims, n_slots, -1, False, True
     before = n_claims
-    at, n_claims, n_slots, usable = _read_previous_assignment(
-        data,
-        start,
-        end,
-        topic_bytes,
-        topic_offsets,
-        topic_has_fffd,
-        known_topic,
-        n_known,
-        known_n,
-        known_base,
-        slot_k,
-        slot_p,
-        n_slots,
-        total,
-        claim_slot,
-        n_claims,
-    )
+    at, n_claims, n_slots, usable = _read_previous_assignment(b, st, w, start, end, n_known, n_slots, total, n_claims)
     if at < 0:
-        return before, n_slots, -1, usable  # neither layout parses
+        return before, n_slots, -1, True, usable  # neither layout parses
     if end - at >= 4:
-        return n_claims, n_slots, _int32(data, at), usable  # v1
-    return n_claims, n_slots, -1, usable  # v0: no generation
+        return n_claims, n_slots, _int32(b.user_data_bytes, at), True, usable  # v1
+    return n_claims, n_slots, -1, False, usable  # v0: no generation
 
 
-@njit(cache=True, nogil=True)
-def _remove_first(claim_slot, start, end, s):
-    """List.remove(Object) on claim_slot[start:end]; -> the new end."""
+@_kernel
+def _remove_first(items, start, end, value):
+    """List.remove(Object) on items[start:end]; -> the new end."""
     for j in range(start, end):
-        if claim_slot[j] == s:
+        if items[j] == value:
             for k in range(j, end - 1):
-                claim_slot[k] = claim_slot[k + 1]
+                items[k] = items[k + 1]
             return end - 1
     return end
 
 
-@njit(cache=True, nogil=True)
-def _resolve_claims(
-    m,
-    first,
-    order,
-    topic_list_offsets,
-    topic_list,
-    topic_stamp,
-    n_topics,
-    generation,
-    claim_start,
-    claim_end,
-    claim_generation,
-    claim_slot,
-    owned_end,
-    previous_owner,
-    claimed_twice,
-    n_slots,
-    p,
-):
-    """AbstractStickyAssignor.allSubscriptionsEqual: whether all members list the same topics,
-    and each member's still-valid owned partitions (claims resolved in HashMap order) left in
-    claim_slot[claim_start:owned_end] (the claims are consumed in place: a member's list only
-    grows from its own claims, so it never overtakes them)."""
-    previous_owner[:n_slots] = -1
-    claimed_twice[:n_slots] = False
+@_kernel
+def _resolve_claims(p, b, w, first, m, n_slots):
+    """AbstractStickyAssignor.allSubscriptionsEqual: whether all members list the same topics;
+    and each member's still-valid owned partitions (claims resolved in HashMap order) in
+    owned_slot[claim_start:owned_end]."""
+    w.previous_owner[:n_slots] = -1
+    w.claimed_twice[:n_slots] = False
     all_equal = True
     reference_size = 0
-    stamp = -2 - p  # topic_stamp marks the reference set with this (p marks "subscribed")
+    stamp = -2 - p  # marks the reference set in topic_stamp (p marks "subscribed")
     for idx in range(m):
-        i = order[idx]
+        i = w.order[idx]
         g = first + i
-        lo, hi = topic_list_offsets[g], topic_list_offsets[g + 1]
+        lo, hi = b.topic_list_offsets[g], b.topic_list_offsets[g + 1]
+        # the reference set is (re)initialised while empty
         if reference_size == 0:
             for j in range(lo, hi):
-                if topic_stamp[topic_list[j]] != stamp:
-                    topic_stamp[topic_list[j]] = stamp
+                if w.topic_stamp[b.topic_list[j]] != stamp:
+                    w.topic_stamp[b.topic_list[j]] = stamp
                     reference_size += 1
         elif all_equal:
             if hi - lo != reference_size:
                 all_equal = False
             else:
                 for j in range(lo, hi):
-                    if topic_stamp[topic_list[j]] != stamp:
+                    if w.topic_stamp[b.topic_list[j]] != stamp:
                         all_equal = False
                         break
 
-        member_generation = claim_generation[i]
-        end = claim_start[i]
-        for j in range(claim_start[i], claim_end[i]):
-            s = claim_slot[j]
+        member_generation = w.claim_generation[i]
+        end = w.claim_start[i]
+        for j in range(w.claim_start[i], w.claim_end[i]):
+            s = w.claim_slot[j]
             if s < 0:
                 continue
-            other = previous_owner[s]
+            other = w.previous_owner[s]
             if other < 0:
-                claim_slot[end] = s
+                w.owned_slot[end] = s
                 end += 1
-                previous_owner[s] = i
+                w.previous_owner[s] = i
                 continue
             # the other claimant's generation comes from its Subscription, not its member data
-            other_generation = generation[first + other] if generation[first + other] >= 0 else -1
+            other_generation = b.generation[first + other] if b.generation[first + other] >= 0 else -1
             if member_generation >= other_generation:
                 if member_generation == other_generation:
-                    claimed_twice[s] = True  # nobody keeps it
+                    w.claimed_twice[s] = True  # nobody keeps it
                 else:
-                    claim_slot[end] = s
+                    w.owned_slot[end] = s
                     end += 1
                 if other == i:
-                    end = _remove_first(claim_slot, claim_start[i], end, s)
+                    end = _remove_first(w.owned_slot, w.claim_start[i], end, s)
                 else:
-                    owned_end[other] = _remove_first(claim_slot, claim_start[other], owned_end[other], s)
-                previous_owner[s] = i
-        owned_end[i] = end
-    # the topic stamps of this problem's subscribed topics were overwritten: restore "subscribed"
+                    w.owned_end[other] = _remove_first(w.owned_slot, w.claim_start[other], w.owned_end[other], s)
+                w.previous_owner[s] = i
+        w.owned_end[i] = end
+    # restore the "subscribed" marks the reference set overwrote
     for g in range(first, first + m):
-        for j in range(topic_list_offsets[g], topic_list_offsets[g + 1]):
-            topic_stamp[topic_list[j]] = p
+        for j in range(b.topic_list_offsets[g], b.topic_list_offsets[g + 1]):
+            w.topic_stamp[b.topic_list[j]] = p
     return all_equal
 
 
-@njit(cache=True, nogil=True)
-def _constrained(
-    m,
-    first,
-    order,
-    total,
-    n_slots,
-    slot_k,
-    slot_p,
-    claim_start,
-    owned_end,
-    claim_slot,
-    claimed_twice,
-    maybe_revoked,
-    transferring,
-    assigned_mark,
-    unassigned,
-    under_min,
-    exactly_min,
-    sort_key,
-    sort_value,
-    assigned_member,
-    assigned_slot,
-    size,
-    id_units,
-    id_offsets,
-):
+# --- the constrained builder (all members subscribe to the same topics) ----------------------------
+
+
+@_kernel
+def _constrained(st, w, first, m, total, n_slots):
     """AbstractStickyAssignor.ConstrainedAssignmentBuilder.build. -> (entries in
-    assigned_member/assigned_slot, Java exception code or -1)."""
+    assigned_member/assigned_slot, Java exception code or -1); transferring holds
+    partitionsTransferringOwnership."""
     min_quota = total // m
     max_quota = (total + m - 1) // m
     expected_over_min = total % m
     current_over_min = 0
-    maybe_revoked[:n_slots] = -1
-    transferring[:n_slots] = -1
-    assigned_mark[:n_slots] = 0
-    size[:m] = 0
+    w.maybe_revoked[:n_slots] = -1
+    w.transferring[:n_slots] = -1
+    w.assigned_mark[:n_slots] = 0
+    w.size[:m] = 0
     n_assigned = 0
     n_under = 0
     exactly_head = exactly_tail = 0
@@ -1065,19 +996,18 @@ def _constrained(
 
     # assignOwnedPartitions, in the HashMap's order
     for idx in range(m):
-        i = order[idx]
+        i = w.order[idx]
         n = 0
-        for j in range(claim_start[i], owned_end[i]):
-            s = claim_slot[j]
-            if not claimed_twice[s]:
-                # by partition, then topic
-                sort_key[n] = ((slot_p[s] + (1 << 31)) << 20) | slot_k[s]
-                sort_value[n] = s
+        for j in range(w.claim_start[i], w.owned_end[i]):
+            s = w.owned_slot[j]
+            if not w.claimed_twice[s]:
+                w.sort_key[n] = ((w.slot_p[s] + (1 << 31)) << 20) | w.slot_k[s]  # partition, then topic
+                w.sort_value[n] = s
                 n += 1
-        _sort_keys(sort_key, sort_value, 0, n)
+        _sort_keys(w.sort_key, w.sort_value, 0, n)
         keep = n
         if n < min_quota:
-            under_min[n_under] = i
+            w.under_min[n_under] = i
             n_under += 1
         elif n >= max_quota and current_over_min < expected_over_min:
             current_over_min += 1
@@ -1087,80 +1017,78 @@ def _constrained(
         else:
             keep = min_quota
             if current_over_min < expected_over_min:
-                exactly_min[exactly_tail] = i
+                w.exactly_min[exactly_tail] = i
                 exactly_tail += 1
         for r in range(n):
-            s = sort_value[r]
+            s = w.sort_value[r]
             if r < keep:
-                assigned_member[n_assigned] = i
-                assigned_slot[n_assigned] = s
+                w.assigned_member[n_assigned] = i
+                w.assigned_slot[n_assigned] = s
                 n_assigned += 1
-                size[i] += 1
-                if assigned_mark[s] > 0:
+                w.size[i] += 1
+                if w.assigned_mark[s] > 0:
                     irregular = True
-                assigned_mark[s] += 1
+                w.assigned_mark[s] += 1
             else:
-                maybe_revoked[s] = i
+                w.maybe_revoked[s] = i
 
     # getUnassignedPartitions: all partitions (topic, partition) less the assigned ones
     n_unassigned = 0
     if not irregular:
         for s in range(total):
-            if assigned_mark[s] == 0:
-                unassigned[n_unassigned] = s
+            if w.assigned_mark[s] == 0:
+                w.unassigned[n_unassigned] = s
                 n_unassigned += 1
     else:
-        n_unassigned = _walk_unassigned(
-            total, n_assigned, assigned_slot, slot_k, slot_p, sort_key, sort_value, unassigned
-        )
+        n_unassigned = _walk_unassigned(w, total, n_assigned)
 
-    _sort_by_id(under_min, 0, n_under, first, id_units, id_offsets)
-    _sort_by_id(exactly_min, exactly_head, exactly_tail, first, id_units, id_offsets)
+    _sort_by_id(w.under_min, 0, n_under, first, st.id_units, st.id_offsets)
+    _sort_by_id(w.exactly_min, exactly_head, exactly_tail, first, st.id_units, st.id_offsets)
 
     # assignRoundRobin, with LinkedList's iterator over underMinQuota
     mod_count = 0
     it_next, it_last, it_expected = 0, -1, 0
     for r in range(n_unassigned):
-        s = unassigned[r]
+        s = w.unassigned[r]
         if it_next < n_under:
             if mod_count != it_expected:
                 return n_assigned, CONCURRENT_MODIFICATION
             it_last = it_next
             it_next += 1
-            consumer = under_min[it_last]
+            consumer = w.under_min[it_last]
         elif n_under == 0 and exactly_head == exactly_tail:
             return n_assigned, ILLEGAL_STATE  # "No more unfilled consumers to be assigned."
         elif n_under == 0:
-            consumer = exactly_min[exactly_head]
+            consumer = w.exactly_min[exactly_head]
             exactly_head += 1
         else:
             it_next, it_last, it_expected = 1, 0, mod_count
-            consumer = under_min[0]
+            consumer = w.under_min[0]
 
         # assignNewPartition
-        assigned_member[n_assigned] = consumer
-        assigned_slot[n_assigned] = s
+        w.assigned_member[n_assigned] = consumer
+        w.assigned_slot[n_assigned] = s
         n_assigned += 1
-        size[consumer] += 1
-        if (maybe_revoked[s] >= 0 and maybe_revoked[s] != consumer) or claimed_twice[s]:
-            transferring[s] = consumer
-        if size[consumer] == min_quota:
+        w.size[consumer] += 1
+        if (w.maybe_revoked[s] >= 0 and w.maybe_revoked[s] != consumer) or w.claimed_twice[s]:
+            w.transferring[s] = consumer
+        if w.size[consumer] == min_quota:
             # iterator.remove()
             if mod_count != it_expected:
                 return n_assigned, CONCURRENT_MODIFICATION
             if it_last < 0:
                 return n_assigned, ILLEGAL_STATE
             for k in range(it_last, n_under - 1):
-                under_min[k] = under_min[k + 1]
+                w.under_min[k] = w.under_min[k + 1]
             n_under -= 1
             mod_count += 1
             if it_next > it_last:
                 it_next -= 1
             it_last = -1
             it_expected = mod_count
-            exactly_min[exactly_tail] = consumer
+            w.exactly_min[exactly_tail] = consumer
             exactly_tail += 1
-        elif size[consumer] == max_quota:
+        elif w.size[consumer] == max_quota:
             current_over_min += 1
 
     # verifyUnfilledMembers
@@ -1168,40 +1096,481 @@ def _constrained(
         if current_over_min != expected_over_min:
             return n_assigned, ILLEGAL_STATE
         for r in range(n_under):
-            if size[under_min[r]] != min_quota:
+            if w.size[w.under_min[r]] != min_quota:
                 return n_assigned, ILLEGAL_STATE
     return n_assigned, -1
 
 
-@njit(cache=True, nogil=True)
-def _walk_unassigned(total, n_assigned, assigned_slot, slot_k, slot_p, sort_key, sort_value, unassigned):
+@_kernel
+def _walk_unassigned(w, total, n_assigned):
     """getUnassignedPartitions' two-pointer walk over every partition in (topic, partition)
     order, for the irregular case: an assigned partition beyond its topic's range (or a
     repeated one) stalls the pointer, after which every partition counts as unassigned."""
-    n = 0
-    for e in range(n_assigned):
-        s = assigned_slot[e]
-        sort_key[n] = (slot_k[s] << 33) | (slot_p[s] + (1 << 31))
-        sort_value[n] = s
-        n += 1
+    n = n_assigned
     if n == 0:
         for s in range(total):
-            unassigned[s] = s
+            w.unassigned[s] = s
         return total
-    sort_key[:n] = np.sort(sort_key[:n])
+    for e in range(n):
+        s = w.assigned_slot[e]
+        w.sort_key[e] = (w.slot_k[s] << 33) | (w.slot_p[s] + (1 << 31))
+        w.sort_value[e] = s
+    _sort_keys(w.sort_key, w.sort_value, 0, n)
     n_unassigned = 0
     pointer = 0
     add_directly = False
     for s in range(total):
-        key = (slot_k[s] << 33) | (slot_p[s] + (1 << 31))
-        if add_directly or sort_key[pointer] != key:
-            unassigned[n_unassigned] = s
+        key = (w.slot_k[s] << 33) | (w.slot_p[s] + (1 << 31))
+        if add_directly or w.sort_key[pointer] != key:
+            w.unassigned[n_unassigned] = s
             n_unassigned += 1
         elif pointer + 1 < n:
             pointer += 1
         else:
             add_directly = True
     return n_unassigned
+
+
+# --- the general builder (members subscribe to different topics) ------------------------------------
+
+
+@_inline_kernel
+def _sorts_before(w, a, c):
+    """sortedCurrentSubscriptions' comparator: fewer partitions first, then member id."""
+    return w.size[a] < w.size[c] or (w.size[a] == w.size[c] and w.id_rank[a] < w.id_rank[c])
+
+
+@_kernel
+def _consumers_add(w, n, i):
+    """TreeSet.add on sortedCurrentSubscriptions[:n]; -> its new length, -1 where the
+    comparator throws (a member not in currentAssignment: NullPointerException)."""
+    if i < 0 or w.fixed[i]:
+        return -1
+    sc = w.sorted_consumers
+    at = n
+    for r in range(n):
+        if sc[r] == i:
+            return n
+        if at == n and _sorts_before(w, i, sc[r]):
+            at = r
+    for r in range(n, at, -1):
+        sc[r] = sc[r - 1]
+    sc[at] = i
+    return n + 1
+
+
+@_kernel
+def _consumers_remove(w, n, i):
+    """TreeSet.remove (an empty tree compares nothing); -> the new length, -1 as above."""
+    if n == 0:
+        return 0
+    if i < 0 or w.fixed[i]:
+        return -1
+    sc = w.sorted_consumers
+    for r in range(n):
+        if sc[r] == i:
+            for q in range(r, n - 1):
+                sc[q] = sc[q + 1]
+            return n - 1
+    return n
+
+
+@_inline_kernel
+def _partition_bin(st, w, s, capacity):
+    """The HashSet bin of TopicPartition slot s: HashMap.hash of 31 * (31 + partition) +
+    topic.hashCode()."""
+    h = (31 * (31 + w.slot_p[s]) + st.topic_hash[w.known_topic[w.slot_k[s]]]) & 0xFFFFFFFF
+    return (h ^ (h >> 16)) & (capacity - 1)
+
+
+@_kernel
+def _movement_set(w, n_sets, k, source, target):
+    """partitionMovementsByTopic.get(topic).get(ConsumerPair(source, target)): a set id, -1."""
+    for q in range(n_sets):
+        if w.set_size[q] > 0 and w.set_k[q] == k and w.set_from[q] == source and w.set_to[q] == target:
+            return q
+    return -1
+
+
+@_kernel
+def _add_movement_record(st, w, n_sets, seq, s, source, target):
+    """PartitionMovements.addPartitionMovementRecord. -> (n_sets, False where the set's bin
+    would turn into a tree)."""
+    k = w.slot_k[s]
+    w.moved_from[s] = source
+    w.moved_to[s] = target
+    q = _movement_set(w, n_sets, k, source, target)
+    if q < 0:  # a new HashSet (an emptied one was dropped from its map)
+        q = 0
+        while q < n_sets and w.set_size[q] > 0:
+            q += 1
+        if q == n_sets:
+            n_sets += 1
+        w.set_k[q] = k
+        w.set_from[q] = source
+        w.set_to[q] = target
+        w.set_capacity[q] = 16
+        w.set_size[q] = 0
+    capacity = w.set_capacity[q]
+    in_bin = 0
+    slot_bin = _partition_bin(st, w, s, capacity)
+    for r in range(w.known_base[k], w.known_base[k] + w.known_n[k]):
+        if w.move_set[r] == q and _partition_bin(st, w, r, capacity) == slot_bin:
+            in_bin += 1
+    if in_bin >= _TREEIFY_THRESHOLD:
+        return n_sets, False
+    w.move_set[s] = q
+    w.move_seq[s] = seq
+    w.set_size[q] += 1
+    if w.set_size[q] > capacity * 3 // 4:
+        w.set_capacity[q] = capacity * 2
+    return n_sets, True
+
+
+@_kernel
+def _first_of_set(st, w, q):
+    """HashSet.iterator().next(): the lowest bin, in it the earliest added."""
+    k = w.set_k[q]
+    capacity = w.set_capacity[q]
+    best, best_bin, best_seq = -1, 0, 0
+    for r in range(w.known_base[k], w.known_base[k] + w.known_n[k]):
+        if w.move_set[r] == q:
+            rb = _partition_bin(st, w, r, capacity)
+            if best < 0 or rb < best_bin or (rb == best_bin and w.move_seq[r] < best_seq):
+                best, best_bin, best_seq = r, rb, w.move_seq[r]
+    return best
+
+
+@_kernel
+def _partition_to_be_moved(st, w, n_sets, s, old, new):
+    """PartitionMovements.getTheActualPartitionToBeMoved: if a partition of the topic moved the
+    opposite way, that one moves back instead."""
+    k = w.slot_k[s]
+    any_set = False
+    for q in range(n_sets):
+        if w.set_size[q] > 0 and w.set_k[q] == k:
+            any_set = True
+            break
+    if not any_set:
+        return s
+    if w.move_set[s] >= 0:
+        old = w.moved_from[s]
+    q = _movement_set(w, n_sets, k, new, old)
+    return s if q < 0 else _first_of_set(st, w, q)
+
+
+@_kernel
+def _process_movement(st, w, n_sc, n_sets, seq, s, new):
+    """processPartitionMovement. -> (n_sc, n_sets, error code or -1)."""
+    old = w.partition_consumer[s]
+    n_sc = _consumers_remove(w, n_sc, old)
+    if n_sc >= 0:
+        n_sc = _consumers_remove(w, n_sc, new)
+    if n_sc < 0:
+        return n_sc, n_sets, NULL_POINTER
+    # PartitionMovements.movePartition
+    ok = True
+    if w.move_set[s] >= 0:
+        source = w.moved_from[s]
+        w.set_size[w.move_set[s]] -= 1
+        w.move_set[s] = -1
+        if source != new:
+            n_sets, ok = _add_movement_record(st, w, n_sets, seq, s, source, new)
+    else:
+        n_sets, ok = _add_movement_record(st, w, n_sets, seq, s, old, new)
+    if not ok:
+        return n_sc, n_sets, _UNCOVERED
+    if old < 0 or w.fixed[old] or new < 0 or w.fixed[new]:
+        return n_sc, n_sets, NULL_POINTER
+    if w.owner[s] == old:
+        w.owner[s] = -1
+        w.size[old] -= 1
+    if w.owner[s] >= 0:
+        return n_sc, n_sets, _UNCOVERED  # a partition in two lists: never seen without odd input
+    w.owner[s] = new
+    w.size[new] += 1
+    w.partition_consumer[s] = new
+    n_sc = _consumers_add(w, n_sc, new)
+    if n_sc >= 0:
+        n_sc = _consumers_add(w, n_sc, old)
+    return n_sc, n_sets, -1 if n_sc >= 0 else NULL_POINTER
+
+
+@_kernel
+def _is_balanced(p, b, w, first, n_known, n_sc):
+    """GeneralAssignmentBuilder.isBalanced. -> (balanced, error code or -1)."""
+    if n_sc == 0:
+        return False, NO_SUCH_ELEMENT
+    sc = w.sorted_consumers
+    if w.size[sc[0]] >= w.size[sc[n_sc - 1]] - 1:
+        return True, -1
+    for r in range(n_sc):
+        c = sc[r]
+        count = w.size[c]
+        if count == w.max_size[c]:
+            continue
+        g = first + c
+        for j in range(b.topic_list_offsets[g], b.topic_list_offsets[g + 1]):
+            t = b.topic_list[j]
+            k = w.topic_known[t] if w.known_stamp[t] == p else -1
+            if k < 0:
+                continue
+            for s in range(w.known_base[k], w.known_base[k] + w.known_n[k]):
+                other = w.owner[s]
+                if other != c:
+                    if other < 0 or w.fixed[other]:
+                        return False, NULL_POINTER
+                    if count + 1 < w.size[other]:
+                        return False, -1
+    return True, -1
+
+
+@_kernel
+def _perform_reassignments(p, b, st, w, first, m, n_known, partitions, n_partitions, n_sc, n_sets, seq):
+    """performReassignments: move partitions off crowded members until balanced. -> (performed,
+    n_sets, seq, error code or -1)."""
+    performed = False
+    for _ in range(1_000_000):
+        modified = False
+        for r in range(n_partitions):
+            s = partitions[r]
+            balanced, err = _is_balanced(p, b, w, first, n_known, n_sc)
+            if err >= 0:
+                return performed, n_sets, seq, err
+            if balanced:
+                break
+            consumer = w.partition_consumer[s]
+            target = -2  # none yet
+            previous = w.previous_member[s]
+            if previous >= 0:
+                if consumer < 0 or w.fixed[consumer] or w.fixed[previous]:
+                    return performed, n_sets, seq, NULL_POINTER
+                if w.size[consumer] > w.size[previous] + 1:
+                    target = previous
+            if target == -2:
+                k = w.slot_k[s]
+                for idx in range(m):
+                    other = w.order[idx]
+                    if not w.subscribes[other * n_known + k]:
+                        continue
+                    if consumer < 0 or w.fixed[consumer] or w.fixed[other]:
+                        return performed, n_sets, seq, NULL_POINTER
+                    if w.size[consumer] > w.size[other] + 1:
+                        # reassignPartition: to the least loaded member that can take it
+                        target = -1
+                        for q in range(n_sc):
+                            if w.subscribes[w.sorted_consumers[q] * n_known + k]:
+                                target = w.sorted_consumers[q]
+                                break
+                        break
+            if target == -2:
+                continue
+            # reassignPartition(partition, newConsumer)
+            moving = _partition_to_be_moved(st, w, n_sets, s, consumer, target)
+            seq += 1
+            n_sc, n_sets, err = _process_movement(st, w, n_sc, n_sets, seq, moving, target)
+            if err >= 0:
+                return performed, n_sets, seq, err
+            performed = modified = True
+        if not modified:
+            return performed, n_sets, seq, -1
+    return performed, n_sets, seq, _UNCOVERED
+
+
+@_kernel
+def _balance_score(sizes, m, fixed, scratch):
+    """getBalanceScore over the members still in currentAssignment."""
+    n = 0
+    for i in range(m):
+        if not fixed[i]:
+            v = sizes[i]
+            k = n
+            while k > 0 and scratch[k - 1] > v:
+                scratch[k] = scratch[k - 1]
+                k -= 1
+            scratch[k] = v
+            n += 1
+    score = 0
+    for r in range(n):
+        score += scratch[r] * (2 * r - n + 1)
+    return score
+
+
+@_kernel
+def _general(p, b, st, w, first, m, n_known, total):
+    """AbstractStickyAssignor.GeneralAssignmentBuilder.build. -> (entries in assigned_member/
+    assigned_slot, Java exception code, -1, or _UNCOVERED). Each partition is in at most one
+    member's list here (no partition beyond its topic's range), so a list is its owner[]
+    entries and no HashMap's iteration order decides anything but prevAssignment's ties."""
+    # consumerTopics / topicConsumers (a topic listed twice counts twice, as in Java's lists)
+    w.topic_consumers[:n_known] = 0
+    for i in range(m):
+        g = first + i
+        entries = 0
+        partitions = 0
+        for j in range(b.topic_list_offsets[g], b.topic_list_offsets[g + 1]):
+            t = b.topic_list[j]
+            if w.known_stamp[t] == p and w.topic_known[t] >= 0:
+                entries += 1
+                partitions += w.known_n[w.topic_known[t]]
+                w.topic_consumers[w.topic_known[t]] += 1
+        w.max_size[i] = total if entries == n_known else partitions
+        w.fixed[i] = False
+    for i in range(m):
+        w.sorted_members[i] = i
+    _sort_by_id(w.sorted_members, 0, m, first, st.id_units, st.id_offsets)
+    for r in range(m):
+        w.id_rank[w.sorted_members[r]] = r
+
+    # currentAssignment (the owned partitions), currentPartitionConsumer
+    w.owner[:total] = -1
+    w.partition_consumer[:total] = -1
+    for i in range(m):
+        w.size[i] = w.owned_end[i] - w.claim_start[i]
+        for j in range(w.claim_start[i], w.owned_end[i]):
+            w.owner[w.owned_slot[j]] = i
+            w.partition_consumer[w.owned_slot[j]] = i
+
+    # prepopulateCurrentAssignments: who held what in generations before the newest
+    max_generation = -1
+    for i in range(m):
+        max_generation = max(max_generation, w.claim_generation[i])
+    w.previous_member[:total] = -1
+    for idx in range(m):
+        i = w.order[idx]
+        if w.claim_has_generation[i] and w.claim_generation[i] < max_generation:
+            generation = w.claim_generation[i]
+        elif not w.claim_has_generation[i] and max_generation > -1:
+            generation = -1
+        else:
+            continue
+        for j in range(w.claim_start[i], w.claim_end[i]):
+            s = w.claim_slot[j]
+            if s >= 0 and (w.previous_member[s] < 0 or generation > w.previous_generation[s]):
+                w.previous_member[s] = i
+                w.previous_generation[s] = generation
+
+    # assignOwnedPartitions: a partition of a topic its member left goes (revocation required)
+    revocation_required = False
+    for s in range(total):
+        i = w.owner[s]
+        if i >= 0 and not w.subscribes[i * n_known + w.slot_k[s]]:
+            w.owner[s] = -1
+            w.size[i] -= 1
+            revocation_required = True
+
+    # sortedAllPartitions: topics by how many consume them, then name; getUnassignedPartitions
+    for k in range(n_known):
+        w.sort_key[k] = (w.topic_consumers[k] << 20) | k
+        w.sort_value[k] = k
+    _sort_keys(w.sort_key, w.sort_value, 0, n_known)
+    n_sorted = 0
+    n_unassigned = 0
+    for r in range(n_known):
+        k = w.sort_value[r]
+        for s in range(w.known_base[k], w.known_base[k] + w.known_n[k]):
+            w.sorted_partitions[n_sorted] = s
+            n_sorted += 1
+            if w.owner[s] < 0:
+                w.unassigned[n_unassigned] = s
+                n_unassigned += 1
+
+    n_sc = 0
+    for i in range(m):
+        n_sc = _consumers_add(w, n_sc, i)
+
+    # balance
+    initializing = w.size[w.sorted_consumers[n_sc - 1]] == 0
+    for r in range(n_unassigned):
+        s = w.unassigned[r]
+        k = w.slot_k[s]
+        for q in range(n_sc):  # maybeAssignPartition: the least loaded member that can take it
+            c = w.sorted_consumers[q]
+            if w.subscribes[c * n_known + k]:
+                n_sc = _consumers_remove(w, n_sc, c)
+                w.owner[s] = c
+                w.size[c] += 1
+                w.partition_consumer[s] = c
+                n_sc = _consumers_add(w, n_sc, c)
+                break
+    # partitions of topics with one consumer stay where they are
+    n_kept = 0
+    for r in range(n_sorted):
+        if w.topic_consumers[w.slot_k[w.sorted_partitions[r]]] >= 2:
+            w.sorted_partitions[n_kept] = w.sorted_partitions[r]
+            n_kept += 1
+    n_sorted = n_kept
+    n_kept = 0
+    for r in range(n_unassigned):
+        if w.topic_consumers[w.slot_k[w.unassigned[r]]] >= 2:
+            w.unassigned[n_kept] = w.unassigned[r]
+            n_kept += 1
+    n_unassigned = n_kept
+    # and so do members that cannot participate (canConsumerParticipateInReassignment)
+    for i in range(m):
+        participates = w.size[i] < w.max_size[i]
+        for s in range(total):
+            if w.owner[s] == i and w.topic_consumers[w.slot_k[s]] >= 2:
+                participates = True
+                break
+        if not participates:
+            n_sc = _consumers_remove(w, n_sc, i)
+            w.fixed[i] = True
+
+    _copy(w.saved_owner, w.owner, total)
+    _copy(w.saved_size, w.size, m)
+    w.move_set[:total] = -1
+    n_sets = 0
+    seq = 0
+    if not revocation_required:
+        _, n_sets, seq, err = _perform_reassignments(
+            p, b, st, w, first, m, n_known, w.unassigned, n_unassigned, n_sc, n_sets, seq
+        )
+        if err >= 0:
+            return 0, err
+    reassigned, n_sets, seq, err = _perform_reassignments(
+        p, b, st, w, first, m, n_known, w.sorted_partitions, n_sorted, n_sc, n_sets, seq
+    )
+    if err >= 0:
+        return 0, err
+    # keep the moves only if they made the assignment more balanced
+    if (
+        not initializing
+        and reassigned
+        and _balance_score(w.size, m, w.fixed, w.member_scratch)
+        >= _balance_score(w.saved_size, m, w.fixed, w.member_scratch)
+    ):
+        _copy(w.owner, w.saved_owner, total)
+        _copy(w.size, w.saved_size, m)
+
+    n_assigned = 0
+    for s in range(total):
+        if w.owner[s] >= 0:
+            w.assigned_member[n_assigned] = w.owner[s]
+            w.assigned_slot[n_assigned] = s
+            n_assigned += 1
+    return n_assigned, -1
+
+
+@_kernel
+def _transferring_ownership(w, m, total):
+    """CooperativeStickyAssignor.computePartitionsTransferringOwnership after the general
+    builder: partitions given to a member that did not own them while a member that owned them
+    loses them (claims are the members' ownedPartitions)."""
+    kept = w.assigned_mark
+    revoked = w.maybe_revoked
+    kept[:total] = 0
+    revoked[:total] = 0
+    for i in range(m):
+        for j in range(w.claim_start[i], w.claim_end[i]):
+            s = w.claim_slot[j]
+            if s >= 0:
+                if w.owner[s] == i:
+                    kept[s] = 1
+                else:
+                    revoked[s] = 1
+    for s in range(total):
+        w.transferring[s] = w.owner[s] if w.owner[s] >= 0 and kept[s] == 0 and revoked[s] == 1 else -1
 
 
 # --- from Python objects ----------------------------------------------------------------------------
@@ -1232,9 +1601,9 @@ def _kernel_arg(name: str, values: np.ndarray) -> np.ndarray:
 
 
 def assign_arrays(batch: ProblemBatch) -> AssignmentBatch:
-    """Run the kernels over a batch (one thread; the kernels release the GIL)."""
+    """Run the kernels over a batch (one thread; they release the GIL)."""
     args = [_kernel_arg(f.name, getattr(batch, f.name)) for f in dataclasses.fields(batch)]
-    return AssignmentBatch(*_assign_batch(*args))
+    return AssignmentBatch(*_assign_batch(_Inputs(*args)))
 
 
 def _csr(chunks: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray]:
