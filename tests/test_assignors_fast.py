@@ -35,6 +35,7 @@ from lib.assignors.fast import (
     assign_arrays,
     assign_batch,
     build_batch,
+    same_result,
 )
 from lib.assignors.javautil import string_hash
 from lib.testdata.assignments import busy_problems
@@ -54,12 +55,6 @@ def _reference(assignor, counts, subscriptions):
         return e
 
 
-def _same(fast, expected) -> bool:
-    if isinstance(expected, AssignorError):
-        return isinstance(fast, AssignorError) and fast.java_exception == expected.java_exception
-    return fast == expected
-
-
 def _compare(problems) -> tuple[int, int]:
     """-> (problems compared, FALLBACKs); fails on the first difference."""
     results = assign_batch(problems)
@@ -69,7 +64,7 @@ def _compare(problems) -> tuple[int, int]:
             fallbacks += 1
             continue
         expected = _reference(assignor, counts, subscriptions)
-        assert _same(fast, expected), (
+        assert same_result(fast, expected), (
             f"{assignor} {counts!r}\n{subscriptions!r}\nfast      = {fast!r}\nreference = {expected!r}"
         )
     return len(problems), fallbacks
@@ -107,7 +102,7 @@ def test_every_assign_call_of_the_reference_tests(test_function, kwargs, monkeyp
             return assign(assignor, counts, subscriptions)  # UnknownAssignorError, as expected
         expected = _reference(assignor, counts, subscriptions)
         (fast,) = assign_batch([(assignor, counts, subscriptions)])
-        assert fast is None or _same(fast, expected), f"{assignor} {counts!r} {subscriptions!r}: {fast!r}"
+        assert fast is None or same_result(fast, expected), f"{assignor} {counts!r} {subscriptions!r}: {fast!r}"
         checked.append(fast is not None)
         if isinstance(expected, AssignorError):
             raise expected

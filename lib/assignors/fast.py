@@ -67,28 +67,40 @@ _TREEIFY_THRESHOLD = 8  # HashMap: a put into a bin already holding 8 keys calls
 
 @dataclass(frozen=True)
 class ProblemBatch:
-    """Many assignment problems as flat arrays. ``*_offsets`` are int64 CSR offsets (n + 1
-    entries, first 0); ids are int32; "bytes" are uint8 arrays.
+    """Many assignment problems as flat arrays. An ``X_offsets`` array is CSR: item i of X is
+    flat[X_offsets[i]:X_offsets[i + 1]], the offsets non-decreasing (they need not start at 0,
+    so an Arrow array's own offsets and values buffers serve as they are). Any integer and
+    bool dtypes are taken (converted to int64 offsets, int32 ids and numbers, uint8 bytes).
 
     Topics, batch-wide (every name the problems mention, each once):
-        topic_offsets[T+1], topic_bytes: the names in UTF-8.
+        topic_offsets[T+1], topic_bytes: the names in UTF-8; a topic id is an index here.
     Problems (P):
-        assignor[P] int8: RANGE, ROUNDROBIN, STICKY, COOPERATIVE_STICKY.
-        member_offsets[P+1]: the problem's members, a range of the member arrays, in the
-            order ``assign`` takes them (the record's: HashMap insertion order).
-        count_offsets[P+1], count_topic, count_partitions (int32): the partition count of
-            each topic the metadata knows (a topic at most once per problem; counts <= 0 and
-            topics nobody subscribes to are ignored, as ``assign`` ignores them).
+        assignor[P]: RANGE, ROUNDROBIN, STICKY or COOPERATIVE_STICKY.
+        member_offsets[P+1]: the problem's members, in the order ``assign`` takes them (the
+            record's: the HashMap's insertion order); 0 first and M last, each member in one
+            problem.
+        count_offsets[P+1], count_topic, count_partitions: the partition count of each topic
+            the metadata knows (a topic at most once per problem; counts <= 0 and topics
+            nobody subscribes to are ignored, as ``assign`` ignores them).
     Members (M):
         member_id_offsets[M+1], member_id_bytes: member ids, UTF-8.
-        instance_id_offsets[M+1], instance_id_bytes, has_instance_id[M] bool: group.instance.id
-            (null where has_instance_id is False).
+        instance_id_offsets[M+1], instance_id_bytes, has_instance_id[M]: group.instance.id,
+            null where has_instance_id is False.
         topic_list_offsets[M+1], topic_list: subscribed topic ids as the member lists them
-            (duplicates and topics without metadata included).
-        owned_offsets[M+1], owned_topic, owned_partition (int32): ownedPartitions.
-        generation[M] int32: the subscription's generation id; negative: absent.
-        user_data_offsets[M+1], user_data_bytes, has_user_data[M] bool: the subscription's
-            user data (null where has_user_data is False; empty is not null).
+            (a topic listed twice, or one without metadata, included).
+        owned_offsets[M+1], owned_topic, owned_partition: ownedPartitions as (topic id,
+            partition) pairs.
+        generation[M]: the subscription's generation id; negative where absent.
+        user_data_offsets[M+1], user_data_bytes, has_user_data[M]: the subscription's user
+            data, null where has_user_data is False (empty is not null).
+
+    From the GroupMetadata members column (list<CLASSIC_MEMBER>), without a loop per member:
+    member_offsets is the list's offsets; each string or binary field gives its offsets, its
+    values buffer and its validity; subscribed_topics and the owned partitions' topics become
+    topic ids by one dictionary encoding of all topic names; the owned partitions (a list of
+    (topic, partitions list) per member) flatten to owned_offsets = partition_offsets[
+    entry_offsets], owned_topic = the entry's topic id repeated per partition, owned_partition
+    = the partition values. Null lists must have empty ranges (fill_null them first).
     """
 
     topic_offsets: np.ndarray
@@ -1600,10 +1612,55 @@ def _kernel_arg(name: str, values: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(values, dtype=dtype)
 
 
+def _check_layout(args: dict[str, np.ndarray]) -> None:
+    """The shapes the kernels rely on (they check no index): ValueError where one is off."""
+
+    def fail(what: str) -> None:
+        raise ValueError(f"ProblemBatch: {what}")
+
+    def csr(offsets: str, count: int, *flat: str) -> None:
+        o = args[offsets]
+        if len(o) != count + 1:
+            fail(f"{offsets} has {len(o)} entries, expected {count + 1}")
+        if count and (o[0] < 0 or np.any(np.diff(o) < 0)):
+            fail(f"{offsets} is not non-decreasing from 0 or more")
+        for name in flat:
+            if o[-1] > len(args[name]):
+                fail(f"{offsets} reaches past the end of {name}")
+
+    n_problems = len(args["assignor"])
+    n_members = len(args["member_id_offsets"]) - 1
+    n_topics = len(args["topic_offsets"]) - 1
+    csr("topic_offsets", n_topics, "topic_bytes")
+    csr("member_offsets", n_problems)
+    m = args["member_offsets"]
+    if m[0] != 0 or m[-1] != n_members:
+        fail("member_offsets must run from 0 to the number of members")
+    csr("count_offsets", n_problems, "count_topic", "count_partitions")
+    for name in ("member_id", "instance_id", "user_data"):
+        csr(f"{name}_offsets", n_members, f"{name}_bytes")
+    csr("topic_list_offsets", n_members, "topic_list")
+    csr("owned_offsets", n_members, "owned_topic", "owned_partition")
+    for name in ("has_instance_id", "generation", "has_user_data"):
+        if len(args[name]) != n_members:
+            fail(f"{name} has {len(args[name])} entries, expected {n_members}")
+    if len(args["count_topic"]) != len(args["count_partitions"]) or len(args["owned_topic"]) != len(
+        args["owned_partition"]
+    ):
+        fail("paired arrays differ in length")
+    for name in ("count_topic", "topic_list", "owned_topic"):
+        ids = args[name]
+        if len(ids) and (ids.min() < 0 or ids.max() >= n_topics):
+            fail(f"{name} holds an id outside the topic table")
+    if n_problems and (args["assignor"].min() < RANGE or args["assignor"].max() > COOPERATIVE_STICKY):
+        fail("an unknown assignor code")
+
+
 def assign_arrays(batch: ProblemBatch) -> AssignmentBatch:
     """Run the kernels over a batch (one thread; they release the GIL)."""
-    args = [_kernel_arg(f.name, getattr(batch, f.name)) for f in dataclasses.fields(batch)]
-    return AssignmentBatch(*_assign_batch(_Inputs(*args)))
+    args = {f.name: _kernel_arg(f.name, getattr(batch, f.name)) for f in dataclasses.fields(batch)}
+    _check_layout(args)
+    return AssignmentBatch(*_assign_batch(_Inputs(**args)))
 
 
 def _csr(chunks: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray]:
@@ -1696,6 +1753,14 @@ def build_batch(problems: Sequence[Problem]) -> tuple[ProblemBatch, list[str]]:
         has_user_data=np.array(has_user_data, np.bool_),
     )
     return batch, names
+
+
+def same_result(fast: dict | AssignorError, reference: dict | AssignorError) -> bool:
+    """Whether an assign_batch result (not a FALLBACK) is what ``assign`` gave: the same
+    partitions per member, or an AssignorError naming the same Java exception."""
+    if isinstance(reference, AssignorError):
+        return isinstance(fast, AssignorError) and fast.java_exception == reference.java_exception
+    return fast == reference
 
 
 def assign_batch(problems: Sequence[Problem]) -> list[dict[str, list[TopicPartition]] | AssignorError | None]:
