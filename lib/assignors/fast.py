@@ -1,25 +1,31 @@
-"""Kafka's four assignors as numba kernels over many problems at once (the compiled path of
-``lib.assignors.assign``, which stays the reference).
+"""Kafka's four assignors as numba kernels over many problems at once: the compiled path of
+``lib.assignors.assign``, which stays the reference.
 
-A batch of problems is a ``ProblemBatch`` of flat numpy arrays (CSR: an ``*_offsets`` array of
+A batch of problems is a ``ProblemBatch`` of flat numpy arrays (CSR: an ``X_offsets`` array of
 n + 1 positions into a flat array), laid out so that it can be filled from the Arrow buffers of
-the GroupMetadata members column without a Python loop per member. ``assign_arrays`` returns, per
-member, its partitions, and per problem a status: OK (equal to ``assign``), ERROR (``assign``
-raises ``AssignorError``; ``error`` names the Java exception) or FALLBACK (a case the kernels do
-not cover: run ``assign`` for it).
+the GroupMetadata members column without a Python loop per member. ``assign_arrays`` returns per
+member its partitions, and per problem a status: OK (what ``assign`` returns), ERROR (``assign``
+raises AssignorError; ``error`` names the Java exception) or FALLBACK (a case the kernels do not
+cover: run ``assign`` for it). ``assign_batch`` does the same for ``assign``'s own arguments.
 
-Covered in numba: range, roundrobin, and the sticky assignors' constrained builder (every member
-subscribes to the same topics) with everything that feeds it: StickyAssignor's v0/v1 user data,
-owned partitions and generations resolving claims, CooperativeStickyAssignor's holding back of
-partitions that change owner. Java's HashMap iteration order of the members is reproduced
-(String.hashCode over UTF-16 units, the table's size and resizes); strings compare as
-String.compareTo does (UTF-16 units).
+Covered in numba: range and roundrobin; StickyAssignor and CooperativeStickyAssignor whole:
+their member data (StickyAssignor's v0/v1 user data, owned partitions, generations from the
+subscription or CooperativeStickyAssignor's user data), the resolution of partitions claimed
+by several members, the constrained builder (every member subscribes to the same topics), the
+general builder (balancing moves, moves back, prevAssignment, the balance score check), and the
+cooperative assignor's holding back of partitions that change owner. Java's HashMap iteration
+order of the members is reproduced (String.hashCode over UTF-16 units, the table's size and
+resizes), and so is the HashSet order that decides which partition moves back; strings compare
+as String.compareTo does (UTF-16 units).
 
-FALLBACK: the general builder (members subscribing to different topics); a HashMap bin reaching
-9 keys (javautil's tree bins); a member id listed twice; a string that is not valid UTF-8; a
-member's user data naming a topic in malformed UTF-8 when some topic's name holds U+FFFD (the
-replacement the malformed name decodes to could match it); a topic listed twice in one problem's
-partition counts; more than 256 owned partitions outside their topic's range in one problem.
+FALLBACK: a HashMap bin reaching 9 keys (where Java grows the table or makes a tree of it; only
+ids with colliding hashes get there); a member id listed twice; a string that is not valid UTF-8
+(or a Python str with a lone surrogate, in ``assign_batch``); a member's user data naming a topic
+in malformed UTF-8 when some topic's name holds U+FFFD (the name decodes to a string with one,
+which could be that topic); a topic listed twice in one problem's partition counts; more than 256
+owned partitions beyond their topic's count in one problem, or any such partition claimed when
+the general builder runs (kept, it makes Java's lists hold a partition twice, which the kernel's
+one owner per partition does not model).
 """
 
 from __future__ import annotations
@@ -1675,7 +1681,7 @@ def _offsets(lengths: Sequence[int]) -> np.ndarray:
     return offsets
 
 
-Problem = tuple[str, Mapping[str, int], Sequence[Subscription]]
+Problem = tuple[str, Mapping[str, int], Sequence[Subscription]]  # assign()'s arguments
 
 
 def _encodable(problem: Problem) -> bool:
