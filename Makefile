@@ -35,10 +35,14 @@ help:
 
 setup: venv jars s3-jars kafka-jars numba-cache
 
-# Compile the decoder's numba kernels into their on-disk cache once (Spark workers load it).
+# Compile the numba kernels (decoder, engine, assignors) into their on-disk cache once (Spark workers load it).
 .PHONY: numba-cache
 numba-cache: lib/__pycache__/.numba-stamp
+<<<<<<< HEAD
 lib/__pycache__/.numba-stamp: lib/decode/fast.py lib/decode/group_kernel.py lib/decode/numba_bytes.py lib/replay/engine.py $(VENV)/.stamp
+=======
+lib/__pycache__/.numba-stamp: lib/decode/fast.py lib/replay/engine.py lib/assignors/fast.py $(VENV)/.stamp
+>>>>>>> fast-assign
 	$(PY) -m lib.testdata.kernels --warm
 	@mkdir -p lib/__pycache__ && touch $@
 

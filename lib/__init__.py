@@ -6,7 +6,8 @@ lib.storage      where files live: local paths and s3a:// URIs (pyarrow, delta-r
                  shared bottom of every layer (with lib.numba_cache: the kernels' cache in a zip)
 lib.codec        bytes <-> records: segments, batches, compression, Kafka's record serde (stdlib only)
 lib.assignors    Kafka's Java client assignors (range, roundrobin, sticky, cooperative-sticky) in
-                 Python, and the assignment audit of group histories (stdlib only)
+                 Python, and the assignment audit of group histories (stdlib only); fast.py: the
+                 same assignors as batched numba kernels (numpy, numba)
 lib.decode       records -> Arrow rows in the offsets_log schema (pyarrow, numba)
 lib.replay       Kafka's rules: offsets, transactions, tombstones, groups, expiry, partitioning;
                  the compiled one-partition engine; the Spark-expression twins (*_spark.py)

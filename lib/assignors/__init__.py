@@ -3,7 +3,9 @@
 ``assign`` returns what the group leader's Java assignor returns for the same subscriptions:
 RangeAssignor, RoundRobinAssignor, StickyAssignor and CooperativeStickyAssignor, called the way
 ConsumerCoordinator.onLeaderElected calls them (``assign(Cluster, GroupSubscription)``, the
-subscriptions in a HashMap keyed by member id). Stdlib only.
+subscriptions in a HashMap keyed by member id). Stdlib only; lib.assignors.fast, imported on its
+own, runs the same assignors as batched numba kernels over many problems at once (this port is
+their reference, and the fallback for the few cases they leave to it).
 
 Where Java's result depends on HashMap iteration order (the sticky assignors visit members in
 the order of that map), the port iterates a model of the same HashMap (``javautil``). That order

@@ -1,19 +1,24 @@
 """Tooling around the numba kernels (make setup, make bench, tests): compile them into numba's
-on-disk cache once, and measure the two decode paths side by side. Not imported by the
-pipeline.
+on-disk cache once, and measure the decode paths and the assignors side by side, Python against
+numba. Not imported by the pipeline.
 
-    python -m lib.testdata.kernels --warm        compile every kernel into the cache
-    python -m lib.testdata.kernels SEGMENT...    records/s of both decode paths
+    python -m lib.testdata.kernels --warm                 compile every kernel into the cache
+    python -m lib.testdata.kernels SEGMENT...             records/s of both decode paths
+    python -m lib.testdata.kernels --assignors [COUNT]    µs per assignment problem, both paths
 """
 
 from __future__ import annotations
 
 import time
+import warnings
 
 import numba
 
+from lib.assignors import AssignorError, assign
+from lib.assignors.fast import ASSIGNOR_CODES, FALLBACK, assign_arrays, assign_batch, build_batch, same_result
 from lib.decode import SegmentDecoder
 from lib.replay.engine import PartitionReplay
+from lib.testdata.assignments import busy_problems
 
 
 def measure_decode(paths, *, partition: int = 0, repeat: int = 3, compare: bool = True) -> dict:
@@ -105,13 +110,68 @@ def warm_engine() -> None:
     again.load(out["group_offsets"], out["pending_transactional_offsets"], out["group_fold_state"])
 
 
+def warm_assignors() -> None:
+    """Compile lib.assignors.fast's kernels into numba's on-disk cache (one call compiles all)."""
+    assign_batch(busy_problems(4))
+
+
+def measure_assignors(count: int = 20_000, seed: int = 1, repeat: int = 3) -> dict[str, dict]:
+    """Per assignor, over `count` busy-shaped problems (lib.testdata.assignments) in the busy log's
+    mix: µs per problem of the kernels (one batch per assignor, the arrays built beforehand, CPU
+    time of this thread, best of `repeat`) and of the Python port (each problem once), the
+    FALLBACK rate, and whether every result that did not fall back equals the Python port's."""
+    problems = busy_problems(count, seed)
+    out: dict[str, dict] = {}
+    for name in ASSIGNOR_CODES:
+        mine = [p for p in problems if p[0] == name]
+        batch, _ = build_batch(mine)
+        answer = assign_arrays(batch)  # loads (or compiles) the kernels
+        fast_s = float("inf")
+        for _ in range(repeat):
+            t0 = time.thread_time()
+            answer = assign_arrays(batch)
+            fast_s = min(fast_s, time.thread_time() - t0)
+        expected: list[dict | AssignorError] = []
+        t0 = time.thread_time()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for assignor, counts, subscriptions in mine:
+                try:
+                    expected.append(assign(assignor, counts, subscriptions))
+                except AssignorError as e:
+                    expected.append(e)
+        python_s = time.thread_time() - t0
+        results = assign_batch(mine)
+        equal = all(got is None or same_result(got, want) for got, want in zip(results, expected))
+        out[name] = {
+            "problems": len(mine),
+            "fast_us": fast_s / len(mine) * 1e6,
+            "python_us": python_s / len(mine) * 1e6,
+            "fallback_rate": float((answer.status == FALLBACK).mean()),
+            "equal": equal,
+        }
+    return out
+
+
 if __name__ == "__main__":
     import sys
 
     if sys.argv[1:] == ["--warm"]:
         warm_decoder()
         warm_engine()
+        warm_assignors()
         print("numba kernels compiled into their cache")
+        sys.exit(0)
+    if sys.argv[1:2] == ["--assignors"]:
+        measured = measure_assignors(*(int(a) for a in sys.argv[2:3]))
+        total = sum(m["problems"] for m in measured.values())
+        for name, m in measured.items():
+            print(
+                f"{name:>18}: {m['problems']:6} problems, fast {m['fast_us']:6.2f} µs, python {m['python_us']:7.1f} µs "
+                f"per problem; FALLBACK {m['fallback_rate']:.2%}; equal: {m['equal']}"
+            )
+        mix = {k: sum(m[k] * m["problems"] for m in measured.values()) / total for k in ("fast_us", "python_us")}
+        print(f"{'all':>18}: {total:6} problems, fast {mix['fast_us']:6.2f} µs, python {mix['python_us']:7.1f} µs")
         sys.exit(0)
     m = measure_decode(sys.argv[1:])
     print(
