@@ -13,32 +13,30 @@ and the open generation's number and record."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+
+import pyarrow as pa
 
 from lib.assignors.audit import CLASSIC, CONSUMER, AuditMember, Generation, audit_generation, classic_members
 
 
 @dataclass
 class _Open:
-    """A classic group's generation whose last record may still be to come."""
+    """A classic group's generation whose last record may still be to come: its GroupMetadata
+    value is row `row` of `values` (None: carried from an earlier run, its row already written)."""
 
     generation: int
     offsets_partition: int
     log_offset: int
     at_ms: int | None
-    value: Callable[[], dict] | dict | None  # the GroupMetadata value, read when needed (None: carried)
+    values: pa.Array | None = None
+    row: int = 0
+    audited: Generation | None = None  # as audited when the run that read it ended (its owners)
 
     @property
     def carried(self) -> bool:
-        """From an earlier run: its row is among the open rows already written."""
-        return self.value is None
-
-    def read(self) -> dict:
-        if callable(self.value):
-            self.value = self.value()
-        assert self.value is not None
-        return self.value
+        return self.values is None
 
 
 @dataclass
@@ -59,6 +57,8 @@ class AssignmentTracker:
         self.open: dict[str, _Open] = {}
         self.outcome = AuditOutcome()
         self.touched: set[str] = set()  # groups whose state changed
+        self._closing: list[tuple[str, _Open]] = []  # generations over in the batch being fed
+        self._kept: pa.Array | None = None  # values of open generations of earlier batches
 
     # --- state across runs ------------------------------------------------------------------------
     def load(self, group_id: str, state: dict) -> None:
@@ -68,7 +68,9 @@ class AssignmentTracker:
             self.previous[group_id] = _generation_of(group_id, prev)
         o = state.get("open")
         if o is not None:
-            self.open[group_id] = _Open(o["generation"], -1, o["log_offset"], None, None)
+            owners = o.get("owners")
+            audited = _generation_of(group_id, owners) if owners is not None else None
+            self.open[group_id] = _Open(o["generation"], -1, o["log_offset"], None, audited=audited)
 
     def state(self, group_id: str) -> dict | None:
         """What the next run needs of the group (None: nothing)."""
@@ -81,18 +83,23 @@ class AssignmentTracker:
             out["previous"] = _state_of(prev)
         if o is not None:
             out["open"] = {"generation": o.generation, "log_offset": o.log_offset}
+            if o.audited is not None:
+                out["open"]["owners"] = _state_of(o.audited)
         return out
 
     # --- records, in log order ----------------------------------------------------------------------
-    def classic(self, group_id: str, generation: int, offsets_partition: int, log_offset: int, at_ms, value) -> None:
-        """A GroupMetadata value record (`value`: the value, or a callable giving it)."""
+    def classic(
+        self, group_id: str, generation: int, offsets_partition: int, log_offset: int, at_ms, values: pa.Array, row: int
+    ) -> None:
+        """A GroupMetadata value record: its value is row `row` of `values` (the batch's
+        group_metadata column)."""
         self.touched.add(group_id)
         o = self.open.get(group_id)
         if o is not None and o.generation != generation:
             self._close(group_id)
         elif o is not None and o.carried:
             self.outcome.carried_replaced.add(group_id)  # its generation goes on: a later record
-        self.open[group_id] = _Open(generation, offsets_partition, log_offset, at_ms, value)
+        self.open[group_id] = _Open(generation, offsets_partition, log_offset, at_ms, values, row)
 
     def group_deleted(self, group_id: str) -> None:
         """A group tombstone: its generation over, its next one a new group's first."""
@@ -143,13 +150,46 @@ class AssignmentTracker:
             return
         if o.carried:
             self.outcome.carried_closed.add(group_id)  # its row is final as it is
+            if o.audited is not None:
+                self.previous[group_id] = o.audited
             return
-        gen = self._generation(group_id, o)
-        if gen is not None:
-            self.outcome.closed.append(self._audit(gen))
+        self._closing.append((group_id, o))
+
+    def end_batch(self) -> None:
+        """The batch fed is done: the generations it closed are audited (in log order, at once),
+        and the values of those still open are kept apart from it."""
+        if self._closing:
+            self.outcome.closed.extend(self._audit_classic(self._closing, keep_previous=False))
+            self._closing = []
+        # the open generations' values, taken out of the batch (which goes) into one array
+        opens = [o for o in self.open.values() if o.values is not None]
+        if opens and any(o.values is not self._kept for o in opens):
+            by_source: dict[int, tuple[pa.Array, list[_Open]]] = {}
+            for o in opens:
+                by_source.setdefault(id(o.values), (o.values, []))[1].append(o)
+            parts, ordered = [], []
+            for values, group in by_source.values():
+                parts.append(values.take(pa.array([o.row for o in group], pa.int64())))
+                ordered.extend(group)
+            self._kept = pa.concat_arrays(parts)
+            for i, o in enumerate(ordered):
+                o.values, o.row = self._kept, i
+
+    def _audit_classic(self, closing: list[tuple[str, _Open]], keep_previous: bool) -> list[dict]:
+        """The rows of classic generations over (or still open: `keep_previous`, and each
+        remembers what it was audited as), in log order."""
+        rows = []
+        for group_id, o in closing:
+            gen = self._generation(group_id, o)
+            if gen is not None:
+                rows.append(self._audit(gen, keep_previous=keep_previous))
+                if keep_previous:
+                    o.audited = gen
+        return rows
 
     def _generation(self, group_id: str, o: _Open) -> Generation | None:
-        md = o.read()
+        assert o.values is not None
+        md = o.values[o.row].as_py()
         members = classic_members(md)
         if members is None or (md.get("protocol_type") or "") != "consumer":
             return None
@@ -175,21 +215,11 @@ class AssignmentTracker:
             self.previous[gen.group_id] = gen
         return row
 
-    def read_pending(self) -> None:
-        """Read now the values of the open generations not read yet (their batch is going)."""
-        for o in self.open.values():
-            if callable(o.value):
-                o.read()
-
     def finish(self) -> AuditOutcome:
         """What this run's records add: the rows of the generations over, and of those still
         open (audited once; their previous generation stays the one before them)."""
-        for group_id, o in self.open.items():
-            if o.carried:
-                continue
-            gen = self._generation(group_id, o)
-            if gen is not None:
-                self.outcome.opened.append(self._audit(gen, keep_previous=True))
+        opened = [(g, o) for g, o in self.open.items() if not o.carried]
+        self.outcome.opened.extend(self._audit_classic(opened, keep_previous=True))
         return self.outcome
 
 

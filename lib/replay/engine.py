@@ -669,7 +669,7 @@ class PartitionReplay:
         for fold in lazy.values():
             fold.group  # noqa: B018 - read now, while the batch is here
         if self.audit is not None:
-            self.audit.read_pending()
+            self.audit.end_batch()
         self._classic_values = None
         self._classic_read = {}
         if self.emit_commit_events:
@@ -760,9 +760,15 @@ class PartitionReplay:
             if row["is_tombstone"]:
                 self.audit.group_deleted(group_id)
             else:
-                value = functools.partial(self._classic_value, r)
+                assert self._classic_values is not None
                 self.audit.classic(
-                    group_id, int(generations[r]), row["offsets_partition"], row["log_offset"], at_ms, value
+                    group_id,
+                    int(generations[r]),
+                    row["offsets_partition"],
+                    row["log_offset"],
+                    at_ms,
+                    self._classic_values[0],
+                    r,
                 )
         elif rtype == CONSUMER_GROUP_METADATA and row["is_tombstone"]:
             self.audit.group_deleted(group_id)

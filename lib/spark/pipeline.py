@@ -385,6 +385,8 @@ def _run_locked(
     tag = run_tag(run_id)
     try:
         for table in T.REPLAY_TABLES:
+            if table is T.ASSIGNMENT_AUDIT and not audit:
+                continue  # (its open rows and every earlier row stay as they are)
             path = table_path(warehouse, table)
             if table is T.REPLAY_CHECKPOINTS:
                 _commit_checkpoints(path, checkpoint_rows, prev, tag)
