@@ -132,6 +132,17 @@ def lag_summary(warehouse: str, now_ms: int, limit: int = 12) -> list[dict]:
     return rows.take(pa.array(order[:limit])).to_pylist()
 
 
+def _partitions_in(col: pa.ChunkedArray) -> np.ndarray:
+    """Per row, how many partitions a topic-partitions list column holds (vectorised)."""
+    arr = col.combine_chunks()
+    n = len(arr)
+    entries = pc.list_flatten(arr)
+    parts = pc.list_value_length(pc.struct_field(entries, "partitions")).fill_null(0).to_numpy()
+    out = np.zeros(n, np.int64)
+    np.add.at(out, pc.list_parent_indices(arr).to_numpy(), parts)
+    return out
+
+
 def assignment_summary(warehouse: str, limit: int = 8) -> dict:
     """Verdict counts over every audited generation, and the groups whose latest generation
     needs a look (lib.assignors.audit.why_flagged), worst first."""
@@ -146,16 +157,13 @@ def assignment_summary(warehouse: str, limit: int = 8) -> dict:
     verdicts = dict(zip(counts.column("verdict").to_pylist(), counts.column("verdict_count").to_pylist()))
     if audit.num_rows == 0:
         return {"verdicts": verdicts, "groups": 0, "flagged": []}
-    ordered = audit.sort_by([("group_id", "ascending"), ("log_offset", "descending")])
-    gid = ordered.column("group_id").to_pylist()
-    latest_idx = [i for i in range(len(gid)) if i == 0 or gid[i] != gid[i - 1]]
-    latest = ordered.take(pa.array(latest_idx)).to_pylist()
-    rows = []
-    for r in latest:
-        r["unassigned_n"] = sum(len(t["partitions"] or []) for t in r.pop("unassigned") or [])
-        r["twice"] = sum(len(t["partitions"] or []) for t in r.pop("assigned_twice") or [])
-        why = why_flagged(r)
-        if why is not None:
-            rows.append(r | {"why": why})
+    audit = audit.append_column("unassigned_n", pa.array(_partitions_in(audit.column("unassigned"))))
+    audit = audit.append_column("twice", pa.array(_partitions_in(audit.column("assigned_twice"))))
+    light = audit.drop_columns(["unassigned", "assigned_twice"])
+    ordered = light.sort_by([("group_id", "ascending"), ("log_offset", "descending")])
+    gid = ordered.column("group_id").to_numpy(zero_copy_only=False)
+    first = np.flatnonzero(np.concatenate([[True], gid[1:] != gid[:-1]]))
+    latest = ordered.take(pa.array(first)).to_pylist()
+    rows = [r | {"why": why} for r in latest if (why := why_flagged(r)) is not None]
     rows.sort(key=lambda r: (r["verdict"] == "differs", r["twice"], r["unassigned_n"], r["imbalance"]), reverse=True)
     return {"verdicts": verdicts, "groups": len(latest), "flagged": rows[:limit]}
