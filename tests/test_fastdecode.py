@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import glob
+import json
 import os
 import random
 import struct
@@ -21,8 +22,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lib.codec.primitives import encode_uvarint
-from lib.codec.serde import CoordinatorKey, encode_assignment, encode_key, encode_subscription
+from lib.codec.generic import RAW_TAGGED_FIELDS
+from lib.codec.primitives import ZERO_UUID, encode_uvarint, uuid_bytes, uuid_text
+from lib.codec.serde import (
+    CoordinatorKey,
+    decode_value,
+    encode_assignment,
+    encode_key,
+    encode_subscription,
+    encode_value,
+)
 from lib.codec.writer import encode_batch, encode_control_batch, encode_legacy_message, encode_legacy_wrapper
 from lib.decode import SegmentDecoder
 from lib.testdata.generate import generate_log
@@ -34,8 +43,11 @@ from lib.testdata.logbuilder import (
     offset_commit_key,
     offset_commit_value,
 )
+from schemas.dsl import Field
+from schemas.records import RECORD_TYPES
 
 fastdecode = pytest.importorskip("lib.decode.fast")
+jk = pytest.importorskip("lib.decode.json_kernel")
 kernels = pytest.importorskip("lib.testdata.kernels")
 
 PART = 7
@@ -378,6 +390,13 @@ def _bad_inputs() -> dict[str, bytes]:
         "bad topic id size": ok
         + _with_key_and_value(3, k, struct.pack(">hqi", 4, 1, 0) + b"\x01" + struct.pack(">q", T) + b"\x01\x00\x03abc"),
         "unknown value version of a group": ok + _with_key_and_value(3, group_key("g"), b"\x00\x09"),
+        "member key with invalid utf-8 member id": ok
+        + _with_key_and_value(3, b"\x00\x05\x00\x01g\x00\x02\xc3\x28", struct.pack(">hi", 0, 5)),
+        "member key without its member id": ok + _with_key_and_value(3, b"\x00\x07\x00\x01g", None),
+        "regular expression key of a null expression": ok + _with_key_and_value(3, b"\x00\x10\x00\x01g\xff\xff", None),
+        "unknown value version of a consumer group": ok
+        + _with_key_and_value(3, b"\x00\x03\x00\x01g", struct.pack(">hi", 1, 5) + b"\x00"),
+        "retired share group type 9": ok + _with_key_and_value(3, b"\x00\x09\x00\x01g", struct.pack(">hi", 0, 5)),
         "bad compressed data": ok + (lambda b: b[:61] + b"\x00" * (len(b) - 61))(_good(3, compression=4)),
         "record count too high": ok + (lambda b: b[:57] + struct.pack(">i", 50) + b[61:])(_good(3)),
         "trailing bytes in a batch": ok + (lambda b: b[:57] + struct.pack(">i", 2) + b[61:])(_good(3)),
@@ -610,13 +629,18 @@ def test_busy_group_metadata_same_as_python(busy, chunk_rows):
     assert_same(busy, chunk_rows=chunk_rows, start_offset=530)
 
 
-def test_busy_group_metadata_never_reaches_python(busy, monkeypatch):
-    """Every value of the busy log is read by the kernel: no byte range goes to the Python decoder."""
+def no_python_ranges(monkeypatch) -> None:
+    """Fail the test when the fast path hands a byte range to the Python decoder."""
 
     def python_range(*args, **kw):
         raise AssertionError("a byte range went to the Python decoder")
 
     monkeypatch.setattr(fastdecode, "_PythonRange", python_range)
+
+
+def test_busy_group_metadata_never_reaches_python(busy, monkeypatch):
+    """Every value of the busy log is read by the kernel: no byte range goes to the Python decoder."""
+    no_python_ranges(monkeypatch)
     rows = rows_of(list(SegmentDecoder(busy, PART, fast=True)))
     groups = [r["group_metadata"] for r in rows if r["record_type"] == 2 and not r["is_tombstone"]]
     assert len(groups) == 24 + 3 + 2 * 5
@@ -829,6 +853,406 @@ def test_group_metadata_odd_values(tmp_path, name):
     for chunk in (1, 100):
         assert_same(path, chunk_rows=chunk)
     assert_same(path, quarantine=True)
+
+
+# --- KIP-848, share and streams group records: lib.decode.json_kernel against the generic reader ---
+
+JSON_TYPES = [t for t in sorted(RECORD_TYPES) if jk.KEY_STRINGS[t]]
+
+
+def test_json_kernel_covers_every_consumer_share_and_streams_group_type():
+    """KIP-848 (3-8, 16), share (10-15) and streams (17, 19-23) groups: every type Kafka 4.x writes
+    besides offset commits and GroupMetadata (9 is retired and 18 was never released: unknown)."""
+    assert JSON_TYPES == [3, 4, 5, 6, 7, 8, 10, 11, 12, 13, 14, 15, 16, 17, 19, 20, 21, 22, 23]
+    assert all(jk.ROOTS[t, 0] >= 0 and (jk.ROOTS[t, 1:] < 0).all() for t in JSON_TYPES)
+
+
+# quotes, backslashes and control characters (escaped by json.dumps), DEL, U+2028 and non-BMP
+# characters (not escaped with ensure_ascii=False)
+_json_text = st.text(
+    st.characters(blacklist_categories=("Cs",)) | st.sampled_from('"\\\x00\b\t\n\x0c\r\x1f\x7f\u2028ü😀'), max_size=10
+)
+_PRIMITIVES = {
+    "int8": st.integers(-(2**7), 2**7 - 1),
+    "int16": st.integers(-(2**15), 2**15 - 1),
+    "uint16": st.integers(0, 2**16 - 1),
+    "int32": _int32,
+    "int64": st.sampled_from((0, -1, T)) | st.integers(-(2**63), 2**63 - 1),
+    "string": _json_text,
+    "bytes": st.binary(max_size=12),
+    "uuid": st.just(ZERO_UUID) | st.binary(min_size=16, max_size=16).map(uuid_text),
+}
+# tags no field has (skipped by both readers), and now and then a known one with any payload
+_raw_tags = st.lists(
+    st.tuples(st.sampled_from((0, 1, 4, 9, 127, 128, 300)), st.binary(max_size=9)).filter(
+        lambda t: t[0] >= 4 or len(t[1]) == 0
+    )
+    | st.tuples(st.integers(0, 3), st.binary(max_size=9)),
+    max_size=2,
+)
+
+
+def field_values(f: Field):
+    """Values of a field of a version-0 flexible schema: nulls where allowed, empty arrays."""
+    if f.is_struct:
+        values = st.lists(struct_values(f.fields), max_size=3) if f.is_array else struct_values(f.fields)
+    else:
+        values = st.lists(_PRIMITIVES[f.element], max_size=4) if f.is_array else _PRIMITIVES[f.type]
+    return st.none() | values if f.nullable_in(0) else values
+
+
+@st.composite
+def struct_values(draw, fields):
+    """A struct's dict for lib.codec.generic's writer: tagged fields absent (their default) or
+    not, and sometimes raw tags (RAW_TAGGED_FIELDS) in its tagged section."""
+    out = {}
+    for f in fields:
+        if f.tagged_in(0) and draw(st.booleans()):
+            continue
+        out[f.json_name] = draw(field_values(f))
+    if draw(st.integers(0, 4)) == 0:
+        out[RAW_TAGGED_FIELDS] = draw(_raw_tags)
+    return out
+
+
+def modern_key(rtype: int, group: str, member: str) -> bytes:
+    """The record's key: GroupId, then its MemberId or RegularExpression if it has one."""
+    second = [f.name for f in RECORD_TYPES[rtype][1].fields][1:]
+    return encode_key(
+        CoordinatorKey(
+            rtype,
+            group,
+            member_id=member if second == ["MemberId"] else None,
+            regular_expression=member if second == ["RegularExpression"] else None,
+        )
+    )
+
+
+@st.composite
+def modern_records(draw):
+    """(type, key, value) of the types lib.decode.json_kernel reads: tombstones, random values,
+    now and then with bytes after them, mutated or cut short."""
+    rtype = draw(st.sampled_from(JSON_TYPES))
+    key = modern_key(rtype, draw(_json_text), draw(_json_text))
+    if draw(st.integers(0, 9)) == 0:
+        return rtype, key, None
+    value = encode_value(rtype, 0, draw(struct_values(RECORD_TYPES[rtype][2].fields)))
+    if draw(st.integers(0, 9)) == 0:
+        value += draw(st.binary(min_size=1, max_size=3))  # ignored, as by Kafka
+    if draw(st.integers(0, 4)) == 0:
+        mutated = bytearray(value)
+        for _ in range(draw(st.integers(1, 3))):
+            mutated[draw(st.integers(0, len(mutated) - 1))] = draw(st.integers(0, 255))
+        value = bytes(mutated[: draw(st.integers(1, len(mutated)))])
+    return rtype, key, value
+
+
+def kernel_json(rtype: int, value: bytes) -> str | None:
+    """value_json as lib.decode.json_kernel writes it, or None when it hands the value back (an
+    unknown version included)."""
+    if len(value) < 2:
+        return None
+    version = struct.unpack_from(">h", value)[0]
+    if not 0 <= version < jk.ROOTS.shape[1] or jk.ROOTS[rtype, version] < 0:
+        return None
+    buf = fastdecode._readonly(np.frombuffer(value, np.uint8))
+    odd, _, text = jk.value_json(
+        buf,
+        buf[:0],
+        np.zeros(1, np.int64),
+        np.array([len(value)], np.int64),
+        jk.ROOTS[[rtype], version],
+        jk.STRUCTS,
+        jk.FIELDS,
+        jk.TEXT,
+        jk.DEPTH,
+        jk.ALPHABETS,
+        jk.HEX_DIGITS,
+    )
+    return None if odd[0] else text.tobytes().decode("utf-8")
+
+
+def reference_json(rtype: int, value: bytes) -> str:
+    """value_json as lib.decode.rows writes it (raises where that path does)."""
+    decoded = decode_value(rtype, value)
+    assert decoded is not None
+    return json.dumps(decoded[1], separators=(",", ":"), ensure_ascii=False)
+
+
+def assert_same_in_a_log(records: list[tuple[bytes, bytes | None]], compression: int = 0) -> None:
+    """Both decode paths over the records in one batch after an offset commit, the first again in a
+    batch of its own, and a GroupMetadata record after them."""
+    recs = [(offset_commit_key("g", "t", 0), offset_commit_value(1, T)), *records]
+    data = encode_batch(10, [(10 + i, T, k, v) for i, (k, v) in enumerate(recs)], compression=compression)
+    n = 10 + len(recs)
+    data += encode_batch(n, [(n, T + 1, *records[0])])
+    data += encode_batch(n + 1, [(n + 1, T + 2, group_key("g"), group_metadata_value(members=[]))])
+    for chunk in (1, 4):
+        assert_same("kip848.log", data=data, source_name="kip848.log", chunk_rows=chunk)
+    assert_same("kip848.log", quarantine=True, data=data, source_name="kip848.log")
+
+
+@settings(
+    max_examples=400,
+    derandomize=True,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(records=st.lists(modern_records(), min_size=1, max_size=4), compression=st.sampled_from((0, 0, 4)))
+def test_random_modern_group_records_same_as_python(records, compression):
+    for rtype, _, value in records:
+        text = None if value is None else kernel_json(rtype, value)
+        if text is not None:  # never more than the generic reader reads itself, and the same text
+            assert text == reference_json(rtype, value)
+    assert_same_in_a_log([(key, value) for _, key, value in records], compression)
+
+
+def sample_struct(fields, i: int) -> dict:
+    """A deterministic value of a version-0 flexible struct, varied by `i`: non-ASCII strings,
+    nulls where allowed (every third), arrays of 0-2 items, tagged fields set every other time."""
+    out: dict = {}
+    for k, f in enumerate(fields):
+        j = i + k
+        if f.tagged_in(0) and j % 2:
+            continue
+        if f.nullable_in(0) and j % 3 == 2:
+            out[f.json_name] = None
+            continue
+
+        def one(m: int, f=f):
+            if f.is_struct:
+                return sample_struct(f.fields, m + 1)
+            return {
+                "string": f"{f.name}-ü-{m}",
+                "bytes": bytes(range(m % 5)),
+                "uuid": uuid_text(bytes([m % 256]) * 16),
+                "uint16": m * 1000 % 65536,
+            }.get(f.element, (m * 7 + 1) % 127 * (-1) ** m)
+
+        out[f.json_name] = [one(j + n) for n in range(j % 3)] if f.is_array else one(j)
+    return out
+
+
+def modern_log(b: PartitionLogBuilder) -> PartitionLogBuilder:
+    """Every type lib.decode.json_kernel reads, three values each and a tombstone, one to a batch
+    and many to a batch, compressed, beside offset commits and GroupMetadata."""
+    for i in range(3):
+        for rtype in JSON_TYPES:
+            member = f"mémber-{i}"
+            key = modern_key(rtype, f"grüppe-{rtype}", member)
+            b.batch([(key, encode_value(rtype, 0, sample_struct(RECORD_TYPES[rtype][2].fields, i)), T + i)])
+        b.commit("grüppe-3", "t", i, i, T)
+    for codec in (0, 1, 2, 3, 4):
+        recs = [(offset_commit_key("c", "t", codec), offset_commit_value(codec, T), T)]
+        recs += [
+            (modern_key(t, "c", "m"), encode_value(t, 0, sample_struct(RECORD_TYPES[t][2].fields, codec + t)), T)
+            for t in JSON_TYPES
+        ]
+        recs += [(modern_key(t, "c", "m"), None, T) for t in JSON_TYPES]  # the group deleted
+        recs.append((group_key("c"), group_metadata_value(members=[]), T))
+        b.batch(recs, compression=codec)
+    return b
+
+
+@pytest.fixture(scope="module")
+def modern(tmp_path_factory):
+    folder = modern_log(PartitionLogBuilder(PART, start_offset=200)).write(str(tmp_path_factory.mktemp("modern")))
+    return glob.glob(os.path.join(folder, "*.log"))[0]
+
+
+@pytest.mark.parametrize("chunk_rows", [1, 3, 16, 65536])
+def test_modern_group_records_same_as_python(modern, chunk_rows):
+    assert_same(modern, chunk_rows=chunk_rows)
+    assert_same(modern, chunk_rows=chunk_rows, start_offset=230)
+
+
+def test_modern_group_records_never_reach_python(modern, monkeypatch):
+    """Every record of the modern log is read by the kernels: no byte range goes to the Python decoder."""
+    no_python_ranges(monkeypatch)
+    rows = rows_of(list(SegmentDecoder(modern, PART, fast=True)))
+    by_type = {t: [r for r in rows if r["record_type"] == t] for t in JSON_TYPES}
+    assert all(len(by_type[t]) == 3 + 5 + 5 for t in JSON_TYPES)
+    r = by_type[5][0]
+    assert (r["record_type_name"], r["group_id"], r["member_id"], r["key_version"], r["value_version"]) == (
+        "ConsumerGroupMemberMetadata",
+        "grüppe-5",
+        "mémber-0",
+        0,
+        0,
+    )
+    assert json.loads(r["value_json"]) == decode_value(5, r["raw_value"])[1]
+    assert by_type[16][0]["member_id"] is None  # a regular expression, not a member
+    assert by_type[3][0]["member_id"] is None
+    tombstones = [r for r in rows if r["record_type"] in JSON_TYPES and r["is_tombstone"]]
+    assert len(tombstones) == 5 * len(JSON_TYPES)
+    assert all(r["value_json"] is None and r["value_version"] is None for r in tombstones)
+
+
+def test_busy_generator_log_never_reaches_python(tmp_path, monkeypatch):
+    """A small log of lib.testdata.busy (KIP-848 groups reconciling beside classic ones): both
+    paths agree, and the fast one decodes it all itself."""
+    from lib.testdata.busy import generate_busy_log
+
+    generate_busy_log(
+        str(tmp_path), 8000, partitions=2, groups=40, seed=3, consumed_partitions=2, topic_records=50, workers=1
+    )
+    paths = sorted(glob.glob(os.path.join(str(tmp_path), "__consumer_offsets-*", "*.log")))
+    for p in paths:
+        assert_same(p, chunk_rows=500)
+    no_python_ranges(monkeypatch)
+    types = {t for p in paths for b in SegmentDecoder(p, PART, fast=True) for t in b.column("record_type").to_pylist()}
+    assert {3, 4, 5, 6, 7, 8} <= types
+
+
+def _tags(*fields: tuple[int, bytes]) -> bytes:
+    """A tagged section, as written: the count, then each field's tag, size and payload."""
+    return encode_uvarint(len(fields)) + b"".join(encode_uvarint(t) + encode_uvarint(len(p)) + p for t, p in fields)
+
+
+def _compact(s: bytes | None) -> bytes:
+    return b"\x00" if s is None else encode_uvarint(len(s) + 1) + s
+
+
+def _odd_modern_values() -> dict[str, tuple[int, bytes, bool]]:
+    """Hand-made values: (type, bytes, whether the kernel reads them itself)."""
+    v0 = struct.pack(">h", 0)
+    epoch = v0 + struct.pack(">i", 5)  # ConsumerGroupMetadataValue up to its tagged section
+    member = {
+        "instanceId": None,
+        "rackId": "rack",
+        "clientId": "cliént",
+        "clientHost": "/10.0.0.1",
+        "subscribedTopicNames": ["a", "b"],
+        "subscribedTopicRegex": None,
+        "rebalanceTimeoutMs": -1,
+        "serverAssignor": "uniform",
+    }
+    m5 = encode_value(5, 0, member)
+    classic = {"sessionTimeoutMs": 45000, "supportedProtocols": [{"name": "range", "metadata": b"\x00\x01"}]}
+    classic_raw = encode_value(5, 0, {**member, "classicMemberMetadata": classic})
+    classic_payload = classic_raw[len(m5) - 1 + 3 :]  # after the tagged section's count, tag and size
+    default_classic = struct.pack(">bi", 1, 0) + b"\x01\x00"  # present: timeout 0, no protocols, no tags
+    cgma = encode_value(8, 0, {"memberEpoch": 1, "previousMemberEpoch": 0, "state": 0})[:-3]  # up to its arrays
+    topic_partitions = uuid_bytes(TOPIC_ID) + b"\x03" + struct.pack(">ii", 1, 2)  # an item, up to its tags
+    streams_meta = v0 + struct.pack(">iq", 1, 2)
+    endpoint = encode_value(
+        19, 0, {"clientId": "c", "clientHost": "h", "processId": "p", "userEndpoint": {"host": "x", "port": 9092}}
+    )
+    at_endpoint = endpoint.index(b"\x01\x02x")  # its marker, then the host
+    return {
+        "consumer group metadata": (3, epoch + b"\x00", True),
+        "metadata hash": (3, epoch + _tags((0, struct.pack(">q", -7))), True),
+        "metadata hash at its default, written anyway: left out": (3, epoch + _tags((0, bytes(8))), True),
+        "metadata hash in a tag of 9 bytes (the last skipped)": (3, epoch + _tags((0, bytes(range(1, 10)))), True),
+        "metadata hash in a tag of 7 bytes": (3, epoch + _tags((0, bytes(7))), False),
+        "unknown tags skipped": (3, epoch + _tags((0, bytes(7) + b"\x01"), (5, b"xyz"), (300, b"")), True),
+        "the same tag twice": (3, epoch + _tags((0, bytes(7) + b"\x01"), (0, bytes(7) + b"\x02")), False),
+        "tags out of order: in the bytes' order": (
+            17,
+            streams_meta + _tags((3, struct.pack(">i", 9)), (0, struct.pack(">i", 4))),
+            True,
+        ),
+        "tag size past the end": (3, epoch + b"\x01\x00\x09" + bytes(8), False),
+        "tag count past the bytes": (3, epoch + b"\x02\x05\x00", False),
+        "tag count a varint of six bytes": (3, epoch + b"\x80\x80\x80\x80\x80\x00", False),
+        "version 1": (3, struct.pack(">hi", 1, 5) + b"\x00", False),
+        "version -1": (3, struct.pack(">hi", -1, 5) + b"\x00", False),
+        "only the version": (3, v0, False),
+        "one byte": (3, b"\x00", False),
+        "bytes after the value": (3, epoch + b"\x00\xff\xfe", True),
+        "member metadata": (5, m5, True),
+        "null client id": (5, m5.replace(_compact("cliént".encode()), b"\x00"), False),
+        "invalid utf-8 client id": (5, m5.replace("é".encode(), b"\xc3\x28"), False),
+        "surrogate in a subscribed topic": (5, m5.replace(b"\x02a", b"\x04\xed\xa0\x80"), False),
+        "null subscribed topics": (5, m5.replace(b"\x03\x02a\x02b", b"\x00"), False),
+        "a null subscribed topic": (5, m5.replace(b"\x03\x02a\x02b", b"\x03\x00\x02b"), False),
+        "more subscribed topics than bytes": (5, m5.replace(b"\x03\x02a\x02b", b"\x7f\x02a\x02b"), False),
+        "classic member metadata": (5, classic_raw, True),
+        "classic member metadata, marker 0: null": (5, m5[:-1] + _tags((0, b"\x00")), True),
+        "classic member metadata, marker -1: null": (5, m5[:-1] + _tags((0, b"\xff")), True),
+        "classic member metadata, marker 2: present": (5, m5[:-1] + _tags((0, b"\x02" + classic_payload[1:])), True),
+        "classic member metadata at its default: left out": (5, m5[:-1] + _tags((0, default_classic)), True),
+        "classic member metadata cut short": (5, m5[:-1] + _tags((0, classic_payload[:-2])), False),
+        "unknown tag inside an array item": (
+            7,
+            v0 + b"\x02" + topic_partitions + _tags((9, b"??")) + b"\x00",
+            True,
+        ),
+        "assignment epochs null": (8, cgma + b"\x02" + topic_partitions + _tags((0, b"\x00")) + b"\x01\x00", True),
+        "assignment epochs empty (their default): left out": (
+            8,
+            cgma + b"\x02" + topic_partitions + _tags((0, b"\x01")) + b"\x01\x00",
+            True,
+        ),
+        "assignment epochs": (
+            8,
+            cgma + b"\x01\x02" + topic_partitions + _tags((0, b"\x02\x00\x00\x00\x07")) + b"\x00",
+            True,
+        ),
+        "streams user endpoint, marker 0: present (untagged)": (
+            19,
+            endpoint[:at_endpoint] + b"\x00" + endpoint[at_endpoint + 1 :],
+            True,
+        ),
+        "streams user endpoint, marker -1: null": (
+            19,
+            endpoint[:at_endpoint] + b"\xff" + endpoint[at_endpoint + 6 :],  # (marker, host, port, tags)
+            True,
+        ),
+        "control characters, quotes and backslashes": (
+            16,
+            v0 + b"\x04" + b"".join(_compact(s) for s in (b'"q"', b"\\", b"\x00\x1f\x7f\n\t")) + bytes(17),
+            True,
+        ),
+        "int64 extremes": (
+            16,
+            v0 + b"\x01" + struct.pack(">qq", -(2**63), 2**63 - 1) + b"\x00",
+            True,
+        ),
+        "every prefix": (23, encode_value(23, 0, sample_struct(RECORD_TYPES[23][2].fields, 1)), False),
+    }
+
+
+ODD_MODERN = _odd_modern_values()
+
+
+@pytest.mark.parametrize("name", sorted(ODD_MODERN))
+def test_modern_group_odd_values(tmp_path, name):
+    rtype, value, read_by_kernel = ODD_MODERN[name]
+    if name == "every prefix":
+        assert kernel_json(rtype, value) == reference_json(rtype, value)
+        cuts = [value[:n] for n in range(len(value))]
+        assert not any(kernel_json(rtype, v) for v in cuts)
+        value = cuts[len(cuts) // 2]
+    text = kernel_json(rtype, value)
+    assert (text is not None) == read_by_kernel
+    if text is not None:
+        assert text == reference_json(rtype, value)
+    key = modern_key(rtype, "g", "m")
+    path = write_segment(tmp_path, _good(0) + _fix_crcs(_with_key_and_value(3, key, value)) + _good(5))
+    for chunk in (1, 100):
+        assert_same(path, chunk_rows=chunk)
+    assert_same(path, quarantine=True)
+
+
+def test_modern_group_values_hand_checked():
+    """The text of a few odd values, against what was worked out by hand."""
+    assert kernel_json(*ODD_MODERN["metadata hash at its default, written anyway: left out"][:2]) == '{"epoch":5}'
+    assert kernel_json(*ODD_MODERN["metadata hash"][:2]) == '{"epoch":5,"metadataHash":-7}'
+    assert kernel_json(*ODD_MODERN["tags out of order: in the bytes' order"][:2]) == (
+        '{"epoch":1,"metadataHash":2,"failedDescriptionTopologyEpoch":9,"validatedTopologyEpoch":4}'
+    )
+    assert kernel_json(*ODD_MODERN["control characters, quotes and backslashes"][:2]) == (
+        '{"topics":["\\"q\\"","\\\\","\\u0000\\u001f\x7f\\n\\t"],"version":0,"timestamp":0}'
+    )
+    classic = json.loads(kernel_json(*ODD_MODERN["classic member metadata, marker 2: present"][:2]))
+    assert classic["classicMemberMetadata"] == {
+        "sessionTimeoutMs": 45000,
+        "supportedProtocols": [{"name": "range", "metadata": "AAE="}],
+    }
+    assert "classicMemberMetadata" not in json.loads(
+        kernel_json(*ODD_MODERN["classic member metadata at its default: left out"][:2])
+    )
 
 
 # --- the measuring function ----------------------------------------------------------------------

@@ -8,6 +8,7 @@ and tagged fields only when they differ from their default.
 from __future__ import annotations
 
 import base64
+from typing import Any
 
 from lib.codec.errors import DecodeError
 from lib.codec.primitives import Reader, Writer, uuid_bytes
@@ -151,23 +152,33 @@ def encode_message(message: Message, version: int, data: dict) -> bytes:
     return w.getvalue()
 
 
+# A struct's tagged fields given as raw bytes, [(tag, payload)], under this key of its dict: written
+# among its known tagged fields, by tag, as Kafka writes back the tags a message did not know
+# (its generated `_unknownTaggedFields`). For fixtures: unknown tags, or a known tag with any payload.
+RAW_TAGGED_FIELDS = "_unknownTaggedFields"
+
+
 def _write_struct(w: Writer, fields, version: int, flexible: bool, data: dict) -> None:
-    tagged = []
+    tagged: list[tuple[int, Field | None, Any]] = []
     for f in fields:
         if not f.exists_in(version):
             continue
         value = data.get(f.json_name, f.default_value())
         if flexible and f.tagged_in(version):
             if value != f.default_value():
-                tagged.append((f, value))
+                tagged.append((f.tag, f, value))
             continue
         _write_field(w, f, version, flexible, value)
     if flexible:
+        tagged += [(tag, None, payload) for tag, payload in data.get(RAW_TAGGED_FIELDS, ())]
         w.uvarint(len(tagged))
-        for f, value in sorted(tagged, key=lambda fv: fv[0].tag):
+        for tag, f, value in sorted(tagged, key=lambda t: t[0]):
             sub = Writer()
-            _write_field(sub, f, version, flexible, value, tagged=True)
-            w.uvarint(f.tag)
+            if f is None:
+                sub.raw(value)
+            else:
+                _write_field(sub, f, version, flexible, value, tagged=True)
+            w.uvarint(tag)
             w.uvarint(len(sub.out))
             w.raw(sub.out)
 

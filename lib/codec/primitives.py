@@ -17,7 +17,7 @@ _F64 = struct.Struct(">d")
 
 def read_uvarint(buf, pos: int, end: int, max_bytes: int, what: str, at: int | None = None) -> tuple[int, int]:
     """(value, position after it) of the unsigned varint of at most `max_bytes` bytes at `pos`
-    (5: int32, 10: int64); the one varint reader of the Python decode path (lib.decode.fast
+    (5: int32, 10: int64); the one varint reader of the Python decode path (lib.decode.numba_bytes
     has the compiled twin). DecodeError names `what` (and position `at`) when it runs past
     `end` or is too long."""
     value = 0

@@ -13,12 +13,15 @@ boundaries, counters, errors, quarantine rows). How:
    decodes the hot case in place: OffsetCommit keys (type 0/1) with tombstones or values
    v0-v4, transaction markers, and GroupMetadata keys (type 2) with tombstones or values
    v0-v3, whose values lib.decode.group_kernel then parses (one more numba pass, members and
-   consumer-protocol bytes included). Strings and bytes stay (offset, length) pairs into the
-   segment (or the decompressed bytes). A batch holding anything else (other record types,
-   headers, invalid UTF-8, a GroupMetadata value that kernel hands back, any inconsistency)
-   turns SLOW as a whole.
+   consumer-protocol bytes included), and the keys of the KIP-848, share and streams group
+   records (types 3-8, 10-17, 19-23) with tombstones or values of the version
+   lib.decode.json_kernel compiled, which that kernel then writes as value_json text (one more
+   numba pass). Strings and bytes stay (offset, length) pairs into the segment (or the
+   decompressed bytes). A batch holding anything else (unknown record types, headers, invalid
+   UTF-8, a value either kernel hands back, any inconsistency) turns SLOW as a whole.
 3. Columns are gathered into Arrow buffers by numba (`_gather`), numbers go in as numpy arrays;
-   the nested group_metadata column is put together from the group kernel's levels likewise.
+   the nested group_metadata column is put together from the group kernel's levels likewise,
+   value_json from the json kernel's text.
 4. Runs of consecutive SLOW entries are decoded by the pure-Python decoder (lib.decode.rows.PythonDecoder) over
    that byte range, so everything the fast path does not handle (and every error, with the
    same class, message and location) comes from the one reference implementation.
@@ -38,12 +41,14 @@ from numba import njit
 from lib.codec.compression import CODEC_NAMES, decompress
 from lib.codec.errors import DecodeError
 from lib.decode import group_kernel as gk
+from lib.decode import json_kernel as jk
 from lib.decode.group_kernel import group_values
-from lib.decode.numba_bytes import copy_bytes, string16, utf8_ok
+from lib.decode.numba_bytes import BASE64_URL, base64_into, copy_bytes, string16, utf8_ok
 from lib.decode.numba_bytes import i16 as _i16
 from lib.decode.numba_bytes import i32 as _i32
 from lib.decode.numba_bytes import i64 as _i64
 from lib.decode.numba_bytes import u64 as _u64
+from lib.decode.numba_bytes import uvarint as _uvarint
 from lib.decode.rows import SCHEMA, PythonDecoder, _Columns
 from lib.decode.values import MAX_TIMESTAMP_MS, MIN_TIMESTAMP_MS
 from lib.numba_cache import use_stable_zip_cache
@@ -120,24 +125,6 @@ def crc32c(data) -> int:
 
 
 # --- big-endian and varint readers ------------------------------------------------------------
-
-
-@njit(cache=True, inline="always")
-def _uvarint(buf, pos, end, maxshift):
-    """(value, new position, ok): as lib.codec's loops, failing where they raise."""
-    v = np.int64(0)
-    shift = 0
-    while True:
-        if pos >= end:
-            return np.int64(0), pos, False
-        b = np.int64(buf[pos])
-        pos += 1
-        v |= (b & 0x7F) << shift
-        if b < 0x80:
-            return v, pos, True
-        shift += 7
-        if shift > maxshift:
-            return np.int64(0), pos, False
 
 
 @njit(cache=True, inline="always")
@@ -272,10 +259,28 @@ def _frame(buf, skip_below, verify_crc, tab):
 
 @njit(cache=True, nogil=True)
 def _records(
-    seg, extra, kind, src, estart, estop, ecount, ebase, elast, ebase_ts, emax_ts, eattr, start_offset, capacity
+    seg,
+    extra,
+    kind,
+    src,
+    estart,
+    estop,
+    ecount,
+    ebase,
+    elast,
+    ebase_ts,
+    emax_ts,
+    eattr,
+    start_offset,
+    capacity,
+    key_strings,
+    key_member,
+    roots,
 ):
     """Parses every FAST/COMP entry's records; an entry with anything else turns SLOW (kind
-    is updated in place). Returns the per-entry first row and the row columns."""
+    is updated in place). Returns the per-entry first row and the row columns.
+    `key_strings`, `key_member`, `roots`: lib.decode.json_kernel's tables of the record types
+    whose values it writes."""
     seglen = len(seg)
     n = len(kind)
     row0 = np.zeros(n + 1, np.int64)
@@ -303,6 +308,8 @@ def _records(
     r_cts = np.empty(capacity, np.int64)
     r_ets = np.empty(capacity, np.int64)
     r_tid = np.empty(capacity, np.int64)  # -1: none
+    r_member_off = np.empty(capacity, np.int64)  # (set for the types json_kernel reads only)
+    r_member_len = np.empty(capacity, np.int32)  # -1: null
     r = 0
     for e in range(n):
         row0[e] = r
@@ -433,8 +440,38 @@ def _records(
                 r += 1
                 continue
             if rtype != LEGACY_OFFSET_COMMIT and rtype != OFFSET_COMMIT:
-                ok = False
-                break
+                # KIP-848, share and streams group records: the key here; the value (the version
+                # one lib.decode.json_kernel has compiled) is read by that kernel
+                if rtype < 0 or rtype >= len(key_strings) or key_strings[rtype] == 0:
+                    ok = False
+                    break
+                r_rtype[r] = rtype
+                r_kver[r] = 0
+                r_member_len[r] = -1
+                q = kpos + 2
+                for j in range(key_strings[rtype]):
+                    p, ln, q, ok = string16(buf, q, kend, False)
+                    if not ok:
+                        break
+                    if j == 0:
+                        r_group_off[r] = p + voff
+                        r_group_len[r] = ln
+                    elif j == key_member[rtype]:
+                        r_member_off[r] = p + voff
+                        r_member_len[r] = ln
+                if not ok:
+                    break
+                if vlen >= 0:
+                    if vlen < 2:
+                        ok = False
+                        break
+                    version = _i16(buf, vpos)
+                    if version < 0 or version >= roots.shape[1] or roots[rtype, version] < 0:
+                        ok = False
+                        break
+                    r_vver[r] = version
+                r += 1
+                continue
             r_rtype[r] = rtype
             r_kver[r] = 0
             p, ln, q, ok = string16(buf, kpos + 2, kend, False)
@@ -567,6 +604,8 @@ def _records(
         r_cts,
         r_ets,
         r_tid,
+        r_member_off,
+        r_member_len,
     )
 
 
@@ -632,9 +671,6 @@ def _timestamps(values, keep, optional, lo, hi, scale):
     return out, bitmap, nulls
 
 
-_B64 = np.frombuffer(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_", dtype=np.uint8)
-
-
 @njit(cache=True, nogil=True)
 def _uuid_gather(seg, extra, offs, alphabet):
     """Kafka's Uuid.toString() (URL-safe base64 without padding, 22 characters) of each
@@ -649,25 +685,15 @@ def _uuid_gather(seg, extra, offs, alphabet):
             m += 1
     out_off[n] = m * 22
     data = np.empty(m * 22, np.uint8)
-    raw = np.empty(18, np.uint8)
     w = 0
     for i in range(n):
         o = offs[i]
         if o < 0:
             continue
-        for j in range(16):
-            raw[j] = seg[o + j] if o < seglen else extra[o - seglen + j]
-        raw[16] = 0
-        raw[17] = 0
-        for g in range(6):
-            b0 = np.int64(raw[3 * g])
-            b1 = np.int64(raw[3 * g + 1])
-            b2 = np.int64(raw[3 * g + 2])
-            v = (b0 << 16) | (b1 << 8) | b2
-            for c in range(4):
-                if g * 4 + c < 22:
-                    data[w + g * 4 + c] = alphabet[(v >> (18 - 6 * c)) & 63]
-        w += 22
+        if o < seglen:
+            w = base64_into(data, w, seg, o, 16, alphabet, False)
+        else:
+            w = base64_into(data, w, extra, o - seglen, 16, alphabet, False)
     return out_off, data
 
 
@@ -713,7 +739,7 @@ def _varwidth(typ, seg, extra, offs, lens, keep):
 
 
 def _uuids(seg, extra, offs):
-    out_off, data = _uuid_gather(seg, extra, offs, _B64)
+    out_off, data = _uuid_gather(seg, extra, offs, BASE64_URL)
     valid = offs >= 0
     bitmap, nulls = _validity(valid)
     return pa.Array.from_buffers(
@@ -806,12 +832,12 @@ class _GroupValues:
     `odd_entries`, the entries holding a value it hands back; then, for the rows of a batch,
     the group_metadata column (`column`) and the values as Python dicts (`as_python`)."""
 
-    def __init__(self, seg, extra, rows, attr: np.ndarray):
-        total = int(rows[0][-1])
+    def __init__(self, seg, extra, rows, data_rows: np.ndarray):
+        """`rows`: _records' output; `data_rows`: whether each row is a data record's."""
+        total = len(data_rows)
         entry, val_off, val_len, rtype = rows[1][:total], rows[6][:total], rows[7][:total], rows[8][:total]
         self.seg, self.extra = seg, extra
-        data = (attr[entry] & 0x20) == 0  # (a control record's rtype is its control type)
-        self.rows = np.flatnonzero(data & (rtype == GROUP_METADATA) & (val_len >= 0))
+        self.rows = np.flatnonzero(data_rows & (rtype == GROUP_METADATA) & (val_len >= 0))
         self.val_off = val_off[self.rows]
         self.val_len = val_len[self.rows].astype(np.int64)
         odd, self.values, *self.levels = group_values(seg, extra, self.val_off, self.val_len)
@@ -946,12 +972,58 @@ class _PythonGroupValues(Mapping):
         return len(self.index)
 
 
+class _JsonValues:
+    """The KIP-848, share and streams group values among a segment's fast rows, written as
+    value_json text by lib.decode.json_kernel: `odd_entries`, the entries holding a value it
+    hands back; then the value_json column of a batch's rows (`column`)."""
+
+    def __init__(self, seg, extra, rows, data_rows: np.ndarray):
+        """As _GroupValues'."""
+        total = len(data_rows)
+        entry, val_off, val_len, rtype, vver = (rows[i][:total] for i in (1, 6, 7, 8, 10))
+        # a fast data row is an offset commit, a GroupMetadata record, or of a type the kernel reads
+        self.rows = np.flatnonzero(data_rows & (rtype > GROUP_METADATA) & (val_len >= 0))
+        if not len(self.rows):  # (most segments of today's clusters: no kernel call)
+            self.ends, self.text, self.odd_entries = np.zeros(1, np.int64), np.zeros(0, np.uint8), self.rows
+            return
+        odd, self.ends, self.text = jk.value_json(
+            seg,
+            extra,
+            val_off[self.rows],
+            val_len[self.rows].astype(np.int64),
+            jk.ROOTS[rtype[self.rows], vver[self.rows]],
+            jk.STRUCTS,
+            jk.FIELDS,
+            jk.TEXT,
+            jk.DEPTH,
+            jk.ALPHABETS,
+            jk.HEX_DIGITS,
+        )
+        self.odd_entries = np.unique(entry[self.rows[odd]])
+
+    def column(self, r0: int, r1: int) -> pa.Array:
+        """The value_json column of rows r0..r1: the values there, null elsewhere."""
+        n = r1 - r0
+        lo, hi = (int(i) for i in np.searchsorted(self.rows, (r0, r1)))
+        if lo == hi:
+            return pa.nulls(n, pa.string())
+        at = self.rows[lo:hi] - r0
+        lengths = np.zeros(n + 1, np.int64)
+        lengths[at + 1] = np.diff(self.ends[lo : hi + 1])
+        present = np.zeros(n, bool)
+        present[at] = True
+        data = self.text[self.ends[lo] : self.ends[hi]]
+        bitmap = np.packbits(present, bitorder="little")
+        return _strings(pa.string(), n, np.cumsum(lengths), data, bitmap, n - (hi - lo))
+
+
 class _Rows:
     """The fast rows of one segment (numpy columns), turned into Arrow batches on demand."""
 
-    def __init__(self, dec, seg, extra, ent, rows, groups: _GroupValues):
+    def __init__(self, dec, seg, extra, ent, rows, groups: _GroupValues, values: _JsonValues):
         self.dec = dec
         self.groups = groups
+        self.values = values
         self.seg = seg
         self.extra = extra
         self.ent = ent
@@ -980,6 +1052,8 @@ class _Rows:
             self.cts,
             self.ets,
             self.tid,
+            self.member_off,
+            self.member_len,
         ) = rows
 
     def batch(self, r0: int, r1: int, schema: pa.Schema, name: str) -> pa.RecordBatch:
@@ -993,7 +1067,7 @@ class _Rows:
         tomb = self.val_len[s] < 0
         vver = self.vver[s]
         rtype = self.rtype[s]
-        commit = data & (rtype <= OFFSET_COMMIT)  # offset commits (the other data rows: GroupMetadata)
+        commit = data & (rtype <= OFFSET_COMMIT)  # offset commits (the other data rows: other record types)
         oc = commit & ~tomb
         seg, extra = self.seg, self.extra
         cols = {}
@@ -1023,12 +1097,18 @@ class _Rows:
             cols["control_type"] = pa.nulls(n, pa.string())
             cols["coordinator_epoch"] = pa.nulls(n, pa.int32())
         cols["record_type"] = _num(rtype, pa.int16(), data)
-        cols["record_type_name"] = _labels(np.where(data, rtype, 0), _OC_NAMES, data)
+        cols["record_type_name"] = _labels(np.where(data, rtype, 0), _TYPE_NAMES, data)
         cols["key_version"] = _num(self.kver[s], pa.int16())
         cols["value_version"] = _num(vver, pa.int16(), vver >= 0)
         cols["decode_status"] = _constant(n, "ok")
         cols["group_id"] = _varwidth(pa.string(), seg, extra, self.group_off[s], self.group_len[s], data)
-        cols["member_id"] = pa.nulls(n, pa.string())
+        modern = data & (rtype > GROUP_METADATA)  # (the other rows have no member id set)
+        if modern.any():
+            member_len = self.member_len[s]
+            keep = modern & (member_len >= 0)
+            cols["member_id"] = _varwidth(pa.string(), seg, extra, self.member_off[s], member_len, keep)
+        else:
+            cols["member_id"] = pa.nulls(n, pa.string())
         cols["topic"] = _varwidth(pa.string(), seg, extra, self.topic_off[s], self.topic_len[s], commit)
         cols["partition"] = _num(self.part[s], pa.int32(), commit)
         cols["committed_offset"] = _num(self.committed[s], pa.int64(), oc)
@@ -1041,12 +1121,12 @@ class _Rows:
         tid = np.where(oc, self.tid[s], -1)
         cols["topic_id"] = _uuids(seg, extra, tid)
         cols["group_metadata"] = self.groups.column(r0, r1, schema.field("group_metadata").type)
-        cols["value_json"] = pa.nulls(n, pa.string())
+        cols["value_json"] = self.values.column(r0, r1)
         return pa.RecordBatch.from_arrays([cols[f.name] for f in schema], schema=schema)
 
 
 _CODECS = [CODEC_NAMES.get(i, str(i)) for i in range(8)]
-_OC_NAMES = [RECORD_TYPES[0][0], RECORD_TYPES[1][0], RECORD_TYPES[2][0]]
+_TYPE_NAMES = [RECORD_TYPES[t][0] if t in RECORD_TYPES else "" for t in range(max(RECORD_TYPES) + 1)]
 
 
 # --- the decoder ---------------------------------------------------------------------------------
@@ -1245,15 +1325,22 @@ def iter_fast(dec):
             attr,
             int(dec.start_offset),
             capacity,
+            jk.KEY_STRINGS,
+            jk.KEY_MEMBER,
+            jk.ROOTS,
         )
         clock.lap("records")
-        groups = _GroupValues(seg, extra, rows, attr)
+        data_rows = (attr[rows[1][: rows[0][-1]]] & 0x20) == 0  # (a control record's rtype is its control type)
+        groups = _GroupValues(seg, extra, rows, data_rows)
         clock.lap("group_values")
-        if not len(groups.odd_entries):
+        values = _JsonValues(seg, extra, rows, data_rows)
+        clock.lap("json_values")
+        odd = np.union1d(groups.odd_entries, values.odd_entries)
+        if not len(odd):
             break
-        kind[groups.odd_entries] = SLOW  # the Python decoder reads those batches (and their errors)
+        kind[odd] = SLOW  # the Python decoder reads those batches (and their errors)
     row0 = rows[0]
-    fast_rows = _Rows(dec, seg, extra, {"base": base, "attr": attr, "pid": pid, "pepoch": pepoch}, rows, groups)
+    fast_rows = _Rows(dec, seg, extra, {"base": base, "attr": attr, "pid": pid, "pepoch": pepoch}, rows, groups, values)
 
     # pieces in log order: fast row ranges, and runs of SLOW/TAIL entries decoded in Python
     slow = (kind == SLOW) | (kind == TAIL)

@@ -1,4 +1,5 @@
-"""Byte helpers for numba kernels: big-endian readers, strict UTF-8 strings, and a memcpy.
+"""Byte helpers for numba kernels: big-endian and varint readers, strict UTF-8 strings, base64,
+and a memcpy.
 
 A memcpy: Slice assignment (`out[a:a + n] = buf[b:b + n]`) costs about
 30 ns per call in numba, most of a row's cost when the rows are short strings (keys, group ids,
@@ -108,6 +109,25 @@ def i16(buf, p):
     return v - 65536 if v >= 32768 else v
 
 
+@njit(cache=True, inline="always")
+def uvarint(buf, pos, end, maxshift):
+    """(value, new position, ok) of the unsigned varint at pos: as lib.codec's loops, failing where
+    they raise (past `end`, or longer than `maxshift` allows: 28 for an int32, 56 for an int64)."""
+    v = np.int64(0)
+    shift = 0
+    while True:
+        if pos >= end:
+            return np.int64(0), pos, False
+        b = np.int64(buf[pos])
+        pos += 1
+        v |= (b & 0x7F) << shift
+        if b < 0x80:
+            return v, pos, True
+        shift += 7
+        if shift > maxshift:
+            return np.int64(0), pos, False
+
+
 _HIGH_BITS = np.uint64(0x8080808080808080)
 
 
@@ -167,3 +187,38 @@ def string16(buf, p, end, nullable):
     if p + n > end or not utf8_ok(buf, p, n):
         return 0, -1, p, False
     return p, n, p + n, True
+
+
+# base64 alphabets, for base64_into (kernels take them as arguments)
+BASE64 = np.frombuffer(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/", dtype=np.uint8)
+BASE64_URL = np.frombuffer(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_", dtype=np.uint8)
+
+
+@njit(cache=True, inline="always")
+def base64_into(out, w, src, p, n, alphabet, pad):
+    """The base64 text of src[p:p + n] at out[w:] (room for it is the caller's): with "=" padding
+    when `pad` (Python's b64encode), without (Kafka's Uuid.toString). Returns the end."""
+    for _ in range(n // 3):
+        v = (np.int64(src[p]) << 16) | (np.int64(src[p + 1]) << 8) | np.int64(src[p + 2])
+        out[w] = alphabet[v >> 18]
+        out[w + 1] = alphabet[(v >> 12) & 63]
+        out[w + 2] = alphabet[(v >> 6) & 63]
+        out[w + 3] = alphabet[v & 63]
+        p += 3
+        w += 4
+    rest = n % 3
+    if rest:
+        v = np.int64(src[p]) << 16
+        if rest == 2:
+            v |= np.int64(src[p + 1]) << 8
+        out[w] = alphabet[v >> 18]
+        out[w + 1] = alphabet[(v >> 12) & 63]
+        w += 2
+        if rest == 2:
+            out[w] = alphabet[(v >> 6) & 63]
+            w += 1
+        if pad:
+            for _ in range(3 - rest):
+                out[w] = 61  # "="
+                w += 1
+    return w

@@ -65,6 +65,7 @@ def measure_decode(paths, *, partition: int = 0, repeat: int = 3, compare: bool 
 def warm_decoder() -> None:
     """Compile the kernels into numba's on-disk cache (lib/__pycache__) once, e.g. at setup:
     a cold compile takes ~10 s of CPU, loading the cache well under a second per process."""
+    from lib.codec.serde import CoordinatorKey, encode_key, encode_value
     from lib.codec.writer import encode_batch, encode_control_batch
     from lib.testdata.logbuilder import (
         consumer_member,
@@ -73,16 +74,30 @@ def warm_decoder() -> None:
         offset_commit_key,
         offset_commit_value,
     )
+    from schemas.records import RecordType
 
     value = offset_commit_value(5, 1, version=4, topic_id="ASNFZ4mrze8BI0VniavN7w")
     recs = [(i, 1, offset_commit_key("g", "t", i), value) for i in range(2)]
     member = consumer_member("m", ["t"], {"t": [0]}, owned_partitions={"t": [0]})
     group = group_metadata_value(members=[member], state_ts=1)
+    # a KIP-848 member (lib.decode.json_kernel): nested and tagged structs, arrays, bytes
+    modern_key = encode_key(CoordinatorKey(RecordType.CONSUMER_GROUP_MEMBER_METADATA, "g", member_id="m"))
+    modern_value = encode_value(
+        RecordType.CONSUMER_GROUP_MEMBER_METADATA,
+        0,
+        {
+            "clientId": "c",
+            "clientHost": "h",
+            "subscribedTopicNames": ["t"],
+            "classicMemberMetadata": {"sessionTimeoutMs": 1, "supportedProtocols": [{"name": "r", "metadata": b"1"}]},
+        },
+    )
     data = (
         encode_batch(0, recs)
         + encode_batch(2, [(2, 1, recs[0][2], None)], compression=4)
         + encode_control_batch(3, 1, 0, True, 1)
         + encode_batch(4, [(4, 1, group_key("g"), group)])
+        + encode_batch(5, [(5, 1, modern_key, modern_value)])
     )
     for buf in (data, bytearray(data)):
         list(SegmentDecoder("warm", 0, data=buf, fast=True))
