@@ -50,8 +50,10 @@ VALUE_COLUMNS = GROUP_OFFSETS.column_names
 VALUE_SCHEMA = pa.schema([f.with_nullable(True) for f in GROUP_OFFSETS.arrow_schema])
 NONE = -1  # c_ref: no committed value
 NO_PRODUCER = -1
-# row kinds for the loop
-SKIP, PLAIN, TOMBSTONE, PYTHON = 0, 1, 2, 3
+# row kinds for the loop (CLASSIC_VALUE / CLASSIC_TOMBSTONE: a GroupMetadata record whose group
+# has no other group record in the batch: the loop keeps the group's existence in log order, and
+# the fold and the audit take the records after it)
+SKIP, PLAIN, TOMBSTONE, PYTHON, CLASSIC_VALUE, CLASSIC_TOMBSTONE = 0, 1, 2, 3, 4, 5
 # gstate: does the group exist, and is it a simple group created by an offset commit?
 NO_GROUP, SIMPLE, OTHER = 0, 1, 2
 FOLD_COLUMNS = [
@@ -271,7 +273,21 @@ def _intern_keys(
 
 @njit(cache=True)
 def _apply(
-    start, kind, row_key, log_offset, k_group, c_ref, c_off, kpend, gstate, gtouch, touched, n_touched, tmark, epoch
+    start,
+    kind,
+    row_key,
+    row_group,
+    log_offset,
+    k_group,
+    c_ref,
+    c_off,
+    kpend,
+    gstate,
+    gtouch,
+    touched,
+    n_touched,
+    tmark,
+    epoch,
 ):
     """Applies rows from `start` until one needs Python; returns (that row or len, n_touched)."""
     for r in range(start, len(kind)):
@@ -280,6 +296,12 @@ def _apply(
             continue
         if t == PYTHON:
             return r, n_touched
+        if t == CLASSIC_VALUE:
+            gstate[row_group[r]] = OTHER
+            continue
+        if t == CLASSIC_TOMBSTONE:
+            gstate[row_group[r]] = NO_GROUP
+            continue
         k = row_key[r]
         if t == TOMBSTONE:
             if kpend[k] > 0:
@@ -594,6 +616,8 @@ class PartitionReplay:
         touched = np.empty(n + 1 + before, np.int64)
         n_touched = 0
         group_rows: dict[int, dict] = {}
+        row_group = np.full(n, -1, np.int64)
+        deferred = np.zeros(0, np.int64)
         if group_rec.any():
             idx = np.flatnonzero(group_rec)
             taken = batch.select(FOLD_COLUMNS_FLAT).take(pa.array(idx))
@@ -601,10 +625,18 @@ class PartitionReplay:
             # the groups' ids interned at once (a compiled call per row cost more than the row)
             gids = self.groups.intern_strings(*_string_buffers(taken.column("group_id")))
             self._ensure_groups()
-            for row, g in zip(rows, gids.tolist()):
-                row["_g"] = g
+            for row, g, r in zip(rows, gids.tolist(), idx.tolist()):
+                row["_g"], row["_r"] = g, r
                 self.group_names.setdefault(g, row["group_id"])
             group_rows = dict(zip(idx.tolist(), rows))
+            row_group[idx] = gids
+            # GroupMetadata records of groups with no other group record in the batch: kept in
+            # the compiled loop (see CLASSIC_VALUE), the fold and the audit take them after it
+            classic = rtype[idx] == GROUP_METADATA
+            others = np.unique(gids[~classic])
+            simple_order = classic & ~np.isin(gids, others)
+            deferred = idx[simple_order]
+            kind[deferred] = np.where(tomb[deferred], CLASSIC_TOMBSTONE, CLASSIC_VALUE)
         # GroupMetadata values are read from the batch only for the groups that still hold one
         # when the batch is done (or that something looks into before): a busy log replaces most
         # of them within a batch, and reading the nested value back is most of its cost
@@ -622,6 +654,7 @@ class PartitionReplay:
                 r,
                 kind,
                 row_key,
+                row_group,
                 log_offset,
                 self.k_group,
                 self.c_ref,
@@ -666,6 +699,8 @@ class PartitionReplay:
                 elif self.gstate[g] == SIMPLE:
                     self.gtouch[g] = log_offset[r]
             r += 1
+        if len(deferred):
+            self._apply_classic_records([group_rows[r] for r in deferred.tolist()], lazy, generations)
         for fold in lazy.values():
             fold.group  # noqa: B018 - read now, while the batch is here
         if self.audit is not None:
@@ -724,6 +759,28 @@ class PartitionReplay:
             touched[n_touched] = k
             n_touched += 1
         return n_touched
+
+    def _apply_classic_records(self, rows: list[dict], lazy: dict, generations) -> None:
+        """GroupMetadata records the compiled loop kept the groups' existence of (CLASSIC_VALUE,
+        CLASSIC_TOMBSTONE), in log order: the audit takes each, the fold the last of its group."""
+        last: dict[int, dict] = {}
+        for row in rows:
+            last[row["_g"]] = row
+            if self.audit is not None:
+                self._audit_record(row, row["_r"], generations)
+        for g, row in last.items():
+            if row["is_tombstone"]:
+                fold = self.folds.get(g)
+                if fold is None:
+                    fold = self.folds[g] = GroupFold(self._group_name(g))
+                fold.apply(row)  # the group's state after it: the loop's (a commit may make it anew)
+            else:
+                fold = self.folds.get(g)
+                if fold is None:
+                    fold = self.folds[g] = GroupFold(self._group_name(g))
+                value = functools.partial(self._classic_value, row["_r"])
+                fold.set_classic(value, row["offsets_partition"], row["log_offset"])
+                lazy[row["_r"]] = fold
 
     def _apply_classic_value(self, row: dict, r: int) -> GroupFold:
         """A GroupMetadata record (a value): the group is classic, its value read when needed."""
