@@ -307,6 +307,29 @@ def classic_members(metadata: dict) -> tuple[AuditMember, ...] | None:
     return tuple(out)
 
 
+def classic_generation(
+    group_id: str, metadata: dict, at_ms: int | None, offsets_partition: int, log_offset: int
+) -> Generation | None:
+    """The generation a classic group's GroupMetadata value (its generation's last) holds; None
+    where there is nothing to audit: no member has an assignment yet, no members, or not a
+    consumer-protocol group."""
+    members = classic_members(metadata)
+    if members is None or (metadata.get("protocol_type") or "") != CONSUMER:
+        return None
+    return Generation(
+        group_id,
+        CLASSIC,
+        int(metadata.get("generation") or 0),
+        at_ms,
+        metadata.get("protocol"),
+        members,
+        offsets_partition,
+        log_offset,
+        protocol_type=metadata.get("protocol_type"),
+        leader=metadata.get("leader"),
+    )
+
+
 @dataclass
 class _ConsumerGroup:
     meta: dict[str, dict] = field(default_factory=dict)  # member id -> its ConsumerGroupMemberMetadataValue
@@ -331,21 +354,9 @@ def generations_from_records(
         if item is None:
             return
         rec, md = item
-        members = classic_members(md)
-        if members is None or (md.get("protocol_type") or "") != CONSUMER:
-            return
-        yield Generation(
-            group_id,
-            CLASSIC,
-            int(md.get("generation") or 0),
-            rec.get("log_timestamp_ms"),
-            md.get("protocol"),
-            members,
-            rec["offsets_partition"],
-            rec["log_offset"],
-            protocol_type=md.get("protocol_type"),
-            leader=md.get("leader"),
-        )
+        gen = classic_generation(group_id, md, rec.get("log_timestamp_ms"), rec["offsets_partition"], rec["log_offset"])
+        if gen is not None:
+            yield gen
 
     for rec in records:
         rtype, group_id = rec["record_type"], rec["group_id"]

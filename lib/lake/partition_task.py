@@ -560,27 +560,15 @@ def replay_partition(task: dict, state: TaskState, events=None) -> dict:
     }
 
 
-def audit_rows(rows: list[dict]) -> pa.Table:
-    """assignment_audit rows (lib.assignors.audit's dicts, `at_ms` for `at`) as Arrow."""
-    schema = T.ASSIGNMENT_AUDIT.arrow_schema
-    if not rows:
-        return schema.empty_table()
-    at = (
-        pa.array([r["at_ms"] for r in rows], pa.int64())
-        .cast(pa.timestamp("ms", tz="UTC"))
-        .cast(schema.field("at").type)
-    )
-    arrays = [at if f.name == "at" else pa.array([r[f.name] for r in rows], f.type) for f in schema]
-    return pa.Table.from_arrays(arrays, schema=schema)
-
-
 def _write_audit(state: TaskState, p: int, result: dict) -> int:
     """The partition's assignment_audit rows: those of generations over are added; the open
     ones replace the partition's open rows (those of groups without a new record stay open, and
     those whose generation is over now move to the rows that are over, as they are)."""
+    from lib.assignors.fast_audit import audit_rows_table  # here: the driver loads no numba
+
     outcome = result["assignment_audit"]
-    closed = [audit_rows(outcome.closed)]
-    opened = [audit_rows(outcome.opened)]
+    closed = [audit_rows_table(outcome.closed)]
+    opened = [audit_rows_table(outcome.opened)]
     before = state.read(T.ASSIGNMENT_AUDIT, p)
     if before is not None and before.num_rows:
         group = before.column("group_id")

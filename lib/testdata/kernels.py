@@ -5,12 +5,16 @@ numba. Not imported by the pipeline.
     python -m lib.testdata.kernels --warm                 compile every kernel into the cache
     python -m lib.testdata.kernels SEGMENT...             records/s of both decode paths
     python -m lib.testdata.kernels --assignors [COUNT]    µs per assignment problem, both paths
+    python -m lib.testdata.kernels --audit [RECORDS]      µs per classic generation audited, both paths
 """
 
 from __future__ import annotations
 
+import os
+import tempfile
 import time
 import warnings
+from collections.abc import Mapping
 
 import numba
 
@@ -130,6 +134,101 @@ def warm_assignors() -> None:
     assign_batch(busy_problems(4))
 
 
+def warm_audit() -> None:
+    """Compile lib.assignors.fast_audit's kernels into numba's on-disk cache: two generations
+    of a group, the first against a Previous carried in (one call compiles all)."""
+    from lib.assignors.fast_audit import GenerationBatch, Previous, audit_classic_batch
+
+    def value(generation: int, partitions: list[int]) -> dict:
+        member = {
+            "member_id": "m",
+            "subscribed_topics": ["t"],
+            "owned_partitions": [{"topic": "t", "partitions": partitions}],
+            "generation_id": generation - 1,
+            "assignment": [{"topic": "t", "partitions": partitions}],
+            "assignment_bytes": b"\x00",
+        }
+        return {"protocol_type": "consumer", "generation": generation, "protocol": "range", "members": [member]}
+
+    previous = Previous.from_states(
+        {"g": {"members": [{"member_id": "m", "instance": None, "assignment": [["t", 0]]}]}}
+    )
+    batch = GenerationBatch.of([value(2, [0, 1]), value(3, [1, 0])], ["g", "g"], [0, 0], [1, 2], [1, 2])
+    audit_classic_batch(batch, previous, {"t": 2})
+
+
+def measure_audit(records: int = 200_000, seed: int = 7, repeat: int = 3) -> dict:
+    """µs per classic generation audited, on a busy log of about `records` offsets records
+    (lib.testdata.busy) decoded by lib.decode: lib.assignors.fast_audit end to end (from the
+    GroupMetadata column to the assignment_audit table), each offsets partition's generations
+    as one batch and the whole log's as one (CPU time of this thread, best of `repeat`); and
+    the Python path the tracker takes (the value from Arrow, audit_generation, the row as
+    Arrow), once. Generations that took the Python path inside the batch are counted."""
+    from lib.assignors import fast_audit
+    from lib.assignors.audit import Generation, audit_generation, classic_generation
+    from lib.testdata.busy import generate_busy_log
+    from lib.testdata.generations import floors_of, group_metadata_records, partition_batch
+
+    with tempfile.TemporaryDirectory() as tmp:
+        log_dir = os.path.join(tmp, "logdir")
+        generate_busy_log(log_dir, records, seed=seed, topic_records=records // 10, workers=1)
+        partitions = group_metadata_records(log_dir)
+        floors = floors_of(log_dir)
+    batches = [partition_batch(r, v)[1] for r, v in partitions]
+    whole = fast_audit.GenerationBatch.concat(batches)
+
+    def audit(parts) -> tuple[int, float]:
+        rows, t0 = 0, time.thread_time()
+        for batch in parts:
+            rows += fast_audit.audit_classic_batch(batch, fast_audit.Previous.empty(), dict(floors))[0].num_rows
+        return rows, time.thread_time() - t0
+
+    generations, _ = audit([whole])  # loads (or compiles) the kernels
+    python_path = fast_audit.audit_generation
+    calls: list[str] = []
+
+    def counted(gen: Generation, previous: Generation | None, known_partitions: Mapping[str, int]) -> dict:
+        calls.append(gen.group_id)
+        return python_path(gen, previous, known_partitions)
+
+    fast_audit.audit_generation = counted
+    try:
+        audit([whole])
+    finally:
+        fast_audit.audit_generation = python_path
+    per_partition = min(audit(batches)[1] for _ in range(repeat))
+    one_batch = min(audit([whole])[1] for _ in range(repeat))
+
+    t0 = time.thread_time()
+    for batch in batches:
+        known, rows = dict(floors), []
+        previous: dict[str, Generation] = {}
+        for r in range(len(batch)):
+            group_id = batch.group_id[r].as_py()
+            if batch.deleted[r].as_py():
+                previous.pop(group_id, None)
+                continue
+            at = (batch.at_ms[r].as_py(), batch.offsets_partition[r].as_py(), batch.log_offset[r].as_py())
+            gen = classic_generation(group_id, batch.group_metadata[r].as_py(), *at)
+            if gen is None:
+                continue
+            for m in gen.members:
+                for topic, partition in m.assignment:
+                    known[topic] = max(known.get(topic, 0), partition + 1)
+            rows.append(audit_generation(gen, previous.get(group_id), known))
+            previous[group_id] = gen
+        fast_audit.audit_rows_table(rows)
+    python_s = time.thread_time() - t0
+    return {
+        "generations": generations,
+        "offsets_partitions": len(batches),
+        "per_partition_us": per_partition / generations * 1e6,
+        "one_batch_us": one_batch / generations * 1e6,
+        "python_us": python_s / generations * 1e6,
+        "python_path_generations": len(calls),
+    }
+
+
 def measure_assignors(count: int = 20_000, seed: int = 1, repeat: int = 3) -> dict[str, dict]:
     """Per assignor, over `count` busy-shaped problems (lib.testdata.assignments) in the busy log's
     mix: µs per problem of the kernels (one batch per assignor, the arrays built beforehand, CPU
@@ -175,7 +274,17 @@ if __name__ == "__main__":
         warm_decoder()
         warm_engine()
         warm_assignors()
+        warm_audit()
         print("numba kernels compiled into their cache")
+        sys.exit(0)
+    if sys.argv[1:2] == ["--audit"]:
+        m = measure_audit(*(int(a) for a in sys.argv[2:3]))
+        print(
+            f"{m['generations']} classic generations ({m['offsets_partitions']} offsets partitions): fast "
+            f"{m['per_partition_us']:.1f} µs per generation in a batch per partition, {m['one_batch_us']:.1f} µs "
+            f"in one batch; python {m['python_us']:.0f} µs (CPU time of one thread); "
+            f"{m['python_path_generations']} generations left to the Python path"
+        )
         sys.exit(0)
     if sys.argv[1:2] == ["--assignors"]:
         measured = measure_assignors(*(int(a) for a in sys.argv[2:3]))
