@@ -268,8 +268,8 @@ _Owners = namedtuple("_Owners", "offsets topic partition identity")
 _Work = namedtuple(
     "_Work",
     "topic_stamp topic_k seen_stamp identity_stamp identity_member sub_topic sub_n base "
-    "slot_k slot_occ slot_mark slot_start order kept sizes pos lists_offsets lists bucket "
-    "other_offsets other_lists subscribes hash_topic hash_partition hash_token",
+    "slot_k slot_occ slot_mark order kept sizes lists_offsets lists "
+    "subscribes hash_topic hash_partition hash_token",
 )
 
 
@@ -291,16 +291,11 @@ def _workspace(n_topics, n_identities, max_m, max_assigned, max_total, max_nk, m
         slot_k=np.empty(max_total, np.int64),
         slot_occ=np.empty(max_total, np.int64),
         slot_mark=np.full(max_total, -1, np.int64),
-        slot_start=np.empty(max_total + 1, np.int64),
         order=np.empty(m1, np.int64),
         kept=np.empty(m1, np.int64),
         sizes=np.empty(2 * m1, np.int64),
-        pos=np.empty(m1, np.int64),
         lists_offsets=np.empty(m1, np.int64),
-        lists=np.empty(max_assigned + 1, np.int64),
-        bucket=np.empty(max(max_assigned, max_other) + 1, np.int64),
-        other_offsets=np.empty(m1, np.int64),
-        other_lists=np.empty(max_other + 1, np.int64),
+        lists=np.empty(max(max_assigned, max_other) + 1, np.int64),
         subscribes=np.empty(m1 * max(max_nk, 1), np.bool_),
         hash_topic=np.empty(cap, np.int64),
         hash_partition=np.empty(cap, np.int64),
@@ -399,55 +394,34 @@ def _slot(r, t, p, w):
 
 
 @_kernel
-def _slot_lists(r, first, m, offsets, topic, partition, total, w, lists_offsets, lists, tick):
+def _slot_lists(r, first, m, offsets, topic, partition, w, lists_offsets, lists, tick):
     """Each member's partitions (offsets/topic/partition, CSR over the batch's members
     first..first+m-1) as its distinct slots in order: lists[lists_offsets[i]:lists_offsets[i+1]]
-    (a counting sort by slot); w.slot_occ: how often each slot is listed in all. -> (slots
+    (an insertion sort: a member's partitions come sorted, or in a few sorted runs). -> (slots
     anyone holds, -1 where a partition is outside the universe; the next tick)."""
-    for s in range(total):
-        w.slot_occ[s] = 0
-        w.slot_start[s] = 0  # members holding it
-    lists_offsets[0] = 0
+    at = 0
+    held = 0
     for i in range(m):
         g = first + i
-        distinct = 0
+        lists_offsets[i] = start = at
         for e in range(offsets[g], offsets[g + 1]):
             s = _slot(r, topic[e], partition[e], w)
             if s < 0:
-                return -1, tick + m
-            w.slot_occ[s] += 1
-            if w.slot_mark[s] != tick + i:
-                w.slot_mark[s] = tick + i
-                w.slot_start[s] += 1
-                distinct += 1
-        lists_offsets[i + 1] = lists_offsets[i] + distinct
-    held = 0
-    at = 0
-    for s in range(total):
-        holders = w.slot_start[s]
-        w.slot_start[s] = at
-        at += holders
-        if holders:
-            held += 1
-    tick += m
-    for i in range(m):
-        g = first + i
-        for e in range(offsets[g], offsets[g + 1]):
-            s = _slot(r, topic[e], partition[e], w)
-            if w.slot_mark[s] != tick + i:
-                w.slot_mark[s] = tick + i
-                w.bucket[w.slot_start[s]] = i
-                w.slot_start[s] += 1  # ends as the start of the next slot's members
-    for i in range(m):
-        w.pos[i] = lists_offsets[i]
-    lo = 0
-    for s in range(total):
-        for q in range(lo, w.slot_start[s]):
-            i = w.bucket[q]
-            lists[w.pos[i]] = s
-            w.pos[i] += 1
-        lo = w.slot_start[s]
-    return held, tick + m
+                return -1, tick + 1
+            k = at
+            while k > start and lists[k - 1] > s:
+                k -= 1
+            if k > start and lists[k - 1] == s:
+                continue  # listed twice
+            for q in range(at, k, -1):
+                lists[q] = lists[q - 1]
+            lists[k] = s
+            at += 1
+            if w.slot_mark[s] != tick:
+                w.slot_mark[s] = tick
+                held += 1
+    lists_offsets[m] = at
+    return held, tick + 1
 
 
 @_inline_kernel
@@ -690,7 +664,6 @@ def _first_row_stats(r, first, m, nk, total, ref, mem, maps0, w, out, at):
         mem.assigned_offsets,
         mem.assigned_topic,
         mem.assigned_partition,
-        total,
         w,
         w.lists_offsets,
         w.lists,
@@ -698,6 +671,9 @@ def _first_row_stats(r, first, m, nk, total, ref, mem, maps0, w, out, at):
     )
     out.assigned[r] = held
     out.partitions[r] = total
+    w.slot_occ[:total] = 0  # how often each partition is assigned, in all
+    for e in range(mem.assigned_offsets[first], mem.assigned_offsets[first + m]):
+        w.slot_occ[_slot(r, mem.assigned_topic[e], mem.assigned_partition[e], w)] += 1
     for s in range(total):
         k = w.slot_k[s]
         if w.slot_occ[s] == 0:
@@ -873,49 +849,37 @@ def _second_row(r, rows, mem, fp, status, result, maps0, w, out, at):
             at[DIFFERING] += 1
         out.differing_offsets[r + 1] = at[DIFFERING]
         return
-    total = _layout(r, fp.topics_topic, fp.topics_n, fp.topics_offsets[r], fp.topics_offsets[r + 1], w)
+    _layout(r, fp.topics_topic, fp.topics_n, fp.topics_offsets[r], fp.topics_offsets[r + 1], w)
     _mark_identities(r, first, m, mem, w)
-    _, at[TICK] = _slot_lists(
-        r,
-        first,
-        m,
-        mem.assigned_offsets,
-        mem.assigned_topic,
-        mem.assigned_partition,
-        total,
-        w,
-        w.lists_offsets,
-        w.lists,
-        at[TICK],
-    )
     their_held, at[TICK] = _slot_lists(
-        r, first, m, result.offsets, result.topic, result.partition, total, w, w.other_offsets, w.other_lists, at[TICK]
+        r, first, m, result.offsets, result.topic, result.partition, w, w.lists_offsets, w.lists, at[TICK]
     )
     if their_held < 0:  # a partition beyond its topic's count (kept from owned partitions)
         out.kind[r] = PYTHON
         return
     out.recomputed[r] = True
     differing = 0
-    for rank in range(m):
-        i = fp.member_order[first + rank] - first
-        a_lo, a_hi = w.lists_offsets[i], w.lists_offsets[i + 1]
-        b_lo, b_hi = w.other_offsets[i], w.other_offsets[i + 1]
+    for rank in range(m):  # the leader's partitions (the first pass's lists) against the reference's
+        position = first + rank
+        i = fp.member_order[position] - first
+        a_lo, a_hi = fp.list_offsets[position], fp.list_offsets[position + 1]
+        b_lo, b_hi = w.lists_offsets[i], w.lists_offsets[i + 1]
         same = a_hi - a_lo == b_hi - b_lo
         for q in range(b_hi - b_lo):
             if not same:
                 break
-            same = w.lists[a_lo + q] == w.other_lists[b_lo + q]
+            same = _slot(r, fp.list_topic[a_lo + q], fp.list_partition[a_lo + q], w) == w.lists[b_lo + q]
         if not same:
             out.differing[at[DIFFERING]] = first + i
             at[DIFFERING] += 1
             differing += 1
         for q in range(b_lo, b_hi):
-            s = w.other_lists[q]
+            s = w.lists[q]
             k = w.slot_k[s]
             out.reference_topic[at[REFERENCE]] = w.sub_topic[k]
             out.reference_partition[at[REFERENCE]] = s - w.base[k]
             at[REFERENCE] += 1
-        out.reference_offsets[first + rank + 1] = at[REFERENCE]
+        out.reference_offsets[position + 1] = at[REFERENCE]
     out.differing_offsets[r + 1] = at[DIFFERING]
     if differing == 0:
         out.verdict[r] = MATCHES
@@ -924,7 +888,7 @@ def _second_row(r, rows, mem, fp, status, result, maps0, w, out, at):
     # assigned, how many moved
     ours, theirs = w.sizes[:m], w.sizes[m : 2 * m]
     for i in range(m):
-        ours[i] = w.lists_offsets[i + 1] - w.lists_offsets[i]
+        ours[i] = fp.member_count[first + i]
         theirs[i] = result.offsets[first + i + 1] - result.offsets[first + i]
     _insertion_sort(ours, m)
     _insertion_sort(theirs, m)
@@ -936,9 +900,9 @@ def _second_row(r, rows, mem, fp, status, result, maps0, w, out, at):
     if ref != -1:
         which, lo, hi = _owners_range(ref, maps0, fp.maps)
         if which == 1:
-            their_moves = _moves(r, fp.maps, lo, hi, w, w.other_offsets, w.other_lists)
+            their_moves = _moves(r, fp.maps, lo, hi, w, w.lists_offsets, w.lists)
         else:
-            their_moves = _moves(r, maps0, lo, hi, w, w.other_offsets, w.other_lists)
+            their_moves = _moves(r, maps0, lo, hi, w, w.lists_offsets, w.lists)
     same_moves = max(fp.moved[r], 0) == their_moves
     equivalent = same_counts and same_moves and fp.assigned[r] == their_held
     out.verdict[r] = EQUIVALENT if equivalent else DIFFERS
