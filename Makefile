@@ -38,11 +38,7 @@ setup: venv jars s3-jars kafka-jars numba-cache
 # Compile the numba kernels (decoder, engine, assignors) into their on-disk cache once (Spark workers load it).
 .PHONY: numba-cache
 numba-cache: lib/__pycache__/.numba-stamp
-<<<<<<< HEAD
-lib/__pycache__/.numba-stamp: lib/decode/fast.py lib/decode/group_kernel.py lib/decode/numba_bytes.py lib/replay/engine.py $(VENV)/.stamp
-=======
-lib/__pycache__/.numba-stamp: lib/decode/fast.py lib/replay/engine.py lib/assignors/fast.py $(VENV)/.stamp
->>>>>>> fast-assign
+lib/__pycache__/.numba-stamp: $(wildcard lib/decode/*.py lib/replay/engine.py lib/assignors/fast*.py lib/lake/lag_rows.py) $(VENV)/.stamp
 	$(PY) -m lib.testdata.kernels --warm
 	@mkdir -p lib/__pycache__ && touch $@
 

@@ -268,6 +268,95 @@ def audit_generation(gen: Generation, previous: Generation | None, known_partiti
     return row
 
 
+def what_if_of_row(row: Mapping, previous_members: Sequence[Mapping] | None) -> list[dict] | None:
+    """An assignment_audit row's `what_if` (None for a KIP-848 epoch), as audit_generation gives
+    it, from the row and its group's previous row's `members` (None for the first generation).
+
+    The table leaves `what_if` null (the replay does not spend the four assignors on every
+    generation; the report and sql/audits compute it for the rows they show). The assignor the
+    group named is the row's `reference`, computed in the pass from the subscriptions as
+    recorded; the other three run here on the members' subscribed topics, the sticky ones
+    starting from the previous row's assignment. One difference from the pass: where the
+    previous generation assigned a partition twice, its owner here is the first of its members
+    by member id (the pass took the first in the record's order)."""
+    if row["group_type"] != CLASSIC:
+        return None
+    members = tuple(
+        AuditMember(
+            m["member_id"],
+            tuple(m["subscribed_topics"] or ()),
+            tuple((a["topic"], int(p)) for a in m["assignment"] or () for p in a["partitions"] or ()),
+            group_instance_id=m["group_instance_id"],
+            client_id=m["client_id"],
+            rack_id=m["rack_id"],
+        )
+        for m in row["members"] or ()
+    )
+    gen = Generation(row["group_id"], CLASSIC, row["generation"], None, row["assignor"], members, -1, -1)
+    previous = None
+    if row["moved"] is not None and previous_members is not None:
+        previous = Generation(
+            row["group_id"],
+            CLASSIC,
+            0,
+            None,
+            None,
+            tuple(
+                AuditMember(
+                    m["member_id"],
+                    (),
+                    tuple((a["topic"], int(p)) for a in m["assignment"] or () for p in a["partitions"] or ()),
+                    group_instance_id=m["group_instance_id"],
+                )
+                for m in previous_members
+            ),
+            -1,
+            -1,
+        )
+    per_topic = {t["topic"]: t["partitions"] for t in row["topics"] or ()}
+    universe = {(t, p) for t, n in per_topic.items() for p in range(n)}
+    ppt = {t: n for t, n in per_topic.items() if n > 0}
+    prev_owner: dict[TopicPartition, str] = {}
+    prev_by_identity: dict[str, list[TopicPartition]] = {}
+    if previous is not None:
+        for pm in previous.members:
+            prev_by_identity.setdefault(pm.identity, []).extend(pm.assignment)
+            for tp in pm.assignment:
+                prev_owner.setdefault(tp, pm.identity)
+    identity = {m.member_id: m.identity for m in members}
+    out: list[dict] = []
+    for name in ASSIGNOR_NAMES:
+        result: Mapping[str, Sequence[TopicPartition]] | None
+        if name == gen.assignor:
+            result = (
+                None
+                if row["reference"] is None
+                else {
+                    r["member_id"]: [(a["topic"], p) for a in r["assignment"] or () for p in a["partitions"]]
+                    for r in row["reference"]
+                }
+            )
+        else:
+            try:
+                result = _assign_remembered(name, ppt, _what_if_subscriptions(name, gen, previous, prev_by_identity))
+            except AssignorError:
+                result = None
+        if result is None:
+            out.append({"assignor": name, "imbalance": None, "moved": None, "unassigned": None})
+            continue
+        their_owners = _owners((identity.get(mid, mid), tps) for mid, tps in result.items())
+        their_sizes = [len(tps) for tps in result.values()] or [0]
+        out.append(
+            {
+                "assignor": name,
+                "imbalance": max(their_sizes) - min(their_sizes),
+                "moved": moves(prev_owner, their_owners, universe) if previous is not None else None,
+                "unassigned": len(universe - their_owners.keys()),
+            }
+        )
+    return out
+
+
 # --- from offsets_log records ----------------------------------------------------------------
 
 

@@ -567,8 +567,8 @@ def _write_audit(state: TaskState, p: int, result: dict) -> int:
     from lib.assignors.fast_audit import audit_rows_table  # here: the driver loads no numba
 
     outcome = result["assignment_audit"]
-    closed = [audit_rows_table(outcome.closed)]
-    opened = [audit_rows_table(outcome.opened)]
+    closed = [audit_rows_table([]), *outcome.closed]
+    opened = [audit_rows_table([]), *outcome.opened]
     before = state.read(T.ASSIGNMENT_AUDIT, p)
     if before is not None and before.num_rows:
         group = before.column("group_id")
@@ -578,7 +578,7 @@ def _write_audit(state: TaskState, p: int, result: dict) -> int:
         opened.insert(0, before.filter(pa.compute.invert(pa.compute.or_(over, redone))))
     state.append(T.ASSIGNMENT_AUDIT, pa.concat_tables(closed))
     state.write(T.ASSIGNMENT_AUDIT, p, pa.concat_tables(opened))
-    return len(outcome.closed) + len(outcome.opened)
+    return outcome.rows
 
 
 def _count_types(batch: pa.RecordBatch, into: dict[tuple[int, bool, bool], int]) -> None:

@@ -9,16 +9,31 @@ generation comes, in this run or a later one). A KIP-848 group's target assignme
 audited at its target assignment record, from the group's fold (its members and targets then).
 What an incremental run needs of the past is kept with the group's fold state (`state`,
 `load`): the previous audited generation's owners (what moved since is counted against them),
-and the open generation's number and record."""
+and the open generation's number and record.
+
+Classic generations over are audited in batches (lib.assignors.fast_audit, thousands at once,
+in log order); a KIP-848 epoch waits with them when nothing it reads can change before its
+turn, else the batch before it is audited first (see `consumer_epoch`). The rows are those
+audit_generation gives record by record but for `what_if`, which the report and the
+`assignment_history` audit compute for the groups they show."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from lib.assignors.audit import CLASSIC, CONSUMER, AuditMember, Generation, audit_generation, classic_members
+from lib.assignors.audit import CLASSIC, CONSUMER, AuditMember, Generation, audit_generation
+from lib.assignors.fast_audit import (
+    GROUP_METADATA_TYPE,
+    GenerationBatch,
+    Previous,
+    audit_classic_batch,
+    audit_rows_table,
+)
 
 
 @dataclass
@@ -32,7 +47,7 @@ class _Open:
     at_ms: int | None
     values: pa.Array | None = None
     row: int = 0
-    audited: Generation | None = None  # as audited when the run that read it ended (its owners)
+    audited: dict | None = None  # its owners as audited when the run that read it ended (state form)
 
     @property
     def carried(self) -> bool:
@@ -41,50 +56,62 @@ class _Open:
 
 @dataclass
 class AuditOutcome:
-    closed: list[dict] = field(default_factory=list)  # rows of generations over (new)
-    opened: list[dict] = field(default_factory=list)  # rows of generations still open (new)
+    closed: list[pa.Table] = field(default_factory=list)  # rows of generations over (new)
+    opened: list[pa.Table] = field(default_factory=list)  # rows of generations still open (new)
     # groups whose open row of an earlier run is final now (it moves to the final rows as it is),
     # and those whose open row of an earlier run is replaced (by a later record of its generation)
     carried_closed: set[str] = field(default_factory=set)
     carried_replaced: set[str] = field(default_factory=set)
+
+    @property
+    def rows(self) -> int:
+        return sum(t.num_rows for t in self.closed) + sum(t.num_rows for t in self.opened)
+
+
+# pending entries, in log order
+_CLASSIC, _DELETE, _CONSUMER = 0, 1, 2
 
 
 class AssignmentTracker:
     def __init__(self, floors: Mapping[str, int] | None = None, names: Mapping[str, str] | None = None):
         self.known = dict(floors or {})  # partitions per topic known so far
         self.names = dict(names or {})
-        self.previous: dict[str, Generation] = {}  # group -> its last audited generation
+        # group -> the owners of its last audited generation: `_previous` as of the last flush,
+        # `_newer` what came since outside a batch (state form; None: the group was deleted)
+        self._previous = Previous.empty()
+        self._newer: dict[str, dict | None] = {}
         self.open: dict[str, _Open] = {}
         self.outcome = AuditOutcome()
         self.touched: set[str] = set()  # groups whose state changed
-        self._closing: list[tuple[str, _Open]] = []  # generations over in the batch being fed
-        self._kept: pa.Array | None = None  # values of open generations of earlier batches
+        self._pending: list[tuple[int, str, object]] = []  # audits waiting for a flush
+        self._pending_kind: dict[str, int] = {}  # group -> _CLASSIC (or _DELETE) / _CONSUMER
+        self._fresh: list[_Open] = []  # generations whose values are the batch being fed
+        self._states: dict[str, dict] = {}  # finish(): the previous owners of the touched groups
+        self._consumer_rows: list[dict] = []  # rows of KIP-848 epochs (one table at the end)
 
     # --- state across runs ------------------------------------------------------------------------
     def load(self, group_id: str, state: dict) -> None:
         """A group's audit state as `state` gave it (kept with its fold state)."""
         prev = state.get("previous")
         if prev is not None:
-            self.previous[group_id] = _generation_of(group_id, prev)
+            self._newer[group_id] = prev
         o = state.get("open")
         if o is not None:
-            owners = o.get("owners")
-            audited = _generation_of(group_id, owners) if owners is not None else None
-            self.open[group_id] = _Open(o["generation"], -1, o["log_offset"], None, audited=audited)
+            self.open[group_id] = _Open(o["generation"], -1, o["log_offset"], None, audited=o.get("owners"))
 
     def state(self, group_id: str) -> dict | None:
-        """What the next run needs of the group (None: nothing)."""
-        prev = self.previous.get(group_id)
+        """What the next run needs of the group (None: nothing); after finish()."""
+        prev = self._states.get(group_id)
         o = self.open.get(group_id)
         if prev is None and o is None:
             return None
         out: dict = {}
         if prev is not None:
-            out["previous"] = _state_of(prev)
+            out["previous"] = prev
         if o is not None:
             out["open"] = {"generation": o.generation, "log_offset": o.log_offset}
             if o.audited is not None:
-                out["open"]["owners"] = _state_of(o.audited)
+                out["open"]["owners"] = o.audited
         return out
 
     # --- records, in log order ----------------------------------------------------------------------
@@ -92,20 +119,26 @@ class AssignmentTracker:
         self, group_id: str, generation: int, offsets_partition: int, log_offset: int, at_ms, values: pa.Array, row: int
     ) -> None:
         """A GroupMetadata value record: its value is row `row` of `values` (the batch's
-        group_metadata column)."""
+        group_metadata column, until end_batch)."""
         self.touched.add(group_id)
         o = self.open.get(group_id)
         if o is not None and o.generation != generation:
             self._close(group_id)
         elif o is not None and o.carried:
             self.outcome.carried_replaced.add(group_id)  # its generation goes on: a later record
-        self.open[group_id] = _Open(generation, offsets_partition, log_offset, at_ms, values, row)
+        o = self.open[group_id] = _Open(generation, offsets_partition, log_offset, at_ms, values, row)
+        self._fresh.append(o)
 
     def group_deleted(self, group_id: str) -> None:
         """A group tombstone: its generation over, its next one a new group's first."""
         self.touched.add(group_id)
         self._close(group_id)
-        self.previous.pop(group_id, None)
+        if self._pending_kind.get(group_id) == _CONSUMER:
+            self._flush()
+        if group_id in self._pending_kind:
+            self._pending.append((_DELETE, group_id, None))
+        else:
+            self._newer[group_id] = None
 
     def consumer_epoch(self, group_id: str, epoch: int, offsets_partition: int, log_offset: int, at_ms, group) -> None:
         """A KIP-848 target assignment record; `group`: the group's fold (ModernGroup) after it."""
@@ -141,7 +174,17 @@ class AssignmentTracker:
             log_offset,
             protocol_type=CONSUMER,
         )
-        self.outcome.closed.append(self._audit(gen))
+        # It may wait for the flush when it raises no topic's known count (then none is raised
+        # before its turn by it, and flush() checks the generations before it raised none
+        # either) and no classic audit of its group waits.
+        raises = any(p + 1 > self.known.get(t, 0) for m in members for t, p in m.assignment)
+        if raises or self._pending_kind.get(group_id, _CONSUMER) != _CONSUMER:
+            self._flush()
+        if raises:
+            self._audit_consumer(gen)
+        else:
+            self._pending.append((_CONSUMER, group_id, gen))
+            self._pending_kind[group_id] = _CONSUMER
 
     # --- audits -----------------------------------------------------------------------------------------
     def _close(self, group_id: str) -> None:
@@ -151,75 +194,145 @@ class AssignmentTracker:
         if o.carried:
             self.outcome.carried_closed.add(group_id)  # its row is final as it is
             if o.audited is not None:
-                self.previous[group_id] = o.audited
+                if group_id in self._pending_kind:
+                    self._flush()
+                self._newer[group_id] = o.audited
             return
-        self._closing.append((group_id, o))
+        if self._pending_kind.get(group_id) == _CONSUMER:
+            self._flush()
+        self._pending.append((_CLASSIC, group_id, o))
+        self._pending_kind[group_id] = _CLASSIC
 
     def end_batch(self) -> None:
-        """The batch fed is done: the generations it closed are audited (in log order, at once),
-        and the values of those still open are kept apart from it."""
-        if self._closing:
-            self.outcome.closed.extend(self._audit_classic(self._closing, keep_previous=False))
-            self._closing = []
-        # the open generations' values, taken out of the batch (which goes) into one array
-        opens = [o for o in self.open.values() if o.values is not None]
-        if opens and any(o.values is not self._kept for o in opens):
+        """The batch fed is done: the audits waiting are done (a batch is thousands of records:
+        enough of them to share a flush's fixed cost), and the values of the generations still
+        open are taken out of it (it goes)."""
+        self._flush()
+        alive = {id(o) for o in self.open.values()}
+        keep = [o for o in self._fresh if id(o) in alive]
+        self._fresh = []
+        if keep:
             by_source: dict[int, tuple[pa.Array, list[_Open]]] = {}
-            for o in opens:
+            for o in keep:
                 by_source.setdefault(id(o.values), (o.values, []))[1].append(o)
-            parts, ordered = [], []
             for values, group in by_source.values():
-                parts.append(values.take(pa.array([o.row for o in group], pa.int64())))
-                ordered.extend(group)
-            self._kept = pa.concat_arrays(parts)
-            for i, o in enumerate(ordered):
-                o.values, o.row = self._kept, i
+                kept = values.take(pa.array([o.row for o in group], pa.int64()))
+                for i, o in enumerate(group):
+                    o.values, o.row = kept, i
 
-    def _audit_classic(self, closing: list[tuple[str, _Open]], keep_previous: bool) -> list[dict]:
-        """The rows of classic generations over (or still open: `keep_previous`, and each
-        remembers what it was audited as), in log order."""
-        rows = []
-        for group_id, o in closing:
-            gen = self._generation(group_id, o)
-            if gen is not None:
-                rows.append(self._audit(gen, keep_previous=keep_previous))
-                if keep_previous:
-                    o.audited = gen
-        return rows
+    def _apply_newer(self) -> None:
+        if self._newer:
+            states = {g: s for g, s in self._newer.items() if s is not None}
+            kept = self._previous.without(self._newer)
+            self._previous = Previous(pa.concat_tables([kept.table, Previous.from_states(states).table]))
+            self._newer = {}
 
-    def _generation(self, group_id: str, o: _Open) -> Generation | None:
-        assert o.values is not None
-        md = o.values[o.row].as_py()
-        members = classic_members(md)
-        if members is None or (md.get("protocol_type") or "") != "consumer":
-            return None
-        return Generation(
-            group_id,
-            CLASSIC,
-            int(md.get("generation") or 0),
-            o.at_ms,
-            md.get("protocol"),
-            members,
-            o.offsets_partition,
-            o.log_offset,
-            protocol_type=md.get("protocol_type"),
-            leader=md.get("leader"),
-        )
+    def _previous_of(self, group_id: str) -> Generation | None:
+        if group_id in self._newer:
+            s = self._newer[group_id]
+            return None if s is None else _generation_of(group_id, s)
+        return self._previous.generation(group_id)
 
-    def _audit(self, gen: Generation, keep_previous: bool = False) -> dict:
+    def _flush(self) -> None:
+        """The audits waiting, in log order: the classic ones in one batch, then the KIP-848
+        ones (none raised a known count; if the batch raised one, they are redone in turn)."""
+        if not self._pending:
+            return
+        pending, self._pending, self._pending_kind = self._pending, [], {}
+        self._apply_newer()
+        if not any(kind == _CONSUMER for kind, _, _ in pending):
+            self.outcome.closed.append(self._audit_batch(pending))
+            return
+        known, previous = dict(self.known), self._previous
+        table = self._audit_batch([e for e in pending if e[0] != _CONSUMER])
+        if self.known == known:
+            self.outcome.closed.append(table)
+            for _, _, gen in (e for e in pending if e[0] == _CONSUMER):
+                self._audit_consumer(gen)  # type: ignore[arg-type]
+            return
+        # a classic generation raised a count a KIP-848 one after it reads: in turn, then
+        self.known.clear()
+        self.known.update(known)
+        self._previous = previous
+        run: list = []
+        for entry in pending:
+            if entry[0] == _CONSUMER:
+                self.outcome.closed.append(self._audit_batch(run))
+                run = []
+                self._audit_consumer(entry[2])  # type: ignore[arg-type]
+            else:
+                run.append(entry)
+        self.outcome.closed.append(self._audit_batch(run))
+
+    def _audit_consumer(self, gen: Generation) -> None:
         for m in gen.members:
             for topic, partition in m.assignment:
                 self.known[topic] = max(self.known.get(topic, 0), partition + 1)
-        row = audit_generation(gen, self.previous.get(gen.group_id), self.known)
-        if not keep_previous:
-            self.previous[gen.group_id] = gen
-        return row
+        row = audit_generation(gen, self._previous_of(gen.group_id), self.known)
+        row["what_if"] = None
+        self._consumer_rows.append(row)
+        self._newer[gen.group_id] = _state_of(gen)
+
+    def _batch(self, entries: list) -> GenerationBatch:
+        """The classic entries (_CLASSIC / _DELETE) as a GenerationBatch, in their order."""
+        parts: dict[int, tuple[pa.Array, list[int], list[int]]] = {}
+        deleted = []
+        for i, (kind, _, o) in enumerate(entries):
+            if kind == _DELETE:
+                deleted.append(i)
+            else:
+                _, rows, where = parts.setdefault(id(o.values), (o.values, [], []))
+                rows.append(o.row)
+                where.append(i)
+        arrays, at = [], []
+        for values, rows, where in parts.values():
+            arrays.append(values.take(pa.array(rows, pa.int64())))
+            at.extend(where)
+        if deleted:
+            arrays.append(pa.nulls(len(deleted), arrays[0].type if arrays else GROUP_METADATA_TYPE))
+            at.extend(deleted)
+        order = np.empty(len(entries), np.int64)
+        order[np.asarray(at, np.int64)] = np.arange(len(entries))
+        values = pa.concat_arrays(arrays).take(pa.array(order))
+        opens = [o if kind == _CLASSIC else None for kind, _, o in entries]
+        return GenerationBatch.of(
+            values,
+            [g for _, g, _ in entries],
+            np.array([o.offsets_partition if o else -1 for o in opens], np.int32),
+            np.array([o.log_offset if o else -1 for o in opens], np.int64),
+            pa.array([o.at_ms if o else None for o in opens], pa.int64()),
+            np.array([o is None for o in opens], np.bool_),
+        )
+
+    def _audit_batch(self, entries: list, keep_previous: bool = False) -> pa.Table:
+        """The rows of these classic entries, audited against the groups' previous owners (and
+        those left in place when `keep_previous`: the generations are still open)."""
+        if not entries:
+            return audit_rows_table([])
+        batch = self._batch(entries)
+        groups = pa.array(sorted({g for _, g, _ in entries}), pa.string())
+        mine = pc.is_in(self._previous.table.column("group_id"), groups)
+        table, after = audit_classic_batch(batch, Previous(self._previous.table.filter(mine)), self.known)
+        if keep_previous:
+            states = after.states()
+            for _, g, o in entries:
+                o.audited = states.get(g)  # None: none yet (nothing assigned), as before it
+        else:
+            others = self._previous.table.filter(pc.invert(mine))
+            self._previous = Previous(pa.concat_tables([others, after.table]))
+        return table
 
     def finish(self) -> AuditOutcome:
         """What this run's records add: the rows of the generations over, and of those still
         open (audited once; their previous generation stays the one before them)."""
-        opened = [(g, o) for g, o in self.open.items() if not o.carried]
-        self.outcome.opened.extend(self._audit_classic(opened, keep_previous=True))
+        self._flush()
+        self._apply_newer()
+        self.outcome.closed.append(audit_rows_table(self._consumer_rows))
+        opened = [(_CLASSIC, g, o) for g, o in self.open.items() if not o.carried]
+        self.outcome.opened.append(self._audit_batch(opened, keep_previous=True))
+        touched = pa.array(sorted(self.touched), pa.string())
+        mine = pc.is_in(self._previous.table.column("group_id"), touched)
+        self._states = Previous(self._previous.table.filter(mine)).states()
         return self.outcome
 
 

@@ -285,6 +285,9 @@ def open_catalog(spark, warehouse: str, use: bool = True) -> list[str]:
         spark.sql(f"CREATE TABLE {DATABASE}.`{name}` USING delta LOCATION {_quote(path)}")
     if use:
         spark.catalog.setCurrentDatabase(DATABASE)
+    from lib.spark.assignment import register_what_if
+
+    register_what_if(spark)  # assignment_audit's what_if, for the rows a query shows
     return names
 
 

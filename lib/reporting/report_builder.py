@@ -154,7 +154,8 @@ def collect_assignments(audit, limit: int = MAX_ASSIGNMENT_GROUPS) -> list[Assig
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    from lib.spark.assignment import partitions_in, why_flagged
+    from lib.assignors.audit import what_if_of_row
+    from lib.spark.assignment import partitions_in, previous_members, why_flagged
 
     rows = audit.select(
         "group_id",
@@ -167,6 +168,9 @@ def collect_assignments(audit, limit: int = MAX_ASSIGNMENT_GROUPS) -> list[Assig
         "moved",
         "min_moves",
         "what_if",
+        "topics",
+        "reference",
+        previous_members().alias("previous_members"),
         "verdict",
         "offsets_partition",
         "log_offset",
@@ -197,7 +201,11 @@ def collect_assignments(audit, limit: int = MAX_ASSIGNMENT_GROUPS) -> list[Assig
                 imbalance=r["imbalance"],
                 moved=r["moved"],
                 min_moves=r["min_moves"],
-                what_if_moved={w["assignor"]: w["moved"] for w in r["what_if"] or []},
+                what_if_moved={
+                    w["assignor"]: w["moved"]
+                    # the table leaves what_if null: computed for the generations shown
+                    for w in (r["what_if"] or what_if_of_row(r.asDict(True), r.asDict(True)["previous_members"]) or [])
+                },
                 unassigned=r["unassigned_n"],
                 assigned_twice=r["twice"],
                 verdict=r["verdict"],

@@ -4,6 +4,7 @@ report's helpers over assignment_audit."""
 
 from __future__ import annotations
 
+import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import Column
 from pyspark.sql import functions as F
@@ -40,3 +41,40 @@ def known_topics(warehouse: str, log_dir: str | None) -> tuple[dict[str, int], d
 def partitions_in(col: str) -> Column:
     """How many partitions a topic-partitions list column (unassigned, assigned_twice) holds."""
     return F.aggregate(F.col(col), F.lit(0), lambda acc, t: acc + F.size(t["partitions"]))
+
+
+WHAT_IF_FUNCTION = "assignor_what_if"
+# the row's columns what_if_of_row reads
+WHAT_IF_INPUT = ("group_type", "group_id", "generation", "assignor", "members", "topics", "moved", "reference")
+
+
+def previous_members() -> Column:
+    """The members of the group's previous row of assignment_audit (what_if's previous)."""
+    from pyspark.sql import Window
+
+    return F.lag("members").over(Window.partitionBy("group_id").orderBy("offsets_partition", "log_offset"))
+
+
+def what_if(previous: Column) -> Column:
+    """assignment_audit's `what_if` for the rows it is taken on (the column where the table has
+    it); `previous`: previous_members()."""
+    return F.coalesce(F.col("what_if"), F.call_function(WHAT_IF_FUNCTION, F.struct(*WHAT_IF_INPUT), previous))
+
+
+def _assignor_what_if(rows: pa.Array, previous: pa.Array) -> pa.Array:
+    from lib.assignors.audit import what_if_of_row
+
+    return pa.array(
+        [what_if_of_row(r, p) for r, p in zip(rows.to_pylist(), previous.to_pylist())],
+        T.ASSIGNMENT_AUDIT.arrow_schema.field("what_if").type,
+    )
+
+
+def register_what_if(spark) -> None:
+    """The SQL function assignor_what_if(struct(<WHAT_IF_INPUT>), previous members): what each of
+    Kafka's assignors would have done for a classic generation (lib.assignors.audit.what_if_of_row),
+    batch by batch in Arrow; for the rows a query shows (the pass leaves what_if null)."""
+    from pyspark.sql.functions import arrow_udf
+
+    column = next(c for c in T.ASSIGNMENT_AUDIT.columns if c.name == "what_if")
+    spark.udf.register(WHAT_IF_FUNCTION, arrow_udf(_assignor_what_if, column.ddl))  # type: ignore[call-overload]

@@ -6,15 +6,22 @@
 -- listed when imbalance >=
 -- min_imbalance, or a subscribed partition is unassigned, or one is assigned twice, or its
 -- verdict is differs. best_assignor: the Kafka assignor with the smallest imbalance on the same
--- subscriptions (ties: fewest moves, then name).
-WITH latest AS (
-  SELECT a.* FROM assignment_audit a
+-- subscriptions (ties: fewest moves, then name; assignor_what_if computes them for the groups
+-- listed, as the table leaves what_if null).
+WITH audit AS (
+  SELECT *, lag(members) OVER (PARTITION BY group_id ORDER BY offsets_partition, log_offset) AS previous_members
+  FROM assignment_audit
+),
+latest AS (
+  SELECT a.* FROM audit a
   JOIN consumer_groups g ON g.group_id = a.group_id AND g.offsets_partition = a.offsets_partition
   WHERE size(g.members) > 0 AND (a.group_type <> 'classic' OR g.generation = a.generation)
   QUALIFY row_number() OVER (PARTITION BY a.group_id ORDER BY a.log_offset DESC) = 1
 ),
 ranked AS (
-  SELECT *, element_at(array_sort(what_if, (a, b) -> CASE
+  SELECT *, element_at(array_sort(coalesce(what_if, assignor_what_if(
+           struct(group_type, group_id, generation, assignor, members, topics, moved, reference), previous_members)),
+         (a, b) -> CASE
            WHEN a.imbalance <> b.imbalance THEN a.imbalance - b.imbalance
            WHEN coalesce(a.moved, 0) <> coalesce(b.moved, 0) THEN coalesce(a.moved, 0) - coalesce(b.moved, 0)
            WHEN a.assignor < b.assignor THEN -1 WHEN a.assignor > b.assignor THEN 1 ELSE 0 END), 1) AS best
