@@ -25,7 +25,7 @@ ALLOWED = {
     "coordinator": {"codec", "decode", "replay", "source", "lake", "assignors"} | BOTTOM,
     "spark": {"codec", "decode", "replay", "source", "lake", "assignors"} | BOTTOM,
     "reporting": {"codec", "decode", "replay", "source", "lake", "spark", "cli", "assignors"} | BOTTOM,
-    "testdata": {"codec", "decode", "replay", "source", "assignors"} | BOTTOM,
+    "testdata": {"codec", "decode", "replay", "source", "assignors", "lake"} | BOTTOM,
     "cli": set(),
 }
 PYSPARK_FREE = [

@@ -17,6 +17,7 @@ import warnings
 from collections.abc import Mapping
 
 import numba
+import numpy as np
 
 from lib.assignors import AssignorError, assign
 from lib.assignors.fast import ASSIGNOR_CODES, FALLBACK, assign_arrays, assign_batch, build_batch, same_result
@@ -132,6 +133,43 @@ def warm_engine() -> None:
 def warm_assignors() -> None:
     """Compile lib.assignors.fast's kernels into numba's on-disk cache (one call compiles all)."""
     assign_batch(busy_problems(4))
+
+
+def warm_lag() -> None:
+    """Compile lib.lake.lag_rows' kernels into numba's on-disk cache: two end-offset rows of a
+    partition, one commit point, each function once (the lag stage's task calls them so)."""
+    import pyarrow as pa
+
+    from lib.lake.lag_rows import Earlier, Names, lag_at, rows_of, summarise, time_lag
+    from schemas import tables as T
+
+    ms = pa.array([1_000, 2_000], pa.int64()).cast(pa.timestamp("ms", tz="UTC"))
+    table = pa.Table.from_pydict(
+        {
+            "topic": ["t", "t"],
+            "partition": [0, 0],
+            "end_offset": [5, 9],
+            "at": ms,
+            "source": ["segment", "segment"],
+            "topic_id": ["id", "id"],
+            "first_offset": [0, 5],
+            "first_timestamp": ms,
+            "max_timestamp": ms,
+            "timestamp_type": ["CreateTime", "CreateTime"],
+            "is_control": [False, False],
+            "segment_file": ["0.log", "0.log"],
+            "byte_position": [0, 100],
+            "run_id": ["r", "r"],
+        }
+    )
+    table = table.cast(T.PARTITION_END_OFFSETS.arrow_schema)
+    names = Names()
+    part = np.zeros(2, np.int64)
+    rows = rows_of(table, part, names)
+    earlier = summarise(rows, Earlier.none(1))
+    at = np.array([1_500], np.int64)
+    lag = lag_at(rows, earlier, np.zeros(1, np.int64), at, at, np.array([3], np.int64))
+    time_lag(lag, at, np.array([3], np.int64), at)
 
 
 def warm_audit() -> None:
@@ -275,6 +313,7 @@ if __name__ == "__main__":
         warm_engine()
         warm_assignors()
         warm_audit()
+        warm_lag()
         print("numba kernels compiled into their cache")
         sys.exit(0)
     if sys.argv[1:2] == ["--audit"]:

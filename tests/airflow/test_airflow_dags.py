@@ -278,6 +278,10 @@ def test_incremental_dag_replays_the_sample(incremental_run):
         "consumer_groups": 8,
         "expired_groups": 0,
         "replay_checkpoints": partitions,
+        # audited in the pass: the sample's six classic generations with an assignment
+        # (sample-classic 1 and 2, sample-deleted 1, sample-emptied 1, sample-static 2, sample-txn 1)
+        # and sample-kip848's two target assignment epochs (2 and 3)
+        "assignment_audit": 8,
     }
     groups = {dict(r)["group_id"] for r in delta_rows(warehouse, "consumer_groups")}
     assert groups == SAMPLE_GROUPS

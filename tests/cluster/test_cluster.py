@@ -98,7 +98,10 @@ def test_a_replay_on_the_cluster_from_a_bucket_into_a_bucket_equals_a_local_run(
     for table in STATE_TABLES:
         assert content(spark, wh, table) == content(spark, local_run, table), table
     if cached_before:
-        assert numba_cache_files(cluster) == cached_before
+        # what the first application compiled is loaded, not compiled again (a worker may compile a
+        # kernel it did not meet before: which partitions a worker gets differs between runs)
+        after = numba_cache_files(cluster)
+        assert {f: after.get(f) for f in cached_before} == cached_before
     # the source signature holds the segment's modification time: the object's, not the file's
     ignore = {"source_signature"}
     assert content(spark, wh, "replay_checkpoints", ignore) == content(spark, local_run, "replay_checkpoints", ignore)
