@@ -115,3 +115,68 @@ def test_an_incremental_run_after_a_run_a_day_earlier_audits_as_one_full_run(rep
     # the day's records closed generations that were open a day earlier (new ones came)
     assert any(latest(got)[g] != o for g, o in latest(early).items())
     assert got == full
+
+
+def test_the_run_summary_reads_the_latest_generation_of_each_group(replay_logdir, tmp_path):
+    """lib.reporting.run_summary.assignment_summary (what `make run` prints) from the table's flat
+    columns and each group's latest row: the verdict counts of every row, and the flagged groups
+    as the whole table, read in Python, gives them."""
+    from lib.assignors.audit import why_flagged
+    from lib.reporting.run_summary import assignment_summary
+
+    replay_logdir(SAMPLE, tmp_path / "wh", NOW)
+    rows = audit_table(tmp_path / "wh")
+    summary = assignment_summary(str(tmp_path / "wh"))
+    # README: "117 generations of 29 groups audited (matches 114, not_recomputed 3)"
+    assert summary["verdicts"] == {"matches": 114, "not_recomputed": 3}
+    assert summary["groups"] == 29
+    latest: dict[str, dict] = {}
+    for r in rows:
+        if r["group_id"] not in latest or r["log_offset"] > latest[r["group_id"]]["log_offset"]:
+            latest[r["group_id"]] = r
+    want = []
+    for r in latest.values():
+        r = dict(
+            r,
+            unassigned_n=sum(len(t["partitions"]) for t in r["unassigned"]),
+            twice=sum(len(t["partitions"]) for t in r["assigned_twice"]),
+        )
+        if why_flagged(r) is not None:
+            want.append((r["group_id"], r["generation"], why_flagged(r)))
+    assert want == [] and summary["flagged"] == []  # nothing in the sample needs a look
+
+
+def test_the_run_summary_flags_by_each_groups_latest_generation(tmp_path):
+    """Hand-made rows: g1 was unbalanced, then balanced (not flagged); g2's latest assigns a
+    partition twice (flagged); g3 differs (flagged first); a row written twice counts once."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    from lib.reporting.run_summary import assignment_summary
+
+    def row(group, log_offset, generation, imbalance=0, verdict="matches", twice=None):
+        r = dict.fromkeys(T.ASSIGNMENT_AUDIT.column_names)
+        r.update(
+            group_id=group, group_type="classic", generation=generation, assignor="range", member_count=2,
+            members=[], topics=[], partitions=4, assigned=4, min_per_member=2, max_per_member=2 + imbalance,
+            imbalance=imbalance, moved=0, min_moves=0, unassigned=[], assigned_twice=twice or [],
+            verdict=verdict, racks_recorded=False, offsets_partition=0, log_offset=log_offset,
+        )  # fmt: skip
+        return r
+
+    rows = [
+        row("g1", 10, 1, imbalance=3),
+        row("g1", 20, 2),
+        row("g2", 15, 1),
+        row("g2", 30, 2, twice=[{"topic": "t", "partitions": [0, 1]}]),
+        row("g2", 30, 2, twice=[{"topic": "t", "partitions": [0, 1]}]),
+        row("g3", 20, 4, verdict="differs"),
+    ]
+    write_deltalake(str(tmp_path / "assignment_audit"), pa.Table.from_pylist(rows, T.ASSIGNMENT_AUDIT.arrow_schema))
+    summary = assignment_summary(str(tmp_path))
+    assert summary["verdicts"] == {"matches": 5, "differs": 1}
+    assert summary["groups"] == 3
+    assert [(f["group_id"], f["generation"], f["why"]) for f in summary["flagged"]] == [
+        ("g3", 4, "the leader's assignment differs from Kafka's range assignor"),
+        ("g2", 2, "2 partitions assigned twice"),
+    ]

@@ -145,25 +145,52 @@ def _partitions_in(col: pa.ChunkedArray) -> np.ndarray:
 
 def assignment_summary(warehouse: str, limit: int = 8) -> dict:
     """Verdict counts over every audited generation, and the groups whose latest generation
-    needs a look (lib.assignors.audit.why_flagged), worst first."""
+    needs a look (lib.assignors.audit.why_flagged), worst first. The table is history (a row per
+    generation): its flat columns are read whole, the nested ones only for each group's latest
+    row, so the summary's memory follows the groups, not the generations."""
+    import pyarrow.dataset as ds
+
     from lib.assignors.audit import why_flagged
 
-    columns = ["group_id", "log_offset", "generation", "assignor", "member_count", "imbalance", "moved", "verdict",
-               "unassigned", "assigned_twice"]  # fmt: skip
-    audit = _table(warehouse, T.ASSIGNMENT_AUDIT, columns)
-    if audit is None:
+    path = table_path(warehouse, T.ASSIGNMENT_AUDIT)
+    if not table_exists(None, path):
         return {"verdicts": {}, "groups": 0, "flagged": []}
-    counts = audit.group_by("verdict").aggregate([("verdict", "count")])
+    dataset = open_delta(path).to_pyarrow_dataset()
+    flat = ["group_id", "log_offset", "offsets_partition", "verdict"]
+    keys = dataset.to_table(columns=flat)
+    counts = keys.group_by("verdict").aggregate([("verdict", "count")])
     verdicts = dict(zip(counts.column("verdict").to_pylist(), counts.column("verdict_count").to_pylist()))
-    if audit.num_rows == 0:
+    if keys.num_rows == 0:
         return {"verdicts": verdicts, "groups": 0, "flagged": []}
-    audit = audit.append_column("unassigned_n", pa.array(_partitions_in(audit.column("unassigned"))))
-    audit = audit.append_column("twice", pa.array(_partitions_in(audit.column("assigned_twice"))))
-    light = audit.drop_columns(["unassigned", "assigned_twice"])
-    ordered = light.sort_by([("group_id", "ascending"), ("log_offset", "descending")])
+    ordered = keys.sort_by([("group_id", "ascending"), ("log_offset", "descending")])
     gid = ordered.column("group_id").to_numpy(zero_copy_only=False)
     first = np.flatnonzero(np.concatenate([[True], gid[1:] != gid[:-1]]))
-    latest = ordered.take(pa.array(first)).to_pylist()
+    latest_keys = ordered.take(pa.array(first))
+    columns = ["group_id", "log_offset", "offsets_partition", "generation", "assignor", "member_count", "imbalance",
+               "moved", "verdict", "unassigned", "assigned_twice"]  # fmt: skip
+    # the latest rows: read with a filter on their offsets (a superset: other groups' rows at the
+    # same offsets), then exactly by (group, offsets partition, log offset)
+    audit = dataset.to_table(columns=columns, filter=ds.field("log_offset").isin(latest_keys.column("log_offset")))
+    wanted = set(
+        zip(
+            latest_keys.column("group_id").to_pylist(),
+            latest_keys.column("offsets_partition").to_pylist(),
+            latest_keys.column("log_offset").to_pylist(),
+        )
+    )
+    mine = []
+    for k in zip(
+        audit.column("group_id").to_pylist(),
+        audit.column("offsets_partition").to_pylist(),
+        audit.column("log_offset").to_pylist(),
+    ):
+        mine.append(k in wanted)
+        wanted.discard(k)  # each once (a warehouse of an earlier version may hold a row twice)
+    audit = audit.filter(pa.array(mine, pa.bool_()))
+    audit = audit.append_column("unassigned_n", pa.array(_partitions_in(audit.column("unassigned"))))
+    audit = audit.append_column("twice", pa.array(_partitions_in(audit.column("assigned_twice"))))
+    latest = audit.drop_columns(["unassigned", "assigned_twice", "offsets_partition"]).to_pylist()
+    latest.sort(key=lambda r: r["group_id"])  # ties below in group order, whatever the files' order
     rows = [r | {"why": why} for r in latest if (why := why_flagged(r)) is not None]
     rows.sort(key=lambda r: (r["verdict"] == "differs", r["twice"], r["unassigned_n"], r["imbalance"]), reverse=True)
     return {"verdicts": verdicts, "groups": len(latest), "flagged": rows[:limit]}
