@@ -38,8 +38,8 @@ COMMIT_POINTS = [
     "lag_start",
     "after_commit:partition_end_offsets",
     "after_commit:group_lag",
-    "after_commit:lag_checkpoints",  # also: before the assignment audit
-    "after_commit:assignment_audit",
+    "after_commit:lag_checkpoints",  # the run's last commit
+    "after_commit:assignment_audit",  # in the replay's commits (the audit is in its pass)
 ]
 
 
