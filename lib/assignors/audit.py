@@ -156,13 +156,7 @@ def audit_generation(gen: Generation, previous: Generation | None, known_partiti
     owners = _owners((m.identity, m.assignment) for m in gen.members)
     sizes = [len(set(m.assignment)) for m in gen.members] or [0]
 
-    prev_owner: dict[TopicPartition, str] = {}
-    prev_by_identity: dict[str, list[TopicPartition]] = {}
-    if previous is not None:
-        for pm in previous.members:
-            prev_by_identity.setdefault(pm.identity, []).extend(pm.assignment)
-            for tp in pm.assignment:
-                prev_owner.setdefault(tp, pm.identity)
+    prev_owner, prev_by_identity = _previous_owners(previous)
 
     moved = moves(prev_owner, owners, universe) if previous is not None else None
     row = {
@@ -233,16 +227,8 @@ def audit_generation(gen: Generation, previous: Generation | None, known_partiti
                 row["differing_members"] = sorted(m.member_id for m in gen.members)
             continue
         identity = {m.member_id: m.identity for m in gen.members}
-        their_owners = _owners((identity[mid], tps) for mid, tps in result.items())
-        their_sizes = [len(tps) for tps in result.values()] or [0]
-        what_if.append(
-            {
-                "assignor": name,
-                "imbalance": max(their_sizes) - min(their_sizes),
-                "moved": moves(prev_owner, their_owners, universe) if previous is not None else None,
-                "unassigned": len(universe - their_owners.keys()),
-            }
-        )
+        entry, their_owners = _what_if_entry(name, result, identity, prev_owner, universe, previous is not None)
+        what_if.append(entry)
         if name == gen.assignor:
             row["reference"] = [
                 {"member_id": mid, "assignment": _sorted_tps(tps)} for mid, tps in sorted(result.items())
@@ -285,7 +271,7 @@ def what_if_of_row(row: Mapping, previous_members: Sequence[Mapping] | None) -> 
         AuditMember(
             m["member_id"],
             tuple(m["subscribed_topics"] or ()),
-            tuple((a["topic"], int(p)) for a in m["assignment"] or () for p in a["partitions"] or ()),
+            _tps(m["assignment"]),
             group_instance_id=m["group_instance_id"],
             client_id=m["client_id"],
             rack_id=m["rack_id"],
@@ -305,7 +291,7 @@ def what_if_of_row(row: Mapping, previous_members: Sequence[Mapping] | None) -> 
                 AuditMember(
                     m["member_id"],
                     (),
-                    tuple((a["topic"], int(p)) for a in m["assignment"] or () for p in a["partitions"] or ()),
+                    _tps(m["assignment"]),
                     group_instance_id=m["group_instance_id"],
                 )
                 for m in previous_members
@@ -316,25 +302,14 @@ def what_if_of_row(row: Mapping, previous_members: Sequence[Mapping] | None) -> 
     per_topic = {t["topic"]: t["partitions"] for t in row["topics"] or ()}
     universe = {(t, p) for t, n in per_topic.items() for p in range(n)}
     ppt = {t: n for t, n in per_topic.items() if n > 0}
-    prev_owner: dict[TopicPartition, str] = {}
-    prev_by_identity: dict[str, list[TopicPartition]] = {}
-    if previous is not None:
-        for pm in previous.members:
-            prev_by_identity.setdefault(pm.identity, []).extend(pm.assignment)
-            for tp in pm.assignment:
-                prev_owner.setdefault(tp, pm.identity)
+    prev_owner, prev_by_identity = _previous_owners(previous)
     identity = {m.member_id: m.identity for m in members}
     out: list[dict] = []
     for name in ASSIGNOR_NAMES:
         result: Mapping[str, Sequence[TopicPartition]] | None
         if name == gen.assignor:
             result = (
-                None
-                if row["reference"] is None
-                else {
-                    r["member_id"]: [(a["topic"], p) for a in r["assignment"] or () for p in a["partitions"]]
-                    for r in row["reference"]
-                }
+                None if row["reference"] is None else {r["member_id"]: _tps(r["assignment"]) for r in row["reference"]}
             )
         else:
             try:
@@ -344,17 +319,43 @@ def what_if_of_row(row: Mapping, previous_members: Sequence[Mapping] | None) -> 
         if result is None:
             out.append({"assignor": name, "imbalance": None, "moved": None, "unassigned": None})
             continue
-        their_owners = _owners((identity.get(mid, mid), tps) for mid, tps in result.items())
-        their_sizes = [len(tps) for tps in result.values()] or [0]
-        out.append(
-            {
-                "assignor": name,
-                "imbalance": max(their_sizes) - min(their_sizes),
-                "moved": moves(prev_owner, their_owners, universe) if previous is not None else None,
-                "unassigned": len(universe - their_owners.keys()),
-            }
-        )
+        out.append(_what_if_entry(name, result, identity, prev_owner, universe, previous is not None)[0])
     return out
+
+
+def _previous_owners(
+    previous: Generation | None,
+) -> tuple[dict[TopicPartition, str], dict[str, list[TopicPartition]]]:
+    """The previous generation's owner of each partition (the first member in its order holding
+    it) and each owner identity's partitions; empty when there is none."""
+    prev_owner: dict[TopicPartition, str] = {}
+    prev_by_identity: dict[str, list[TopicPartition]] = {}
+    if previous is not None:
+        for pm in previous.members:
+            prev_by_identity.setdefault(pm.identity, []).extend(pm.assignment)
+            for tp in pm.assignment:
+                prev_owner.setdefault(tp, pm.identity)
+    return prev_owner, prev_by_identity
+
+
+def _what_if_entry(
+    name: str,
+    result: Mapping[str, Sequence[TopicPartition]],
+    identity: Mapping[str, str],
+    prev_owner: Mapping[TopicPartition, str],
+    universe: set,
+    has_previous: bool,
+) -> tuple[dict, dict[TopicPartition, list[str]]]:
+    """One assignor's what_if entry from its result (member id -> partitions), and its owners."""
+    their_owners = _owners((identity.get(mid, mid), tps) for mid, tps in result.items())
+    their_sizes = [len(tps) for tps in result.values()] or [0]
+    entry = {
+        "assignor": name,
+        "imbalance": max(their_sizes) - min(their_sizes),
+        "moved": moves(prev_owner, their_owners, universe) if has_previous else None,
+        "unassigned": len(universe - their_owners.keys()),
+    }
+    return entry, their_owners
 
 
 # --- from offsets_log records ----------------------------------------------------------------
