@@ -1272,3 +1272,29 @@ def test_kernel_crc32c_matches_the_crc32c_package():
     for data in (b"", b"a", b"123456789", bytes(range(256)) * 5, os.urandom(1001)):
         assert fastdecode.crc32c(data) == crc32c.crc32c(data)
     assert fastdecode.crc32c(b"123456789") == 0xE3069283  # the CRC-32C check value
+
+
+# --- CRC-32C kernels ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kernel", ["hardware", "table"])
+def test_crc32c_kernels_against_the_bitwise_crc(kernel):
+    """Both CRC-32C kernels of the framing pass (SSE 4.2's instruction where the CPU has it, the
+    slicing-by-8 tables elsewhere) against the bit-by-bit definition (tests.helpers) on every
+    length around the 8-byte step, at unaligned starts, and the check value of the CRC
+    catalogue ("123456789" -> 0xE3069283)."""
+    from lib.decode import fast
+    from lib.decode.numba_bytes import HARDWARE_CRC32C
+    from tests.helpers import crc32c
+
+    if kernel == "hardware" and not HARDWARE_CRC32C:
+        pytest.skip("this CPU has no SSE 4.2 CRC32 instruction")
+    run = fast._crc32c_hardware if kernel == "hardware" else fast._crc32c_table
+    data = np.frombuffer(b"123456789", np.uint8)
+    assert run(data, 0, 9, fast._CRC) == 0xE3069283
+    rng = random.Random(11)
+    blob = bytes(rng.randrange(256) for _ in range(300))
+    buf = np.frombuffer(blob, np.uint8)
+    for start in range(0, 9):
+        for length in (*range(0, 40), 63, 64, 65, 255):
+            assert run(buf, start, start + length, fast._CRC) == crc32c(blob[start : start + length]), (start, length)

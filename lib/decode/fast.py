@@ -43,7 +43,17 @@ from lib.codec.errors import DecodeError
 from lib.decode import group_kernel as gk
 from lib.decode import json_kernel as jk
 from lib.decode.group_kernel import group_values
-from lib.decode.numba_bytes import BASE64_URL, base64_into, copy_bytes, string16, utf8_ok
+from lib.decode.numba_bytes import (
+    BASE64_URL,
+    HARDWARE_CRC32C,
+    base64_into,
+    copy_bytes,
+    crc32c_u8,
+    crc32c_u64,
+    load_u64,
+    string16,
+    utf8_ok,
+)
 from lib.decode.numba_bytes import i16 as _i16
 from lib.decode.numba_bytes import i32 as _i32
 from lib.decode.numba_bytes import i64 as _i64
@@ -85,7 +95,24 @@ _CRC = _crc_tables()
 
 
 @njit(cache=True, nogil=True)
-def _crc32c(buf, start, stop, tab):
+def _crc32c_hardware(buf, start, stop, tab):
+    """CRC-32C with SSE 4.2's instruction, 8 bytes a step (one dependent chain: about 3 cycles
+    a step, 5-6x the table-driven loop below)."""
+    crc = np.uint64(0xFFFFFFFF)
+    i = start
+    while i + 8 <= stop:
+        crc = crc32c_u64(crc, load_u64(buf, i))
+        i += 8
+    c = np.uint32(crc)
+    while i < stop:
+        c = crc32c_u8(c, buf[i])
+        i += 1
+    return c ^ np.uint32(0xFFFFFFFF)
+
+
+@njit(cache=True, nogil=True)
+def _crc32c_table(buf, start, stop, tab):
+    """CRC-32C by tables, slicing-by-8 (where the CPU has no CRC32 instruction)."""
     crc = np.uint32(0xFFFFFFFF)
     i = start
     while i + 8 <= stop:
@@ -116,6 +143,10 @@ def _crc32c(buf, start, stop, tab):
         crc = tab[0, (crc ^ np.uint32(buf[i])) & np.uint32(0xFF)] ^ (crc >> np.uint32(8))
         i += 1
     return crc ^ np.uint32(0xFFFFFFFF)
+
+
+# numba binds the kernel a global names when it compiles its caller (and keys its cache by the CPU)
+_crc32c = _crc32c_hardware if HARDWARE_CRC32C else _crc32c_table
 
 
 def crc32c(data) -> int:

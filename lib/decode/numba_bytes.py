@@ -55,6 +55,48 @@ def load_u64(typingctx, src, at):
     return sig, codegen
 
 
+def _has_sse42() -> bool:
+    """Whether this CPU has SSE 4.2's CRC32 instruction (as LLVM sees the host: numba compiles,
+    and keys its cache, for the host CPU)."""
+    try:
+        from llvmlite import binding
+
+        return bool(binding.get_host_cpu_features().get("sse4.2"))
+    except Exception:  # not x86, or llvmlite cannot tell: the table-driven CRC
+        return False
+
+
+HARDWARE_CRC32C = _has_sse42()
+
+
+@intrinsic
+def crc32c_u64(typingctx, crc, word):
+    """SSE 4.2's CRC32 (Castagnoli polynomial, reflected) of the running value `crc` and 8
+    bytes `word` (as loaded by load_u64: little-endian order, as the instruction reads memory).
+    Only where HARDWARE_CRC32C holds."""
+    sig = types.uint64(types.uint64, types.uint64)
+
+    def codegen(context, builder, signature, args):
+        fnty = ir.FunctionType(ir.IntType(64), [ir.IntType(64), ir.IntType(64)])
+        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.x86.sse42.crc32.64.64")
+        return builder.call(fn, list(args))
+
+    return sig, codegen
+
+
+@intrinsic
+def crc32c_u8(typingctx, crc, byte):
+    """SSE 4.2's CRC32 of the running value `crc` (uint32) and one byte (uint8)."""
+    sig = types.uint32(types.uint32, types.uint8)
+
+    def codegen(context, builder, signature, args):
+        fnty = ir.FunctionType(ir.IntType(32), [ir.IntType(32), ir.IntType(8)])
+        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.x86.sse42.crc32.32.8")
+        return builder.call(fn, list(args))
+
+    return sig, codegen
+
+
 def _skip_blas_probe() -> None:
     """numba probes for scipy's BLAS when it first loads a kernel (numba.np.arraymath imports
     scipy.linalg: 0.2 s in every new Spark worker). These kernels use no BLAS, so the probe is
