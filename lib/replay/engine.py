@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import struct
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -60,7 +61,6 @@ FOLD_COLUMNS = [
     "offsets_partition",
     "group_id",
     "log_offset",
-    "log_timestamp",
     "record_type",
     "is_tombstone",
     "member_id",
@@ -618,25 +618,34 @@ class PartitionReplay:
         group_rows: dict[int, dict] = {}
         row_group = np.full(n, -1, np.int64)
         deferred = np.zeros(0, np.int64)
+        classic_rows: _ClassicRows | None = None
         if group_rec.any():
             idx = np.flatnonzero(group_rec)
-            taken = batch.select(FOLD_COLUMNS_FLAT).take(pa.array(idx))
-            rows = taken.to_pylist()
             # the groups' ids interned at once (a compiled call per row cost more than the row)
-            gids = self.groups.intern_strings(*_string_buffers(taken.column("group_id")))
+            gids = self.groups.intern_strings(*_string_buffers(col("group_id").take(pa.array(idx))))
             self._ensure_groups()
-            for row, g, r in zip(rows, gids.tolist(), idx.tolist()):
-                row["_g"], row["_r"] = g, r
-                self.group_names.setdefault(g, row["group_id"])
-            group_rows = dict(zip(idx.tolist(), rows))
             row_group[idx] = gids
+            # times as ms, for the audit: the column at once (a datetime per row cost more)
+            at_ms = _millis(col("log_timestamp"))
             # GroupMetadata records of groups with no other group record in the batch: kept in
-            # the compiled loop (see CLASSIC_VALUE), the fold and the audit take them after it
+            # the compiled loop (see CLASSIC_VALUE), the fold and the audit take them after it,
+            # from these arrays (a dict per record cost most of their time)
             classic = rtype[idx] == GROUP_METADATA
             others = np.unique(gids[~classic])
             simple_order = classic & ~np.isin(gids, others)
             deferred = idx[simple_order]
             kind[deferred] = np.where(tomb[deferred], CLASSIC_TOMBSTONE, CLASSIC_VALUE)
+            if len(deferred):
+                classic_rows = _ClassicRows(deferred, gids[simple_order], tomb[deferred], log_offset[deferred], at_ms)
+            # the other group records (KIP-848, share and streams ones; classic ones of groups
+            # that have those in the batch) as dicts, for the fold
+            rest = idx[~simple_order]
+            if len(rest):
+                rows = batch.select(FOLD_COLUMNS_FLAT).take(pa.array(rest)).to_pylist()
+                for row, g, r in zip(rows, gids[~simple_order].tolist(), rest.tolist()):
+                    row["_g"], row["_r"], row["_at_ms"] = g, r, at_ms[r]
+                    self.group_names.setdefault(g, row["group_id"])
+                group_rows = dict(zip(rest.tolist(), rows))
         # GroupMetadata values are read from the batch only for the groups that still hold one
         # when the batch is done (or that something looks into before): a busy log replaces most
         # of them within a batch, and reading the nested value back is most of its cost
@@ -699,8 +708,8 @@ class PartitionReplay:
                 elif self.gstate[g] == SIMPLE:
                     self.gtouch[g] = log_offset[r]
             r += 1
-        if len(deferred):
-            self._apply_classic_records([group_rows[r] for r in deferred.tolist()], lazy, generations)
+        if classic_rows is not None:
+            self._apply_classic_records(classic_rows, lazy, generations)
         for fold in lazy.values():
             fold.group  # noqa: B018 - read now, while the batch is here
         if self.audit is not None:
@@ -760,27 +769,34 @@ class PartitionReplay:
             n_touched += 1
         return n_touched
 
-    def _apply_classic_records(self, rows: list[dict], lazy: dict, generations) -> None:
+    def _apply_classic_records(self, rows: _ClassicRows, lazy: dict, generations) -> None:
         """GroupMetadata records the compiled loop kept the groups' existence of (CLASSIC_VALUE,
         CLASSIC_TOMBSTONE), in log order: the audit takes each, the fold the last of its group."""
-        last: dict[int, dict] = {}
-        for row in rows:
-            last[row["_g"]] = row
-            if self.audit is not None:
-                self._audit_record(row, row["_r"], generations)
-        for g, row in last.items():
-            if row["is_tombstone"]:
-                fold = self.folds.get(g)
-                if fold is None:
-                    fold = self.folds[g] = GroupFold(self._group_name(g))
-                fold.apply(row)  # the group's state after it: the loop's (a commit may make it anew)
+        last: dict[int, tuple[int, bool, int]] = {}
+        p = self.partition
+        audit = self.audit
+        for r, g, tomb, off in zip(
+            rows.rows.tolist(), rows.groups.tolist(), rows.tombstone.tolist(), rows.offset.tolist()
+        ):
+            last[g] = (r, tomb, off)
+            if audit is not None:
+                if g not in self._audit_loaded:
+                    self._load_audit(g)
+                group_id = self._group_name(g)
+                if tomb:
+                    audit.group_deleted(group_id)
+                else:
+                    assert self._classic_values is not None
+                    audit.classic(group_id, int(generations[r]), p, off, rows.at_ms[r], self._classic_values[0], r)
+        for g, (r, tomb, off) in last.items():
+            fold = self.folds.get(g)
+            if fold is None:
+                fold = self.folds[g] = GroupFold(self._group_name(g))
+            if tomb:
+                fold.delete_classic(p, off)  # the group's state after it: the loop's (a commit may make it anew)
             else:
-                fold = self.folds.get(g)
-                if fold is None:
-                    fold = self.folds[g] = GroupFold(self._group_name(g))
-                value = functools.partial(self._classic_value, row["_r"])
-                fold.set_classic(value, row["offsets_partition"], row["log_offset"])
-                lazy[row["_r"]] = fold
+                fold.set_classic(functools.partial(self._classic_value, r), p, off)
+                lazy[r] = fold
 
     def _apply_classic_value(self, row: dict, r: int) -> GroupFold:
         """A GroupMetadata record (a value): the group is classic, its value read when needed."""
@@ -807,12 +823,8 @@ class PartitionReplay:
         rtype, group_id = row["record_type"], row["group_id"]
         g = row["_g"]
         if g not in self._audit_loaded:
-            self._audit_loaded.add(g)
-            state = self.folds[g].audit_state if g in self.folds else None
-            if state:
-                self.audit.load(group_id, state)
-        at = row["log_timestamp"]
-        at_ms = None if at is None else _floor_ms(at)
+            self._load_audit(g)
+        at_ms = row["_at_ms"]
         if rtype == GROUP_METADATA:
             if row["is_tombstone"]:
                 self.audit.group_deleted(group_id)
@@ -836,6 +848,14 @@ class PartitionReplay:
                 self.audit.consumer_epoch(
                     group_id, group.assignment_epoch, row["offsets_partition"], row["log_offset"], at_ms, group
                 )
+
+    def _load_audit(self, g: int) -> None:
+        """The audit state an earlier run left with the group's fold, once per group."""
+        assert self.audit is not None
+        self._audit_loaded.add(g)
+        state = self.folds[g].audit_state if g in self.folds else None
+        if state:
+            self.audit.load(self._group_name(g), state)
 
     def _apply_group_record(self, row: dict) -> None:
         g = row["_g"] if "_g" in row else self._group_id(row["group_id"])
@@ -1088,3 +1108,27 @@ def _floor_ms(value) -> int:
 
     delta = value - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
     return (delta.days * 86_400_000_000 + delta.seconds * 1_000_000 + delta.microseconds) // 1000
+
+
+@dataclass
+class _ClassicRows:
+    """A batch's GroupMetadata records that the compiled loop keeps in order (CLASSIC_VALUE,
+    CLASSIC_TOMBSTONE): their rows, interned groups, tombstone flags and log offsets; `at_ms`
+    is the batch's (by row)."""
+
+    rows: np.ndarray
+    groups: np.ndarray
+    tombstone: np.ndarray
+    offset: np.ndarray
+    at_ms: list
+
+
+def _millis(column: pa.Array) -> list:
+    """A TIMESTAMP column as ms since the epoch by row (floored, as Spark's unix_millis; None
+    where null), a Python list: the audit takes them one by one."""
+    micros = column.cast(pa.int64())
+    values = np.floor_divide(micros.fill_null(0).to_numpy(), 1000).tolist()
+    if micros.null_count:
+        for i in np.flatnonzero(micros.is_null().to_numpy(zero_copy_only=False)).tolist():
+            values[i] = None
+    return values

@@ -177,6 +177,11 @@ class GroupFold:
         self._classic_value = value
         self.offsets_partition, self.log_offset = offsets_partition, log_offset
 
+    def delete_classic(self, offsets_partition: int, log_offset: int) -> None:
+        """A GroupMetadata tombstone (apply's, without the row): the group is gone."""
+        self.offsets_partition, self.log_offset = offsets_partition, log_offset
+        self.group = None
+
     @property
     def classic_pending(self) -> bool:
         """A GroupMetadata value set by set_classic and not read yet: a classic, non-simple group."""
