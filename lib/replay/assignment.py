@@ -36,18 +36,31 @@ from lib.assignors.fast_audit import (
 )
 
 
-@dataclass
 class _Open:
     """A classic group's generation whose last record may still be to come: its GroupMetadata
-    value is row `row` of `values` (None: carried from an earlier run, its row already written)."""
+    value is row `row` of `values` (None: carried from an earlier run, its row already written).
+    `audited`: its owners as audited when the run that read it ended (state form). Slotted: one
+    is made per GroupMetadata record."""
 
-    generation: int
-    offsets_partition: int
-    log_offset: int
-    at_ms: int | None
-    values: pa.Array | None = None
-    row: int = 0
-    audited: dict | None = None  # its owners as audited when the run that read it ended (state form)
+    __slots__ = ("generation", "offsets_partition", "log_offset", "at_ms", "values", "row", "audited")
+
+    def __init__(
+        self,
+        generation: int,
+        offsets_partition: int,
+        log_offset: int,
+        at_ms: int | None,
+        values: pa.Array | None = None,
+        row: int = 0,
+        audited: dict | None = None,
+    ):
+        self.generation = generation
+        self.offsets_partition = offsets_partition
+        self.log_offset = log_offset
+        self.at_ms = at_ms
+        self.values = values
+        self.row = row
+        self.audited = audited
 
     @property
     def carried(self) -> bool:
@@ -85,7 +98,7 @@ class AssignmentTracker:
         self.touched: set[str] = set()  # groups whose state changed
         self._pending: list[tuple[int, str, object]] = []  # audits waiting for a flush
         self._pending_kind: dict[str, int] = {}  # group -> _CLASSIC (or _DELETE) / _CONSUMER
-        self._fresh: list[_Open] = []  # generations whose values are the batch being fed
+        self._batch_values: pa.Array | None = None  # the values column of the batch being fed
         self._states: dict[str, dict] = {}  # finish(): the previous owners of the touched groups
         self._consumer_rows: list[dict] = []  # rows of KIP-848 epochs (one table at the end)
 
@@ -126,8 +139,49 @@ class AssignmentTracker:
             self._close(group_id)
         elif o is not None and o.carried:
             self.outcome.carried_replaced.add(group_id)  # its generation goes on: a later record
-        o = self.open[group_id] = _Open(generation, offsets_partition, log_offset, at_ms, values, row)
-        self._fresh.append(o)
+        self.open[group_id] = _Open(generation, offsets_partition, log_offset, at_ms, values, row)
+        self._batch_values = values
+
+    def classic_records(
+        self,
+        group_ids: list[str],
+        generations: list[int],
+        offsets_partition: int,
+        log_offsets: list[int],
+        at_ms: list,
+        tombstones: list[bool],
+        values: pa.Array,
+        rows: list[int],
+    ) -> None:
+        """GroupMetadata records (values and tombstones), in log order, of groups with no other
+        group record in the batch being fed: `classic` and `group_deleted` for each, in one
+        loop (such a group has no KIP-848 audit waiting, so none needs a flush first)."""
+        self.touched.update(group_ids)
+        self._batch_values = values
+        open_, pending, kinds, outcome = self.open, self._pending, self._pending_kind, self.outcome
+        for group_id, generation, log_offset, at, tomb, row in zip(
+            group_ids, generations, log_offsets, at_ms, tombstones, rows
+        ):
+            o = open_.get(group_id)
+            if tomb:
+                if o is not None:
+                    self._close(group_id)
+                if group_id in kinds:
+                    pending.append((_DELETE, group_id, None))
+                else:
+                    self._newer[group_id] = None
+                continue
+            if o is not None:
+                if o.generation != generation:
+                    if o.values is None:
+                        self._close(group_id)
+                    else:  # _close's common case
+                        del open_[group_id]
+                        pending.append((_CLASSIC, group_id, o))
+                        kinds[group_id] = _CLASSIC
+                elif o.values is None:
+                    outcome.carried_replaced.add(group_id)  # its generation goes on: a later record
+            open_[group_id] = _Open(generation, offsets_partition, log_offset, at, values, row)
 
     def group_deleted(self, group_id: str) -> None:
         """A group tombstone: its generation over, its next one a new group's first."""
@@ -208,17 +262,14 @@ class AssignmentTracker:
         enough of them to share a flush's fixed cost), and the values of the generations still
         open are taken out of it (it goes)."""
         self._flush()
-        alive = {id(o) for o in self.open.values()}
-        keep = [o for o in self._fresh if id(o) in alive]
-        self._fresh = []
+        values, self._batch_values = self._batch_values, None
+        if values is None:
+            return
+        keep = [o for o in self.open.values() if o.values is values]
         if keep:
-            by_source: dict[int, tuple[pa.Array, list[_Open]]] = {}
-            for o in keep:
-                by_source.setdefault(id(o.values), (o.values, []))[1].append(o)
-            for values, group in by_source.values():
-                kept = values.take(pa.array([o.row for o in group], pa.int64()))
-                for i, o in enumerate(group):
-                    o.values, o.row = kept, i
+            kept = values.take(pa.array([o.row for o in keep], pa.int64()))
+            for i, o in enumerate(keep):
+                o.values, o.row = kept, i
 
     def _apply_newer(self) -> None:
         if self._newer:
@@ -275,34 +326,39 @@ class AssignmentTracker:
 
     def _batch(self, entries: list) -> GenerationBatch:
         """The classic entries (_CLASSIC / _DELETE) as a GenerationBatch, in their order."""
-        parts: dict[int, tuple[pa.Array, list[int], list[int]]] = {}
-        deleted = []
-        for i, (kind, _, o) in enumerate(entries):
+        n = len(entries)
+        groups: list[str] = [""] * n
+        partitions = np.full(n, -1, np.int32)
+        offsets = np.full(n, -1, np.int64)
+        at: list[int | None] = [None] * n
+        deleted = np.zeros(n, np.bool_)
+        sources: dict[int, int] = {}  # id(values) -> its index in `arrays`
+        arrays: list[pa.Array] = []
+        source = np.full(n, -1, np.int64)
+        rows = np.zeros(n, np.int64)
+        for i, (kind, group_id, o) in enumerate(entries):
+            groups[i] = group_id
             if kind == _DELETE:
-                deleted.append(i)
-            else:
-                _, rows, where = parts.setdefault(id(o.values), (o.values, [], []))
-                rows.append(o.row)
-                where.append(i)
-        arrays, at = [], []
-        for values, rows, where in parts.values():
-            arrays.append(values.take(pa.array(rows, pa.int64())))
-            at.extend(where)
-        if deleted:
-            arrays.append(pa.nulls(len(deleted), arrays[0].type if arrays else GROUP_METADATA_TYPE))
-            at.extend(deleted)
-        order = np.empty(len(entries), np.int64)
-        order[np.asarray(at, np.int64)] = np.arange(len(entries))
-        values = pa.concat_arrays(arrays).take(pa.array(order))
-        opens = [o if kind == _CLASSIC else None for kind, _, o in entries]
-        return GenerationBatch.of(
-            values,
-            [g for _, g, _ in entries],
-            np.array([o.offsets_partition if o else -1 for o in opens], np.int32),
-            np.array([o.log_offset if o else -1 for o in opens], np.int64),
-            pa.array([o.at_ms if o else None for o in opens], pa.int64()),
-            np.array([o is None for o in opens], np.bool_),
-        )
+                deleted[i] = True
+                continue
+            k = sources.get(id(o.values))
+            if k is None:
+                k = sources[id(o.values)] = len(arrays)
+                arrays.append(o.values)
+            source[i], rows[i] = k, o.row
+            partitions[i], offsets[i], at[i] = o.offsets_partition, o.log_offset, o.at_ms
+        if len(arrays) == 1 and not deleted.any():
+            values = arrays[0].take(pa.array(rows))
+        else:
+            # each source's rows taken once, then put in the entries' order
+            order = np.argsort(source, kind="stable")  # (the deleted rows, -1, first: nulls)
+            parts = [pa.nulls(int(deleted.sum()), arrays[0].type if arrays else GROUP_METADATA_TYPE)]
+            for k, values in enumerate(arrays):
+                parts.append(values.take(pa.array(rows[source == k])))
+            where = np.empty(n, np.int64)
+            where[order] = np.arange(n)
+            values = pa.concat_arrays(parts).take(pa.array(where))
+        return GenerationBatch.of(values, groups, partitions, offsets, pa.array(at, pa.int64()), deleted)
 
     def _audit_batch(self, entries: list, keep_previous: bool = False) -> pa.Table:
         """The rows of these classic entries, audited against the groups' previous owners (and

@@ -772,31 +772,35 @@ class PartitionReplay:
     def _apply_classic_records(self, rows: _ClassicRows, lazy: dict, generations) -> None:
         """GroupMetadata records the compiled loop kept the groups' existence of (CLASSIC_VALUE,
         CLASSIC_TOMBSTONE), in log order: the audit takes each, the fold the last of its group."""
-        last: dict[int, tuple[int, bool, int]] = {}
         p = self.partition
-        audit = self.audit
-        for r, g, tomb, off in zip(
-            rows.rows.tolist(), rows.groups.tolist(), rows.tombstone.tolist(), rows.offset.tolist()
-        ):
-            last[g] = (r, tomb, off)
-            if audit is not None:
-                if g not in self._audit_loaded:
-                    self._load_audit(g)
-                group_id = self._group_name(g)
-                if tomb:
-                    audit.group_deleted(group_id)
-                else:
-                    assert self._classic_values is not None
-                    audit.classic(group_id, int(generations[r]), p, off, rows.at_ms[r], self._classic_values[0], r)
-        for g, (r, tomb, off) in last.items():
+        where = rows.rows.tolist()
+        groups = rows.groups.tolist()
+        tombs = rows.tombstone.tolist()
+        offsets = rows.offset.tolist()
+        if self.audit is not None:
+            for g in set(groups) - self._audit_loaded:
+                self._load_audit(g)
+            assert self._classic_values is not None
+            self.audit.classic_records(
+                [self._group_name(g) for g in groups],
+                generations[rows.rows].tolist(),
+                p,
+                offsets,
+                [rows.at_ms[r] for r in where],
+                tombs,
+                self._classic_values[0],
+                where,
+            )
+        last = {g: i for i, g in enumerate(groups)}  # each group's last record
+        for g, i in last.items():
             fold = self.folds.get(g)
             if fold is None:
                 fold = self.folds[g] = GroupFold(self._group_name(g))
-            if tomb:
-                fold.delete_classic(p, off)  # the group's state after it: the loop's (a commit may make it anew)
+            if tombs[i]:
+                fold.delete_classic(p, offsets[i])  # the group's state after it: the loop's (a commit may make it anew)
             else:
-                fold.set_classic(functools.partial(self._classic_value, r), p, off)
-                lazy[r] = fold
+                fold.set_classic(functools.partial(self._classic_value, where[i]), p, offsets[i])
+                lazy[where[i]] = fold
 
     def _apply_classic_value(self, row: dict, r: int) -> GroupFold:
         """A GroupMetadata record (a value): the group is classic, its value read when needed."""
