@@ -7,13 +7,19 @@ commits to one Arrow IPC file of the run's lag input (WAREHOUSE/_lag_input/<run 
 batches that each hold one bucket of topic partitions (BUCKETS of them, by a stable hash), and a
 lag task reads, from every file, the batches of its buckets: a shuffle by topic partition whose
 memory is one bucket's commits, never the log's. A run's lag input is kept until a lag stage has
-consumed it (its lag_checkpoints commit), so a stage that died is redone from it."""
+consumed it (its lag_checkpoints commit), so a stage that died is redone from it.
+
+The batches hold numbers only (EVENT_SCHEMA): group ids and topics are codes into the file's
+own tables of names, kept in its index. Sorting, reading and taking fixed-width rows cost a
+fraction of what the strings did, and the lag stage writes its rows' names as dictionaries (a
+busy run hands over tens of millions of commits, a few thousand distinct names)."""
 
 from __future__ import annotations
 
 import json
 import uuid
 import zlib
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -26,7 +32,15 @@ from schemas.tables import COMMIT_EVENT_SCHEMA
 LAG_INPUT = "_lag_input"
 BUCKETS = 1024
 FLUSH_ROWS = 1 << 20  # commits held before they are sorted into bucket batches and written
-EVENT_SCHEMA = COMMIT_EVENT_SCHEMA.append(pa.field("bucket", pa.int16()))
+# COMMIT_EVENT_SCHEMA with the group id and the topic as codes into the file's names
+EVENT_SCHEMA = pa.schema(
+    [
+        pa.field("group", pa.int32()),
+        pa.field("topic", pa.int32()),
+        *(COMMIT_EVENT_SCHEMA.field(name) for name in COMMIT_EVENT_SCHEMA.names if name not in ("group_id", "topic")),
+        pa.field("bucket", pa.int16()),
+    ]
+)
 INDEX_SUFFIX = ".index.json"
 
 
@@ -55,6 +69,29 @@ def run_dir(warehouse: str, run_id: str) -> str:
     return storage.join(warehouse, LAG_INPUT, run_id)
 
 
+class NameTable:
+    """Strings -> dense codes, in order of first appearance."""
+
+    def __init__(self, names: list[str] | None = None):
+        self.names: list[str] = list(names or [])
+        self.codes: dict[str, int] = {n: i for i, n in enumerate(self.names)}
+
+    def encode(self, column: pa.ChunkedArray | pa.Array) -> np.ndarray:
+        """The codes of a string column (no nulls), the distinct strings hashed once by Arrow."""
+        encoded = pc.dictionary_encode(column)
+        if isinstance(encoded, pa.ChunkedArray):
+            encoded = encoded.combine_chunks() if encoded.num_chunks != 1 else encoded.chunk(0)
+        mapping = np.array([self.code(n) for n in encoded.dictionary.to_pylist()] or [0], np.int32)
+        return mapping[encoded.indices.to_numpy(zero_copy_only=False)] if len(encoded) else np.zeros(0, np.int32)
+
+    def code(self, name: str) -> int:
+        c = self.codes.get(name)
+        if c is None:
+            c = self.codes[name] = len(self.names)
+            self.names.append(name)
+        return c
+
+
 class EventWriter:
     """A replay task's commits into one IPC file of the run's lag input."""
 
@@ -67,7 +104,9 @@ class EventWriter:
         self._out: storage.OutputFile | None = None
         self._writer: ipc.RecordBatchFileWriter | None = None
         self._batch_buckets: list[tuple[int, int]] = []  # (bucket, rows) of each batch
-        self._partitions: set[tuple[str, int]] = set()
+        self._groups, self._topics = NameTable(), NameTable()
+        self._topic_hashes: list[int] = []  # by topic code
+        self._partitions: set[int] = set()  # topic code << 32 | partition + 2**31
 
     def write(self, events: pa.Table | None) -> None:
         if events is None or events.num_rows == 0:
@@ -82,67 +121,158 @@ class EventWriter:
             return
         events = pa.concat_tables(self._held)
         self._held, self._held_rows = [], 0
-        b = buckets(events.column("topic"), events.column("partition"))
-        pairs = (
-            pa.table({"t": events.column("topic"), "p": events.column("partition")}).group_by(["t", "p"]).aggregate([])
+        group = self._groups.encode(events.column("group_id"))
+        topic = self._topics.encode(events.column("topic"))
+        for name in self._topics.names[len(self._topic_hashes) :]:
+            self._topic_hashes.append(topic_hash(name))
+        partition = _numbers(events.column("partition"), np.int32)
+        b = ((np.array(self._topic_hashes, np.int64)[topic] + 31 * partition.astype(np.int64)) % BUCKETS).astype(
+            np.int16
         )
-        self._partitions.update(zip(pairs.column("t").to_pylist(), pairs.column("p").to_pylist()))
+        self._partitions.update(
+            np.unique(topic.astype(np.int64) << 32 | (partition.astype(np.int64) + (1 << 31))).tolist()
+        )
         order = np.argsort(b, kind="stable")
         b = b[order]
-        events = events.take(pa.array(order)).append_column("bucket", pa.array(b))
+        columns = {
+            "group": group[order],
+            "topic": topic[order],
+            "partition": partition[order],
+            **{
+                name: _numbers(events.column(name), np.int64 if name != "offsets_partition" else np.int32)[order]
+                for name in ("committed_offset", "offsets_partition", "log_offset", "applied_offset")
+            },
+        }
+        applied = events.column("applied_at").combine_chunks()
+        at = applied.cast(pa.int64()).fill_null(0).to_numpy()[order]
+        valid = applied.is_valid().to_numpy(zero_copy_only=False)[order] if applied.null_count else None
         cuts = np.flatnonzero(np.diff(b)) + 1
         if self._writer is None:
             storage.makedirs(self.folder)
             self.path = storage.join(self.folder, f"part-{uuid.uuid4().hex}.arrow")
             self._out = storage.OutputFile(self.path)
             self._writer = ipc.new_file(self._out.sink, EVENT_SCHEMA)
-        for lo, hi in zip(np.concatenate([[0], cuts]), np.concatenate([cuts, [events.num_rows]])):
-            for batch in events.slice(int(lo), int(hi - lo)).cast(EVENT_SCHEMA).to_batches():
-                self._writer.write_batch(batch)
-                self._batch_buckets.append((int(b[lo]), batch.num_rows))
-        self.rows += events.num_rows
+        for lo, hi in zip(np.concatenate([[0], cuts]).tolist(), np.concatenate([cuts, [len(b)]]).tolist()):
+            arrays = [pa.array(columns[f.name][lo:hi], f.type) for f in EVENT_SCHEMA if f.name in columns]
+            mask = None if valid is None else ~valid[lo:hi]
+            arrays.append(pa.array(at[lo:hi], EVENT_SCHEMA.field("applied_at").type, mask=mask))
+            arrays.append(pa.array(b[lo:hi], pa.int16()))
+            self._writer.write_batch(pa.RecordBatch.from_arrays(arrays, schema=EVENT_SCHEMA))
+            self._batch_buckets.append((int(b[lo]), hi - lo))
+        self.rows += len(b)
 
     def close(self) -> str | None:
         """The file written (None: no commits), and beside it its index (<file>.index.json: the
-        bucket and rows of each batch, and the topic partitions it holds), so a reader reads its
-        buckets' batches only, and the driver learns what the file holds without reading it."""
+        bucket and rows of each batch, the topic partitions it holds, and its tables of group
+        ids and topics), so a reader reads its buckets' batches only, and the driver learns
+        what the file holds without reading it."""
         self._flush()
         if self._writer is not None:
             self._writer.close()
             assert self._out is not None and self.path is not None
             self._out.close()
-            index = {"batches": self._batch_buckets, "partitions": sorted(self._partitions)}
+            pairs = sorted(self._partitions)
+            index = {
+                "bucket": [b for b, _ in self._batch_buckets],
+                "rows": [n for _, n in self._batch_buckets],
+                # the topic partitions it holds: topic codes and partitions
+                "partition_topic": [k >> 32 for k in pairs],
+                "partition": [(k & 0xFFFFFFFF) - (1 << 31) for k in pairs],
+                "groups": self._groups.names,
+                "topics": self._topics.names,
+            }
             storage.write_bytes(self.path + INDEX_SUFFIX, json.dumps(index).encode())
         return self.path
 
 
-def read_events(paths: list[str], lo: int, hi: int, watermarks: dict[int, int] | None) -> pa.Table:
+def _numbers(column: pa.ChunkedArray | pa.Array, dtype) -> np.ndarray:
+    """A column of numbers without nulls as numpy."""
+    if column.null_count:
+        raise ValueError("a commit event without a number where one is required")
+    if isinstance(column, pa.ChunkedArray):
+        if column.num_chunks == 0:
+            return np.zeros(0, dtype)
+        return np.concatenate([c.to_numpy(zero_copy_only=False) for c in column.chunks]).astype(dtype, copy=False)
+    return column.to_numpy(zero_copy_only=False).astype(dtype, copy=False)
+
+
+@dataclass
+class Events:
+    """Commits read back from lag input files: EVENT_SCHEMA rows whose `group` and `topic` are
+    codes into `groups` and `topics` (one table of names for every file read)."""
+
+    table: pa.Table
+    groups: list[str]
+    topics: list[str]
+
+
+def read_events(paths: list[str], lo: int, hi: int, watermarks: dict[int, int] | None) -> Events:
     """The commits of buckets lo..hi-1 in the files `paths`, those made effective at or after
     their offsets partition's watermark (all, with no watermarks)."""
     parts: list[pa.Table] = []
+    groups, topics = NameTable(), NameTable()
     for path in paths:
-        wanted = [i for i, (b, _) in enumerate(read_index(path)["batches"]) if lo <= b < hi]
+        index = read_index(path)
+        wanted = np.flatnonzero((index.bucket >= lo) & (index.bucket < hi)).tolist()
         if not wanted:
             continue
         # a local file is memory-mapped: the batches read stay valid while referenced (the map
         # is released with the last of them)
         reader = ipc.open_file(_open(path))
-        parts.extend(pa.Table.from_batches([reader.get_batch(i)]) for i in wanted)
+        table = pa.Table.from_batches([reader.get_batch(i) for i in wanted])
+        if index.groups is not None:  # codes into the file's names: into the shared ones
+            g = np.array([groups.code(n) for n in index.groups] or [0], np.int32)
+            t = np.array([topics.code(n) for n in index.topics or ()] or [0], np.int32)
+            table = table.set_column(0, "group", pa.array(g[_numbers(table.column("group"), np.int64)], pa.int32()))
+            table = table.set_column(1, "topic", pa.array(t[_numbers(table.column("topic"), np.int64)], pa.int32()))
+        else:  # an earlier version's file: the names themselves
+            table = table.drop_columns(["bucket"])
+            group = pa.array(groups.encode(table.column("group_id")), pa.int32())
+            topic = pa.array(topics.encode(table.column("topic")), pa.int32())
+            table = table.drop_columns(["group_id", "topic"])
+            table = table.add_column(0, "group", group).add_column(1, "topic", topic)
+            table = table.append_column("bucket", pa.nulls(table.num_rows, pa.int16()))
+        parts.append(table.cast(EVENT_SCHEMA))
     if not parts:
-        return EVENT_SCHEMA.empty_table()
-    events = pa.concat_tables(parts).combine_chunks()
+        return Events(EVENT_SCHEMA.empty_table(), [], [])
+    events = pa.concat_tables(parts)
     if watermarks:
         marks = np.array([watermarks.get(p, -1) for p in range(max(watermarks) + 1)], np.int64)
-        op = events.column("offsets_partition").to_numpy()
+        op = _numbers(events.column("offsets_partition"), np.int64)
         known = op < len(marks)
         mark = np.where(known, marks[np.where(known, op, 0)], -1)
-        events = events.filter(pa.array(events.column("applied_offset").to_numpy() >= mark))
-    return events
+        keep = _numbers(events.column("applied_offset"), np.int64) >= mark
+        if not keep.all():
+            events = events.filter(pa.array(keep))
+    return Events(events, groups.names, topics.names)
 
 
-def read_index(path: str) -> dict:
-    """A lag input file's index (see EventWriter.close)."""
-    return json.loads(storage.read_text(path + INDEX_SUFFIX))
+@dataclass
+class LagInputIndex:
+    """A lag input file's index (see EventWriter.close): each batch's bucket and rows, the
+    topic partitions the file holds, and its tables of names (None in an earlier version's
+    file, whose batches hold the names themselves)."""
+
+    bucket: np.ndarray
+    rows: np.ndarray
+    partitions: list[tuple[str, int]]
+    groups: list[str] | None
+    topics: list[str] | None
+
+
+def read_index(path: str) -> LagInputIndex:
+    index = json.loads(storage.read_text(path + INDEX_SUFFIX))
+    if "batches" in index:  # an earlier version's: [[bucket, rows], ...] and [[topic, partition], ...]
+        batches = np.array(index["batches"], np.int64).reshape(-1, 2)
+        return LagInputIndex(batches[:, 0], batches[:, 1], [(t, int(p)) for t, p in index["partitions"]], None, None)
+    topics = index["topics"]
+    return LagInputIndex(
+        np.array(index["bucket"], np.int64),
+        np.array(index["rows"], np.int64),
+        [(topics[t], p) for t, p in zip(index["partition_topic"], index["partition"])],
+        index["groups"],
+        topics,
+    )
 
 
 def _open(path: str):

@@ -20,11 +20,10 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from lib import storage
 from lib.codec.errors import DecodeError
-from lib.lake.lag_input import buckets, read_events
+from lib.lake.lag_input import NameTable, buckets, read_events
 from lib.lake.lag_plan import LagTask, LagTaskResult, PartitionInput, now_file_prefix
 from lib.lake.lag_rows import (
     METHODS,
@@ -55,14 +54,29 @@ def _same(value: str, n: int) -> pa.Array:
 
 # --- points ----------------------------------------------------------------------------------------
 
+
+@dataclass
+class _Points:
+    """The points of a task, sorted: the commits first, then the live offsets at now, each by
+    topic partition (stable). `table`: _POINT_SCHEMA, its group ids and topics as codes into
+    `groups` and `topics`; `pairs`: the distinct (topic, partition) of the points in that
+    order, and `pair`: each point's index into it."""
+
+    table: pa.Table
+    commits: int
+    groups: list[str]
+    topics: list[str]
+    pairs: list[tuple[str, int]]
+    pair: np.ndarray
+
+
 _POINT_SCHEMA = pa.schema(
     [
-        ("group_id", pa.string()),
-        ("topic", pa.string()),
+        ("group", pa.int32()),
+        ("topic", pa.int32()),
         ("partition", pa.int32()),
         ("at", _TS),
         ("asof", _TS),
-        ("kind", pa.string()),
         ("committed_offset", pa.int64()),
         ("offsets_partition", pa.int32()),
         ("log_offset", pa.int64()),
@@ -70,40 +84,29 @@ _POINT_SCHEMA = pa.schema(
 )
 
 
-@dataclass
-class _Points:
-    """The points of a task, sorted: the commits first, then the live offsets at now, each by
-    topic partition (stable). `pairs`: the distinct (topic, partition) of the points in that
-    order, and `pair`: each point's index into it."""
-
-    table: pa.Table
-    commits: int
-    pairs: list[tuple[str, int]]
-    pair: np.ndarray
-
-
 def _points(task: LagTask) -> _Points:
     """The commits (at the record that made them effective) and the live offsets at now, of
     the task's buckets."""
     events = read_events(list(task.event_files), task.bucket_lo, task.bucket_hi, task.watermarks)
-    applied = events.column("applied_at")
-    n = events.num_rows
+    table = events.table
+    applied = table.column("applied_at")
+    n = table.num_rows
     parts = [
         pa.table(
             {
-                "group_id": events.column("group_id"),
-                "topic": events.column("topic"),
-                "partition": events.column("partition"),
+                "group": table.column("group"),
+                "topic": table.column("topic"),
+                "partition": table.column("partition"),
                 "at": applied,
                 "asof": applied,
-                "kind": _same("commit", n),
-                "committed_offset": events.column("committed_offset"),
-                "offsets_partition": events.column("offsets_partition"),
-                "log_offset": events.column("applied_offset"),
+                "committed_offset": table.column("committed_offset"),
+                "offsets_partition": table.column("offsets_partition"),
+                "log_offset": table.column("applied_offset"),
             }
         )
     ]
     keep = [_valid(applied)]
+    groups, topics = NameTable(events.groups), NameTable(events.topics)
     for path in task.live_offset_files:
         live = storage.open_parquet(path).read(
             columns=["group_id", "topic", "partition", "committed_offset", "offsets_partition"], use_threads=False
@@ -114,12 +117,11 @@ def _points(task: LagTask) -> _Points:
         parts.append(
             pa.table(
                 {
-                    "group_id": live.column("group_id"),
-                    "topic": live.column("topic"),
+                    "group": pa.array(groups.encode(live.column("group_id")), pa.int32()),
+                    "topic": pa.array(topics.encode(live.column("topic")), pa.int32()),
                     "partition": live.column("partition"),
                     "at": pa.array(np.full(k, task.now_ms * 1000, np.int64), _TS),
                     "asof": pa.array(np.full(k, task.now_asof_ms * 1000, np.int64), _TS),
-                    "kind": _same("now", k),
                     "committed_offset": live.column("committed_offset"),
                     "offsets_partition": live.column("offsets_partition"),
                     "log_offset": pa.nulls(k, pa.int64()),
@@ -127,39 +129,42 @@ def _points(task: LagTask) -> _Points:
             )
         )
         keep.append(np.ones(k, bool))
-    # one table of chunks, taken once in its sorted order (each copy of a busy task's points
-    # costs tenths of a second)
-    table = pa.concat_tables([p.cast(_POINT_SCHEMA) for p in parts])
-    is_now = np.concatenate([np.zeros(n, np.int64), np.ones(table.num_rows - n, np.int64)])
+    # one table of chunks, taken once in its sorted order (numbers only)
+    points = pa.concat_tables([p.cast(_POINT_SCHEMA) for p in parts])
+    is_now = np.concatenate([np.zeros(n, np.int64), np.ones(points.num_rows - n, np.int64)])
     mask = np.concatenate(keep)
-    key, names = _topic_partition_keys(table.column("topic"), table.column("partition"))
+    topic_codes = _ints(points.column("topic"))
+    # the topics' ranks by name: the order of (topic, partition) from integer keys
+    by_name = np.argsort(np.array(topics.names, dtype=object), kind="stable") if topics.names else np.zeros(0, np.int64)
+    rank = np.empty(len(topics.names), np.int64)
+    rank[by_name] = np.arange(len(topics.names))
+    key = (rank[topic_codes] << 32 if len(topic_codes) else np.zeros(0, np.int64)) | (
+        _ints(points.column("partition")) + (1 << 31)
+    )
     order = np.argsort(is_now << 62 | key, kind="stable")
     order = order[mask[order]]
     key = key[order]
     uniq, pair = np.unique(key, return_inverse=True)
-    pairs = [(names[int(u >> 32)], int(u & 0xFFFFFFFF) - (1 << 31)) for u in uniq]
-    return _Points(table.take(order), int(np.count_nonzero(mask[:n])), pairs, pair.reshape(-1).astype(np.int64))
+    by_rank = [topics.names[i] for i in by_name.tolist()]
+    pairs = [(by_rank[int(u >> 32)], int(u & 0xFFFFFFFF) - (1 << 31)) for u in uniq]
+    return _Points(
+        points.take(order),
+        int(np.count_nonzero(mask[:n])),
+        groups.names,
+        topics.names,
+        pairs,
+        pair.reshape(-1).astype(np.int64),
+    )
+
+
+def _ints(column: pa.ChunkedArray) -> np.ndarray:
+    return np.concatenate([c.to_numpy(zero_copy_only=False) for c in column.chunks] or [np.zeros(0)]).astype(np.int64)
 
 
 def _valid(column: pa.ChunkedArray) -> np.ndarray:
     if column.null_count == 0:
         return np.ones(len(column), bool)
     return np.concatenate([c.is_valid().to_numpy(zero_copy_only=False) for c in column.chunks] or [np.zeros(0, bool)])
-
-
-def _topic_partition_keys(topic: pa.ChunkedArray, partition: pa.ChunkedArray) -> tuple[np.ndarray, list[str]]:
-    """Integer keys whose order is (topic, partition)'s (the topic's rank among the distinct
-    topics, then the partition; sorting the strings themselves cost more than the rest of the
-    task's reading), and the topics by rank."""
-    if len(topic) == 0:
-        return np.zeros(0, np.int64), []
-    codes = pc.dictionary_encode(topic.combine_chunks())
-    by_name = pc.sort_indices(codes.dictionary).to_numpy()
-    rank = np.empty(len(codes.dictionary), np.int64)
-    rank[by_name] = np.arange(len(codes.dictionary))
-    names = codes.dictionary.take(pa.array(by_name)).to_pylist()
-    parts = np.concatenate([c.to_numpy().astype(np.int64) for c in partition.chunks])
-    return rank[codes.indices.to_numpy()] << 32 | (parts + (1 << 31)), names
 
 
 # --- new end-offset rows ------------------------------------------------------------------------------
@@ -430,7 +435,7 @@ def run_lag_task(task: LagTask) -> LagTaskResult:
     lap("lag_lookup")
 
     timed = time_lag(lag, at, committed, record_ms)
-    out = _lag_table(points, lag, timed, names, task.run_id)
+    out = _lag_table(sorted_points, lag, timed, names, task.run_id)
     result.lag_rows = out.num_rows
     commits = sorted_points.commits  # (the points at now follow the commits)
     result.lag_files = _write(task, out.slice(0, commits), None) + _write(
@@ -545,35 +550,58 @@ def _look_up(
     return out
 
 
-def _lag_table(points: pa.Table, lag: Lag, timed, names: Names, run_id: str) -> pa.Table:
-    n = points.num_rows
+def _lag_table(points: _Points, lag: Lag, timed, names: Names, run_id: str) -> pa.Table:
+    """The group_lag rows of the points, their strings as dictionaries (GROUP_LAG_WRITTEN: the
+    Parquet writer takes a dictionary as it is, where it hashed every string of a plain one)."""
+    table = points.table
+    n = table.num_rows
 
     def ints(values: np.ndarray) -> pa.Array:
         return pa.array(values, pa.int64(), mask=values == NO)
 
-    methods = pa.array(list(METHODS) + [None], pa.string())
+    kind = np.zeros(n, np.int32)
+    kind[points.commits :] = 1
+    topic_ids = lag.topic_id
     return pa.table(
         {
-            "group_id": points.column("group_id"),
-            "topic": points.column("topic"),
-            "partition": points.column("partition"),
-            "at": points.column("at"),
-            "kind": points.column("kind"),
-            "committed_offset": points.column("committed_offset"),
+            "group_id": _dictionary(table.column("group"), points.groups),
+            "topic": _dictionary(table.column("topic"), points.topics),
+            "partition": table.column("partition"),
+            "at": table.column("at"),
+            "kind": _dictionary(kind, ["commit", "now"]),
+            "committed_offset": table.column("committed_offset"),
             "end_offset": ints(lag.end_offset),
             "end_offset_at": _timestamps(lag.end_offset_at),
             "lag_records": ints(lag.lag_records),
             "lag_ms": ints(timed.lag_ms),
-            "lag_ms_method": methods.take(pa.array(np.where(timed.method < 0, len(METHODS), timed.method))),
+            "lag_ms_method": _dictionary(timed.method, list(METHODS)),
             "first_unconsumed_timestamp": _timestamps(timed.first_unconsumed_ms),
             "truncated": pa.array(lag.truncated, pa.bool_()),
-            "topic_id": names.strings(lag.topic_id),
-            "offsets_partition": points.column("offsets_partition"),
-            "log_offset": points.column("log_offset"),
-            "run_id": _same(run_id, n),
+            "topic_id": _dictionary(topic_ids, names.values),
+            "offsets_partition": table.column("offsets_partition"),
+            "log_offset": table.column("log_offset"),
+            "run_id": _dictionary(np.zeros(n, np.int32), [run_id]),
         },
-        schema=T.GROUP_LAG.arrow_schema,
+        schema=GROUP_LAG_WRITTEN,
     )
+
+
+# group_lag's rows as the lag task writes them: its strings as dictionaries
+GROUP_LAG_WRITTEN = pa.schema(
+    [
+        f.with_type(pa.dictionary(pa.int32(), pa.string())) if pa.types.is_string(f.type) else f
+        for f in T.GROUP_LAG.arrow_schema
+    ]
+)
+
+
+def _dictionary(codes, names: list[str]) -> pa.DictionaryArray:
+    """Codes (< 0: null) into `names` as a dictionary array."""
+    if isinstance(codes, pa.ChunkedArray):
+        codes = _ints(codes)
+    codes = np.asarray(codes)
+    indices = pa.array(codes.astype(np.int32, copy=False), pa.int32(), mask=codes < 0 if (codes < 0).any() else None)
+    return pa.DictionaryArray.from_arrays(indices, pa.array(names, pa.string()))
 
 
 def _write(task: LagTask, rows: pa.Table, prefix: str | None) -> list[dict]:

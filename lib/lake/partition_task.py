@@ -152,10 +152,20 @@ class _FileWriter:
                 if statistics is None:
                     statistics = ["offsets_partition"] if "offsets_partition" in names else []
                 # the lag tables are large, their strings repeat: dictionaries there
-                strings = [f.name for f in self.schema if pa.types.is_string(f.type)]
+                strings = [f.name for f in self.schema if pa.types.is_string(f.type)]  # (plain or dictionary)
                 dictionary = strings if self.table.name in ROW_GROUP_STATISTICS else False
                 options = {"use_dictionary": dictionary, "write_statistics": statistics or False}
-            self._writer = pq.ParquetWriter(self._out.sink, self.schema, compression="snappy", **options)
+            data = batch.select(self.schema.names)
+            # strings given as dictionaries (the lag tables') are written as they are, and the
+            # file keeps no Arrow schema: readers see the table's plain strings
+            dictionaries = any(pa.types.is_dictionary(f.type) for f in data.schema)
+            self._writer = pq.ParquetWriter(
+                self._out.sink,
+                data.schema if dictionaries else self.schema,
+                compression="snappy",
+                store_schema=not dictionaries,
+                **options,
+            )
         assert self._writer is not None
         data = batch.select(self.schema.names)
         # a row group per batch: holding batches for larger row groups was a few % faster to

@@ -396,8 +396,8 @@ def _plan(warehouse: str, run_id: str, full: bool) -> _Plan:
         for path in manifest_files(warehouse, run):  # what its replay's tasks wrote
             files.append(path)
             index = read_index(path)
-            partitions.update((t, int(p)) for t, p in index["partitions"])
-            for b, n in index["batches"]:
+            partitions.update(index.partitions)
+            for b, n in zip(index.bucket.tolist(), index.rows.tolist()):
                 bucket_rows[b] = bucket_rows.get(b, 0) + n
     return _Plan(prev_rows, watermarks, runs, files, partitions, bucket_rows)
 
