@@ -165,7 +165,7 @@ class Previous:
 
     @classmethod
     def empty(cls) -> Previous:
-        return cls(PREVIOUS_SCHEMA.empty_table())
+        return cls(pa.Table.from_batches([], schema=PREVIOUS_SCHEMA))
 
     @classmethod
     def _of(cls, owners: Mapping[str, Iterable[tuple[str, Iterable[tuple[str, int]]]]]) -> Previous:
@@ -1319,7 +1319,7 @@ def _fast_table(batch: GenerationBatch, flat: _Flat, first: _First, second: _Sec
 def audit_rows_table(rows: Sequence[dict]) -> pa.Table:
     """assignment_audit rows as audit_generation gives them (`at_ms` for `at`) as Arrow."""
     if not rows:
-        return AUDIT_SCHEMA.empty_table()
+        return pa.Table.from_batches([], schema=AUDIT_SCHEMA)
     at = pa.array([r["at_ms"] for r in rows], pa.int64()).cast(pa.timestamp("ms", tz="UTC"))
     arrays = [at.cast(f.type) if f.name == "at" else pa.array([r[f.name] for r in rows], f.type) for f in AUDIT_SCHEMA]
     return pa.Table.from_arrays(arrays, schema=AUDIT_SCHEMA)
@@ -1405,7 +1405,7 @@ def audit_classic_batch(batch: GenerationBatch, previous: Previous, known: dict[
     the batch's order; what_if null) and the Previous after them. `known` (partitions per
     topic known before the batch) is raised in place as AssignmentTracker raises it."""
     if not len(batch):
-        return AUDIT_SCHEMA.empty_table(), previous
+        return pa.Table.from_batches([], schema=AUDIT_SCHEMA), previous
     flat = _flatten(batch, previous)
     malformed = np.flatnonzero(flat.malformed)
     if len(malformed):
@@ -1480,7 +1480,7 @@ def _audit_one(batch: GenerationBatch, r: int, previous: Previous, known: dict[s
         batch.log_offset[r].as_py(),
     )
     if gen is None:
-        return AUDIT_SCHEMA.empty_table(), previous
+        return pa.Table.from_batches([], schema=AUDIT_SCHEMA), previous
     for m in gen.members:
         for topic, partition in m.assignment:
             known[topic] = max(known.get(topic, 0), partition + 1)

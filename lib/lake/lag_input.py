@@ -234,7 +234,7 @@ def read_events(paths: list[str], lo: int, hi: int, watermarks: dict[int, int] |
             table = table.append_column("bucket", pa.nulls(table.num_rows, pa.int16()))
         parts.append(table.cast(EVENT_SCHEMA))
     if not parts:
-        return Events(EVENT_SCHEMA.empty_table(), [], [])
+        return Events(pa.Table.from_batches([], schema=EVENT_SCHEMA), [], [])
     events = pa.concat_tables(parts)
     if watermarks:
         marks = np.array([watermarks.get(p, -1) for p in range(max(watermarks) + 1)], np.int64)

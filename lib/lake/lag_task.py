@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lib import storage
 from lib.codec.errors import DecodeError
@@ -304,8 +305,10 @@ class _History:
 
     def rows(self, wanted: list[tuple[str, int]]) -> pa.Table:
         """The rows of the partitions `wanted`."""
-        want = set(wanted)
-        topics = sorted({t for t, _ in wanted})
+        by_topic: dict[str, list[int]] = {}
+        for t, p in wanted:
+            by_topic.setdefault(t, []).append(p)
+        topics = sorted(by_topic)
         out = []
         for path in self.files:
             f, ranges = self._groups(path)
@@ -321,11 +324,28 @@ class _History:
             if not picked:
                 continue
             table = f.read_row_groups(picked, columns=T.PARTITION_END_OFFSETS.column_names, use_threads=False)
-            keys = zip(table.column("topic").to_pylist(), table.column("partition").to_pylist())
-            out.append(table.filter(pa.array([k in want for k in keys], pa.bool_())))
+            out.append(table.filter(pa.array(_rows_of_partitions(table, by_topic))))
         if not out:
             return T.PARTITION_END_OFFSETS.arrow_schema.empty_table()
         return pa.concat_tables([t.cast(T.PARTITION_END_OFFSETS.arrow_schema) for t in out])
+
+
+def _rows_of_partitions(table: pa.Table, by_topic: dict[str, list[int]]) -> np.ndarray:
+    """Which rows of `table` (topic, partition columns) are of the partitions `by_topic` lists
+    (integer keys in one lookup: a lookup per row cost most of an incremental lag task)."""
+    if table.num_rows == 0:
+        return np.zeros(0, bool)
+    keys, code = _row_keys(table)
+    wanted = [code[t] << 32 | (p + (1 << 31)) for t, ps in by_topic.items() if t in code for p in ps]
+    return np.isin(keys, np.array(wanted, np.int64))
+
+
+def _row_keys(table: pa.Table) -> tuple[np.ndarray, dict[str, int]]:
+    """Each row's topic code << 32 | partition + 2**31, and the codes of the topics."""
+    topics = pc.dictionary_encode(table.column("topic").combine_chunks())
+    codes = topics.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    partitions = table.column("partition").combine_chunks().to_numpy(zero_copy_only=False).astype(np.int64)
+    return codes << 32 | (partitions + (1 << 31)), {t: c for c, t in enumerate(topics.dictionary.to_pylist())}
 
 
 def _earlier_of(inputs: list[PartitionInput | None], names: Names) -> Earlier:
@@ -459,8 +479,10 @@ def _held_rows(history: _History, keys, which: list[int], index: dict, names: Na
     table = history.rows([keys[i] for i in which])
     if table.num_rows == 0:
         return Rows.empty()
-    tps = zip(table.column("topic").to_pylist(), table.column("partition").to_pylist())
-    return rows_of(table, np.array([index[k] for k in tps], np.int64), names)
+    keys, code = _row_keys(table)  # (every row is of a partition in `index`: _History.rows)
+    known = sorted((code[t] << 32 | (p + (1 << 31)), i) for (t, p), i in index.items() if t in code)
+    lookup = np.array(known, np.int64).reshape(-1, 2)
+    return rows_of(table, lookup[np.searchsorted(lookup[:, 0], keys), 1], names)
 
 
 def _ms(col) -> np.ndarray:

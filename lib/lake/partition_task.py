@@ -327,7 +327,7 @@ class TaskState:
             if part is not None and part.num_rows:
                 parts.append(part)
         if not parts:
-            return table.arrow_schema.empty_table()
+            return pa.Table.from_batches([], schema=table.arrow_schema)
         return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
 
     def _partition_file(self, path: str, table: T.Table, partition: int) -> pa.Table:

@@ -760,7 +760,9 @@ class PartitionReplay:
             "applied_at", at.take(pa.array(by_row))
         )
         order = np.lexsort((table.column("log_offset").to_numpy(), by_row))
-        self._events.append(table.take(pa.array(order)).cast(COMMIT_EVENT_SCHEMA))
+        if bool(np.any(order != np.arange(len(order)))):  # (most batches: in order already)
+            table = table.take(pa.array(order))
+        self._events.append(table.cast(COMMIT_EVENT_SCHEMA))
 
     def _touch(self, k: int, touched: np.ndarray, n_touched: int) -> int:
         if self.tmark[k] != self.epoch:
@@ -952,7 +954,7 @@ class PartitionReplay:
 
     def _take(self, refs: np.ndarray) -> pa.Table:
         if not self.retained:
-            return GROUP_OFFSETS.arrow_schema.empty_table()
+            return pa.Table.from_batches([], schema=GROUP_OFFSETS.arrow_schema)
         sizes = np.array([t.num_rows for t in self.retained], np.int64)
         starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
         flat = starts[refs >> 32] + (refs & 0xFFFFFFFF)
@@ -1038,7 +1040,7 @@ class PartitionReplay:
         ]
         schema = PENDING_TRANSACTIONAL_OFFSETS.arrow_schema
         if not items:
-            return schema.empty_table()
+            return pa.Table.from_batches([], schema=schema)
         values = self._take(np.array([i[2] for i in items], np.int64))
         cols = {"producer_id": pa.array([i[0] for i in items], pa.int64())}
         for f in schema:

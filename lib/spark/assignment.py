@@ -10,22 +10,20 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from lib.assignors.audit import why_flagged  # noqa: F401 - the report's
+from lib.source.topic_log import TopicPartitionLog
 from lib.spark.delta import open_delta, table_exists, table_path
 from schemas import tables as T
 
 
-def known_topics(warehouse: str, log_dir: str | None) -> tuple[dict[str, int], dict[str, str]]:
+def known_topics(warehouse: str, topic_logs: list[TopicPartitionLog]) -> tuple[dict[str, int], dict[str, str]]:
     """Partition counts known today, per topic (the log dir's partition folders and the largest
     partition with a committed offset), and topic id -> name (KIP-848 records name topics by id
     only; v4 offset commits name both). Read with delta-rs from group_offsets and
     expired_offsets, small tables: no Spark job."""
     floors: dict[str, int] = {}
     names: dict[str, str] = {}
-    if log_dir:
-        from lib.source.topic_log import find_topic_partitions
-
-        for log in find_topic_partitions(log_dir):
-            floors[log.topic] = max(floors.get(log.topic, 0), log.partition + 1)
+    for log in topic_logs:  # (the log dir's partition folders)
+        floors[log.topic] = max(floors.get(log.topic, 0), log.partition + 1)
     for table in (T.GROUP_OFFSETS, T.EXPIRED_OFFSETS):
         path = table_path(warehouse, table)
         if not table_exists(None, path):

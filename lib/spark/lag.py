@@ -40,6 +40,7 @@ from lib.lake.crash_points import crash_point
 from lib.lake.lag_input import BUCKETS, bucket_of, manifest_files, read_index, remove_lag_input, runs_with_input
 from lib.lake.lag_plan import LagTask, PartitionInput, earlier_rows, now_file_at
 from lib.lake.run_tags import run_tag
+from lib.lake.tasks import lag_task
 from lib.lake.worker_errors import worker_error_from
 from lib.source.topic_log import ScanStart, find_topic_partitions
 from lib.spark.delta import (
@@ -411,6 +412,7 @@ def run_lag_stage(
     full: bool,
     samples: list | None = None,
     sampled_at: int | None = None,
+    topic_logs: list | None = None,
 ) -> LagResult:
     """The lag stage after a replay run's commit point (see the module's doc): from the log
     dir's consumed partitions, or from a live cluster's `samples` (lib.source.live
@@ -425,7 +427,8 @@ def run_lag_stage(
     result = LagResult()
     t0 = time.monotonic()
     live = samples is not None
-    topic_logs = find_topic_partitions(log_dir) if log_dir else []
+    if topic_logs is None:  # (the run's own listing, when it has one)
+        topic_logs = find_topic_partitions(log_dir) if log_dir else []
     if not live and not topic_logs:
         result.skipped = "the input holds no consumed topic partitions"
         return result
@@ -492,7 +495,7 @@ def run_lag_stage(
     t0 = time.monotonic()
     tasks = _tasks(spark, warehouse, run_id, now_ms, max(now_ms, sampled_at or now_ms), inputs, plan, full)
     try:
-        outcomes = spark.sparkContext.parallelize(tasks, len(tasks)).map(_run_lag_task).collect() if tasks else []
+        outcomes = spark.sparkContext.parallelize(tasks, len(tasks)).map(lag_task).collect() if tasks else []
     except Exception as e:
         from lib.spark.pipeline import ReplayError, _describe_worker_error
 
@@ -531,12 +534,6 @@ def run_lag_stage(
     result.stage_seconds["lag_commit"] = time.monotonic() - t0
     remove_lag_input(warehouse)
     return result
-
-
-def _run_lag_task(task: LagTask):
-    from lib.lake.lag_task import run_lag_task  # in the worker: the kernels load there
-
-    return run_lag_task(task)
 
 
 def _in_table(prev: dict | None) -> bool:

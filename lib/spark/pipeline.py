@@ -23,6 +23,7 @@ from lib.lake.crash_points import crash_point
 from lib.lake.lag_input import write_manifest
 from lib.lake.lock import WarehouseBusyError, WarehouseLock  # noqa: F401 - re-exported for jobs
 from lib.lake.run_tags import rebuilt_tag, run_tag
+from lib.lake.tasks import replay_task
 from lib.lake.worker_errors import worker_error_from
 from lib.replay.expiry import DEFAULT_RETENTION_MINUTES
 from lib.source.logdir import PartitionLog, segments_from
@@ -131,12 +132,17 @@ def run_replay(
         result = RunResult(run_id, [pl.partition for pl in logs], now_ms, retention_minutes, on_corrupt=on_corrupt)
         result.took_over_lock = lock.took_over
         result.rolled_back = roll_back_incomplete(spark, warehouse)
+        # the consumed topics' partitions beside the offsets partitions, listed once a run (7,500
+        # folders of a busy log dir take a second); None for a live cluster
+        topic_logs = _topic_logs(logs)
         # the commits that take effect go to the lag stage (lib.lake.lag_input), this run's or,
         # when it is skipped, the next one's
-        lag_input = bool(logs) and _has_consumed_topics(logs)
-        _run_locked(spark, logs, warehouse, result, full, end_offsets, fetch_max_bytes, lag_input, assignments)
+        lag_input = bool(logs) and (topic_logs is None or bool(topic_logs))
+        _run_locked(
+            spark, logs, warehouse, result, full, end_offsets, fetch_max_bytes, lag_input, assignments, topic_logs
+        )
         if lag and logs:
-            result.lag = _run_lag_locked(spark, logs, warehouse, result, full)
+            result.lag = _run_lag_locked(spark, logs, warehouse, result, full, topic_logs)
         return result
 
 
@@ -148,22 +154,19 @@ def roll_back_incomplete(spark: SparkSession | None, warehouse: str) -> list[dic
     )
 
 
-def _log_dir(logs: list[PartitionLog]) -> str | None:
-    """The log dir of `logs` (None: a live cluster)."""
-    source = logs[0].path
-    return None if source.startswith("kafka://") else storage.dirname(source)
-
-
-def _has_consumed_topics(logs: list[PartitionLog]) -> bool:
-    """Whether the input can have a lag stage: a live cluster, or a log dir with topic
-    partition folders beside __consumer_offsets."""
+def _topic_logs(logs: list[PartitionLog]) -> list[TopicPartitionLog] | None:
+    """The topic partition folders beside the offsets partitions of a log dir (None: a live
+    cluster, or no input)."""
     from lib.source.topic_log import find_topic_partitions
 
-    source = logs[0].path
-    return source.startswith("kafka://") or bool(find_topic_partitions(storage.dirname(source)))
+    if not logs or logs[0].path.startswith("kafka://"):
+        return None
+    return find_topic_partitions(storage.dirname(logs[0].path))
 
 
-def _run_lag_locked(spark: SparkSession, logs, warehouse: str, result: RunResult, full: bool):
+def _run_lag_locked(
+    spark: SparkSession, logs, warehouse: str, result: RunResult, full: bool, topic_logs: list | None = None
+):
     from lib.spark.lag import run_lag_stage, run_live_lag_stage
 
     crash_point("lag_start")
@@ -172,7 +175,9 @@ def _run_lag_locked(spark: SparkSession, logs, warehouse: str, result: RunResult
         if source.startswith("kafka://"):  # a live cluster: ListOffsets samples
             lag = run_live_lag_stage(spark, source[len("kafka://") :], warehouse, result.run_id, result.now_ms, full)
         else:
-            lag = run_lag_stage(spark, storage.dirname(source), warehouse, result.run_id, result.now_ms, full)
+            lag = run_lag_stage(
+                spark, storage.dirname(source), warehouse, result.run_id, result.now_ms, full, topic_logs=topic_logs
+            )
     except BaseException:
         roll_back_incomplete_runs(spark, warehouse, T.LAG_TABLES, T.LAG_CHECKPOINTS)
         raise
@@ -216,6 +221,7 @@ def _run_locked(
     fetch_max_bytes: int | None = None,
     lag_input: bool = False,
     audit: bool = True,
+    topic_logs: list[TopicPartitionLog] | None = None,
 ) -> None:
     """Each partition with anything to do is one Spark task (lib.lake.partition_task) that reads it
     once and writes its files; the driver then commits them table by table (delta-rs), the
@@ -271,8 +277,8 @@ def _run_locked(
     if audit:
         from lib.spark.assignment import known_topics
 
-        floors, names = known_topics(warehouse, _log_dir(logs))
-        audit_task = {"floors": floors, "names": {**_topic_names_of(logs), **names}}
+        floors, names = known_topics(warehouse, topic_logs or [])
+        audit_task = {"floors": floors, "names": {**_topic_names_of(topic_logs), **names}}
     sized_tasks: list[tuple[int, dict]] = []
     for pl in todo:
         p = pl.partition
@@ -311,7 +317,7 @@ def _run_locked(
     groups = _group_tasks(packed, warehouse, run_id, todo_ids, layouts, removed, previous_state=prev is not None)
     # the topic ids the input names already (a log dir's partition.metadata files): a KIP-848
     # group's assignment names topics by id only, and a task that finds one unnamed is run again
-    known_names = _topic_names_of(logs)
+    known_names = _topic_names_of(topic_logs)
     for g in groups:
         g["lag_input"] = lag_input
         for t in g["tasks"]:
@@ -320,7 +326,7 @@ def _run_locked(
 
     t0 = time.monotonic()
     try:
-        results = spark.sparkContext.parallelize(groups, len(groups)).map(_replay_group).collect()
+        results = spark.sparkContext.parallelize(groups, len(groups)).map(replay_task).collect()
         results = _resolve_topic_names(spark, groups, results)
     except Exception as e:
         info = worker_error_from(e)
@@ -428,27 +434,17 @@ def _resolve_topic_names(spark: SparkSession, groups: list[dict], results: list[
         for t in groups[i]["tasks"]:
             t["topic_names"] = {**(t.get("topic_names") or {}), **names}
         redo.append(groups[i])
-    redone = spark.sparkContext.parallelize(redo, len(redo)).map(_replay_group).collect()
+    redone = spark.sparkContext.parallelize(redo, len(redo)).map(replay_task).collect()
     out = list(results)
     for i, r in zip(again, redone):
         out[i] = r  # its first lag input file is not in the run's manifest: never read
     return out
 
 
-def _topic_names_of(logs: list[PartitionLog]) -> dict[str, str]:
+def _topic_names_of(topic_logs: list[TopicPartitionLog] | None) -> dict[str, str]:
     """topic id -> name of the topic partition folders beside the offsets partitions (none for
     a live source)."""
-    from lib.source.topic_log import find_topic_partitions
-
-    if not logs or logs[0].path.startswith("kafka://"):
-        return {}
-    return {t.topic_id: t.topic for t in find_topic_partitions(storage.dirname(logs[0].path)) if t.topic_id}
-
-
-def _replay_group(group: dict) -> dict:
-    from lib.lake.partition_task import replay_group
-
-    return replay_group(group)
+    return {t.topic_id: t.topic for t in topic_logs or () if t.topic_id}
 
 
 def _group_tasks(

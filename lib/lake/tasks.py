@@ -1,0 +1,21 @@
+"""The functions Spark ships to its Python workers, in a module that imports nothing heavy:
+a worker unpickles a task's function by importing its module, and lib.spark's modules would
+bring pyspark.sql, pandas and Delta's clients into every worker of every run (a second or more
+of each worker's start, the most of a small incremental run's work). The task modules load
+where they run."""
+
+from __future__ import annotations
+
+
+def replay_task(group: dict) -> dict:
+    """One Spark task of the replay (lib.lake.partition_task.replay_group)."""
+    from lib.lake.partition_task import replay_group
+
+    return replay_group(group)
+
+
+def lag_task(task):
+    """One Spark task of the lag stage (lib.lake.lag_task.run_lag_task)."""
+    from lib.lake.lag_task import run_lag_task
+
+    return run_lag_task(task)
