@@ -82,7 +82,24 @@ class AuditOutcome:
 
 
 # pending entries, in log order
-_CLASSIC, _DELETE, _CONSUMER = 0, 1, 2
+_CLASSIC, _DELETE, _CONSUMER, _BLOCK = 0, 1, 2, 3
+
+
+@dataclass
+class _Block:
+    """Classic entries (generations over, group tombstones) of one batch's records, in log
+    order, as arrays (AssignmentTracker.classic_records): entry k is a tombstone where
+    `deleted[k]`, else a generation whose value is row `source[k]` of `values` or, where
+    `opens` has k, that _Open's (an earlier batch's)."""
+
+    groups: list[str]
+    source: np.ndarray
+    opens: dict[int, _Open]
+    log_offset: np.ndarray
+    at_ms: list
+    deleted: np.ndarray
+    values: pa.Array
+    offsets_partition: int
 
 
 class AssignmentTracker:
@@ -145,43 +162,104 @@ class AssignmentTracker:
     def classic_records(
         self,
         group_ids: list[str],
-        generations: list[int],
+        group_codes: np.ndarray,
+        generations: np.ndarray,
         offsets_partition: int,
-        log_offsets: list[int],
+        log_offsets: np.ndarray,
         at_ms: list,
-        tombstones: list[bool],
+        tombstones: np.ndarray,
         values: pa.Array,
-        rows: list[int],
+        rows: np.ndarray,
     ) -> None:
         """GroupMetadata records (values and tombstones), in log order, of groups with no other
-        group record in the batch being fed: `classic` and `group_deleted` for each, in one
-        loop (such a group has no KIP-848 audit waiting, so none needs a flush first)."""
+        group record in the batch being fed (`group_codes`: the groups as integers): what
+        `classic` and `group_deleted` do record by record, as arrays. Such a group has no
+        KIP-848 audit waiting and no entry before these records, so none needs a flush first;
+        its open generation before them is from an earlier batch or run."""
+        n = len(group_ids)
         self.touched.update(group_ids)
         self._batch_values = values
-        open_, pending, kinds, outcome = self.open, self._pending, self._pending_kind, self.outcome
-        for group_id, generation, log_offset, at, tomb, row in zip(
-            group_ids, generations, log_offsets, at_ms, tombstones, rows
-        ):
-            o = open_.get(group_id)
-            if tomb:
-                if o is not None:
-                    self._close(group_id)
-                if group_id in kinds:
-                    pending.append((_DELETE, group_id, None))
-                else:
-                    self._newer[group_id] = None
+        tomb = np.asarray(tombstones, bool)
+        gen = np.asarray(generations, np.int64)
+        # each record's previous record of its group among these (-1: its group's first)
+        order = np.argsort(group_codes, kind="stable")
+        same = group_codes[order][1:] == group_codes[order][:-1]
+        prev = np.full(n, -1, np.int64)
+        prev[order[1:][same]] = order[:-1][same]
+        last = np.ones(n, bool)
+        last[order[:-1][same]] = False
+        j = np.maximum(prev, 0)
+        # a record closes its previous one's generation (a value of another generation, or a tombstone)
+        closes = (prev >= 0) & ~tomb[j] & (tomb | (gen != gen[j]))
+        # entries in log order: the generations closed here (their value: row `source` of the
+        # values, or an earlier batch's _Open), and the tombstones of groups with an entry
+        source = np.where(closes, np.asarray(rows, np.int64)[j], -1)
+        is_entry = closes.copy()
+        opens: dict[int, _Open] = {}
+        for i in np.flatnonzero(prev < 0).tolist():  # each group's first record: its open before
+            group_id = group_ids[i]
+            o = self.open.get(group_id)
+            if o is None:
                 continue
-            if o is not None:
-                if o.generation != generation:
-                    if o.values is None:
-                        self._close(group_id)
-                    else:  # _close's common case
-                        del open_[group_id]
-                        pending.append((_CLASSIC, group_id, o))
-                        kinds[group_id] = _CLASSIC
-                elif o.values is None:
-                    outcome.carried_replaced.add(group_id)  # its generation goes on: a later record
-            open_[group_id] = _Open(generation, offsets_partition, log_offset, at, values, row)
+            if tomb[i] or o.generation != gen[i]:
+                del self.open[group_id]
+                if o.values is None:  # carried from an earlier run: its row is final as it is
+                    self.outcome.carried_closed.add(group_id)
+                    if o.audited is not None:
+                        self._newer[group_id] = o.audited
+                else:
+                    opens[i] = o
+                    is_entry[i] = True
+            elif o.values is None:
+                self.outcome.carried_replaced.add(group_id)  # its generation goes on: a later record
+        kinds = self._pending_kind
+        closed = np.flatnonzero(is_entry)  # entries closing a generation, by the record that closes it
+        dropped: list[int] = []  # tombstones that are entries too (after their record's close)
+        if tomb.any():
+            seen = set(kinds)
+            k = 0
+            for i in np.flatnonzero(tomb).tolist():
+                while k < len(closed) and closed[k] <= i:
+                    seen.add(group_ids[int(closed[k])])
+                    k += 1
+                if group_ids[i] in seen:
+                    dropped.append(i)
+                else:
+                    self._newer[group_ids[i]] = None
+        if len(closed) or dropped:
+            # entry order: by record, a record's close before its tombstone
+            at = np.concatenate([closed, np.array(dropped, np.int64)])
+            deleted = np.concatenate([np.zeros(len(closed), bool), np.ones(len(dropped), bool)])
+            order = np.lexsort((deleted, at))
+            at, deleted = at[order], deleted[order]
+            opened = at.tolist()
+            value_of = np.where(closes[at], j[at], at)  # the record whose value it is
+            self._pending.append(
+                (
+                    _BLOCK,
+                    "",
+                    _Block(
+                        [group_ids[i] for i in opened],
+                        np.where(deleted | ~closes[at], -1, source[at]),
+                        {k: opens[i] for k, i in enumerate(opened) if i in opens and not deleted[k]},
+                        np.where(deleted, -1, np.asarray(log_offsets, np.int64)[value_of]),
+                        [None if d else at_ms[v] for d, v in zip(deleted.tolist(), value_of.tolist())],
+                        deleted,
+                        values,
+                        offsets_partition,
+                    ),
+                )
+            )
+            for i in closed.tolist():
+                kinds[group_ids[i]] = _CLASSIC
+        for i in np.flatnonzero(last).tolist():  # each group's last record: its open generation now
+            group_id = group_ids[i]
+            if tomb[i]:
+                self.open.pop(group_id, None)
+            else:
+                self.open[group_id] = _Open(
+                    int(gen[i]), offsets_partition, int(log_offsets[i]), at_ms[i], values, int(rows[i])
+                )
 
     def group_deleted(self, group_id: str) -> None:
         """A group tombstone: its generation over, its next one a new group's first."""
@@ -325,40 +403,96 @@ class AssignmentTracker:
         self._newer[gen.group_id] = _state_of(gen)
 
     def _batch(self, entries: list) -> GenerationBatch:
-        """The classic entries (_CLASSIC / _DELETE) as a GenerationBatch, in their order."""
-        n = len(entries)
-        groups: list[str] = [""] * n
-        partitions = np.full(n, -1, np.int32)
-        offsets = np.full(n, -1, np.int64)
-        at: list[int | None] = [None] * n
-        deleted = np.zeros(n, np.bool_)
+        """The classic entries (_CLASSIC / _DELETE, and _BLOCKs of them) as a GenerationBatch,
+        in their order."""
+        groups: list[str] = []
+        partitions: list[np.ndarray] = []
+        offsets: list[np.ndarray] = []
+        at: list[int | None] = []
+        deleted: list[np.ndarray] = []
         sources: dict[int, int] = {}  # id(values) -> its index in `arrays`
         arrays: list[pa.Array] = []
-        source = np.full(n, -1, np.int64)
-        rows = np.zeros(n, np.int64)
-        for i, (kind, group_id, o) in enumerate(entries):
-            groups[i] = group_id
-            if kind == _DELETE:
-                deleted[i] = True
-                continue
-            k = sources.get(id(o.values))
+        source: list[np.ndarray] = []
+        rows: list[np.ndarray] = []
+
+        def source_of(values: pa.Array) -> int:
+            k = sources.get(id(values))
             if k is None:
-                k = sources[id(o.values)] = len(arrays)
-                arrays.append(o.values)
-            source[i], rows[i] = k, o.row
-            partitions[i], offsets[i], at[i] = o.offsets_partition, o.log_offset, o.at_ms
-        if len(arrays) == 1 and not deleted.any():
-            values = arrays[0].take(pa.array(rows))
+                k = sources[id(values)] = len(arrays)
+                arrays.append(values)
+            return k
+
+        single: list[tuple[int, str, _Open | None]] = []
+
+        def flush_single() -> None:
+            m = len(single)
+            if not m:
+                return
+            part, off, src, row = (np.full(m, -1, t) for t in (np.int32, np.int64, np.int64, np.int64))
+            gone = np.zeros(m, np.bool_)
+            for i, (kind, group_id, o) in enumerate(single):
+                groups.append(group_id)
+                if kind == _DELETE or o is None:
+                    gone[i] = True
+                    at.append(None)
+                    continue
+                src[i], row[i] = source_of(o.values), o.row
+                part[i], off[i] = o.offsets_partition, o.log_offset
+                at.append(o.at_ms)
+            partitions.append(part)
+            offsets.append(off)
+            deleted.append(gone)
+            source.append(src)
+            rows.append(row)
+            single.clear()
+
+        for entry in entries:
+            if entry[0] != _BLOCK:
+                single.append(entry)
+                continue
+            flush_single()
+            block: _Block = entry[2]
+            m = len(block.groups)
+            groups.extend(block.groups)
+            part = np.where(block.deleted, -1, block.offsets_partition).astype(np.int32)
+            off = block.log_offset.copy()
+            src = np.where(block.source >= 0, source_of(block.values), -1)
+            row = np.maximum(block.source, 0)
+            times = list(block.at_ms)
+            for k, o in block.opens.items():  # generations of an earlier batch
+                src[k], row[k] = source_of(o.values), o.row
+                part[k], off[k], times[k] = o.offsets_partition, o.log_offset, o.at_ms
+            at.extend(times)
+            partitions.append(part)
+            offsets.append(off)
+            deleted.append(block.deleted)
+            source.append(src)
+            rows.append(row)
+            assert m == len(part)
+        flush_single()
+        n = len(groups)
+        gone = np.concatenate(deleted) if deleted else np.zeros(0, np.bool_)
+        src_all = np.concatenate(source) if source else np.zeros(0, np.int64)
+        row_all = np.concatenate(rows) if rows else np.zeros(0, np.int64)
+        if len(arrays) == 1 and not gone.any():
+            values = arrays[0].take(pa.array(row_all))
         else:
             # each source's rows taken once, then put in the entries' order
-            order = np.argsort(source, kind="stable")  # (the deleted rows, -1, first: nulls)
-            parts = [pa.nulls(int(deleted.sum()), arrays[0].type if arrays else GROUP_METADATA_TYPE)]
+            order = np.argsort(src_all, kind="stable")  # (the deleted rows, -1, first: nulls)
+            parts = [pa.nulls(int(gone.sum()), arrays[0].type if arrays else GROUP_METADATA_TYPE)]
             for k, values in enumerate(arrays):
-                parts.append(values.take(pa.array(rows[source == k])))
+                parts.append(values.take(pa.array(row_all[src_all == k])))
             where = np.empty(n, np.int64)
             where[order] = np.arange(n)
             values = pa.concat_arrays(parts).take(pa.array(where))
-        return GenerationBatch.of(values, groups, partitions, offsets, pa.array(at, pa.int64()), deleted)
+        return GenerationBatch.of(
+            values,
+            groups,
+            np.concatenate(partitions) if partitions else np.zeros(0, np.int32),
+            np.concatenate(offsets) if offsets else np.zeros(0, np.int64),
+            pa.array(at, pa.int64()),
+            gone,
+        )
 
     def _audit_batch(self, entries: list, keep_previous: bool = False) -> pa.Table:
         """The rows of these classic entries, audited against the groups' previous owners (and
@@ -366,7 +500,7 @@ class AssignmentTracker:
         if not entries:
             return audit_rows_table([])
         batch = self._batch(entries)
-        groups = pa.array(sorted({g for _, g, _ in entries}), pa.string())
+        groups = pc.unique(batch.group_id)
         mine = pc.is_in(self._previous.table.column("group_id"), groups)
         table, after = audit_classic_batch(batch, Previous(self._previous.table.filter(mine)), self.known)
         if keep_previous:

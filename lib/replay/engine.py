@@ -785,13 +785,14 @@ class PartitionReplay:
             assert self._classic_values is not None
             self.audit.classic_records(
                 [self._group_name(g) for g in groups],
-                generations[rows.rows].tolist(),
+                rows.groups,
+                generations[rows.rows],
                 p,
-                offsets,
+                rows.offset,
                 [rows.at_ms[r] for r in where],
-                tombs,
+                rows.tombstone,
                 self._classic_values[0],
-                where,
+                rows.rows,
             )
         last = {g: i for i, g in enumerate(groups)}  # each group's last record
         for g, i in last.items():

@@ -348,9 +348,11 @@ class GroupFold:
         if isinstance(g, ClassicGroup):
             return {**base, **_classic_row(g)}
         # names learnt now are kept in the state, so later runs still resolve these topic ids
-        for tid, name in (topic_names or {}).items():
-            if tid in _topic_ids(g) and tid not in g.topic_names:  # the group's own records win
-                g.topic_names[tid] = name
+        if topic_names:
+            ids = _topic_ids(g)
+            for tid, name in topic_names.items():
+                if tid in ids and tid not in g.topic_names:  # the group's own records win
+                    g.topic_names[tid] = name
         return {**base, **_modern_row(g, dict(g.topic_names))}
 
 
