@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import json
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -83,7 +84,8 @@ def min_moves(previous: Mapping[TopicPartition, str], members: Sequence[AuditMem
         return len(held)
     topics = {m.topics for m in members}
     if len(topics) == 1:
-        kept = sorted((sum(1 for who in held.values() if who == m.identity) for m in members), reverse=True)
+        held_by = Counter(held.values())
+        kept = sorted((held_by.get(m.identity, 0) for m in members), reverse=True)
         share, extra = divmod(len(universe), len(members))
         retained = sum(min(k, share + 1 if i < extra else share) for i, k in enumerate(kept))
         return len(held) - retained

@@ -109,7 +109,7 @@ class AssignmentTracker:
         # group -> the owners of its last audited generation: `_previous` as of the last flush,
         # `_newer` what came since outside a batch (state form; None: the group was deleted)
         self._previous = Previous.empty()
-        self._newer: dict[str, dict | None] = {}
+        self._newer: dict[str, dict | Generation | None] = {}
         self.open: dict[str, _Open] = {}
         self.outcome = AuditOutcome()
         self.touched: set[str] = set()  # groups whose state changed
@@ -275,19 +275,20 @@ class AssignmentTracker:
     def consumer_epoch(self, group_id: str, epoch: int, offsets_partition: int, log_offset: int, at_ms, group) -> None:
         """A KIP-848 target assignment record; `group`: the group's fold (ModernGroup) after it."""
         self.touched.add(group_id)
-        names = {**self.names, **group.topic_names}
+        own, known_names = group.topic_names, self.names
         members = []
         for member_id, target in sorted(group.target.items()):
             meta = group.members.get(member_id) or {}
+            assignment = []
+            for tp in target.get("topicPartitions") or ():
+                tid = tp["topicId"]
+                name = own[tid] if tid in own else known_names.get(tid, tid)
+                assignment.extend((name, int(p)) for p in tp.get("partitions") or ())
             members.append(
                 AuditMember(
                     member_id=member_id,
                     topics=tuple(sorted(meta.get("subscribedTopicNames") or ())),
-                    assignment=tuple(
-                        (names.get(tp["topicId"], tp["topicId"]), int(p))
-                        for tp in target.get("topicPartitions") or ()
-                        for p in tp.get("partitions") or ()
-                    ),
+                    assignment=tuple(assignment),
                     group_instance_id=meta.get("instanceId"),
                     client_id=meta.get("clientId"),
                     rack_id=meta.get("rackId"),
@@ -351,15 +352,19 @@ class AssignmentTracker:
 
     def _apply_newer(self) -> None:
         if self._newer:
-            states = {g: s for g, s in self._newer.items() if s is not None}
+            # (a KIP-848 epoch's Generation as it was audited, else the state form)
+            gens = {g: s for g, s in self._newer.items() if isinstance(s, Generation)}
+            states = {g: s for g, s in self._newer.items() if s is not None and g not in gens}
             kept = self._previous.without(self._newer)
+            if gens:
+                kept = Previous(pa.concat_tables([kept.table, Previous.from_generations(gens).table]))
             self._previous = Previous(pa.concat_tables([kept.table, Previous.from_states(states).table]))
             self._newer = {}
 
     def _previous_of(self, group_id: str) -> Generation | None:
         if group_id in self._newer:
             s = self._newer[group_id]
-            return None if s is None else _generation_of(group_id, s)
+            return s if s is None or isinstance(s, Generation) else _generation_of(group_id, s)
         return self._previous.generation(group_id)
 
     def _flush(self) -> None:
@@ -400,7 +405,7 @@ class AssignmentTracker:
         row = audit_generation(gen, self._previous_of(gen.group_id), self.known)
         row["what_if"] = None
         self._consumer_rows.append(row)
-        self._newer[gen.group_id] = _state_of(gen)
+        self._newer[gen.group_id] = gen  # (its owners are what the next audit reads)
 
     def _batch(self, entries: list) -> GenerationBatch:
         """The classic entries (_CLASSIC / _DELETE, and _BLOCKs of them) as a GenerationBatch,
@@ -524,15 +529,6 @@ class AssignmentTracker:
         mine = pc.is_in(self._previous.table.column("group_id"), touched)
         self._states = Previous(self._previous.table.filter(mine)).states()
         return self.outcome
-
-
-def _state_of(gen: Generation) -> dict:
-    return {
-        "members": [
-            {"member_id": m.member_id, "instance": m.group_instance_id, "assignment": [list(tp) for tp in m.assignment]}
-            for m in gen.members
-        ],
-    }
 
 
 def _generation_of(group_id: str, state: dict) -> Generation:
