@@ -279,7 +279,7 @@ class AssignmentTracker:
         members = []
         for member_id, target in sorted(group.target.items()):
             meta = group.members.get(member_id) or {}
-            assignment = []
+            assignment: list[tuple[str, int]] = []
             for tp in target.get("topicPartitions") or ():
                 tid = tp["topicId"]
                 name = own[tid] if tid in own else known_names.get(tid, tid)
@@ -354,7 +354,7 @@ class AssignmentTracker:
         if self._newer:
             # (a KIP-848 epoch's Generation as it was audited, else the state form)
             gens = {g: s for g, s in self._newer.items() if isinstance(s, Generation)}
-            states = {g: s for g, s in self._newer.items() if s is not None and g not in gens}
+            states = {g: s for g, s in self._newer.items() if isinstance(s, dict)}
             kept = self._previous.without(self._newer)
             if gens:
                 kept = Previous(pa.concat_tables([kept.table, Previous.from_generations(gens).table]))
