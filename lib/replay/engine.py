@@ -710,8 +710,14 @@ class PartitionReplay:
             r += 1
         if classic_rows is not None:
             self._apply_classic_records(classic_rows, lazy, generations)
-        for fold in lazy.values():
-            fold.group  # noqa: B018 - read now, while the batch is here
+        # the values still unread when the batch goes: copied out of it, read only if something
+        # looks into the group (most are replaced by a later record, read or not)
+        pending = {r: fold for r, fold in lazy.items() if fold.classic_pending}
+        if pending:
+            assert self._classic_values is not None
+            kept = self._classic_values[0].take(pa.array(list(pending), pa.int64()))
+            for i, fold in enumerate(pending.values()):
+                fold.keep_classic(functools.partial(_kept_value, kept, i))
         if self.audit is not None:
             self.audit.end_batch()
         self._classic_values = None
@@ -1139,3 +1145,8 @@ def _millis(column: pa.Array) -> list:
         for i in np.flatnonzero(micros.is_null().to_numpy(zero_copy_only=False)).tolist():
             values[i] = None
     return values
+
+
+def _kept_value(values: pa.Array, i: int) -> dict:
+    """A GroupMetadata value copied out of its batch, as the fold reads it."""
+    return values[i].as_py()

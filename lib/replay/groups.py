@@ -182,6 +182,11 @@ class GroupFold:
         self.offsets_partition, self.log_offset = offsets_partition, log_offset
         self.group = None
 
+    def keep_classic(self, value: Callable[[], dict]) -> None:
+        """Where the GroupMetadata value set by set_classic and not read yet is read from now."""
+        if self._classic_value is not None:
+            self._classic_value = value
+
     @property
     def classic_pending(self) -> bool:
         """A GroupMetadata value set by set_classic and not read yet: a classic, non-simple group."""
