@@ -19,9 +19,10 @@ boundaries, counters, errors, quarantine rows). How:
    numba pass). Strings and bytes stay (offset, length) pairs into the segment (or the
    decompressed bytes). A batch holding anything else (unknown record types, headers, invalid
    UTF-8, a value either kernel hands back, any inconsistency) turns SLOW as a whole.
-3. Columns are gathered into Arrow buffers by numba (`_gather`), numbers go in as numpy arrays;
-   the nested group_metadata column is put together from the group kernel's levels likewise,
-   value_json from the json kernel's text.
+3. Each output chunk's Arrow buffers are written by lib.decode.arrow_kernel (fixed-width
+   columns, bitmaps, string offsets, then the strings' bytes) into memory allocated here
+   (`_arena`), and wrapped without copies; the nested group_metadata column is put together from
+   the group kernel's levels likewise, value_json from the json kernel's text.
 4. Runs of consecutive SLOW entries are decoded by the pure-Python decoder (lib.decode.rows.PythonDecoder) over
    that byte range, so everything the fast path does not handle (and every error, with the
    same class, message and location) comes from the one reference implementation.
@@ -688,25 +689,6 @@ def _gather(seg, extra, offs, lens, keep):
 
 
 @njit(cache=True, nogil=True)
-def _timestamps(values, keep, optional, lo, hi, scale):
-    """lib.decode.values' rule for a timestamp column (instant_ms, or optional_ms when
-    `optional`): null where not `keep` or, when optional, -1; held within [lo, hi] ms, then
-    times `scale` (1000 for microseconds). Values and validity bitmap."""
-    n = len(values)
-    out = np.zeros(n, np.int64)
-    bitmap = np.zeros((n + 7) >> 3, np.uint8)
-    nulls = 0
-    for i in range(n):
-        v = values[i]
-        if keep[i] and not (optional and v == -1):
-            out[i] = (lo if v < lo else hi if v > hi else v) * scale
-            bitmap[i >> 3] |= np.uint8(1 << (i & 7))
-        else:
-            nulls += 1
-    return out, bitmap, nulls
-
-
-@njit(cache=True, nogil=True)
 def _uuid_gather(seg, extra, offs, alphabet):
     """Kafka's Uuid.toString() (URL-safe base64 without padding, 22 characters) of each
     16-byte id; offset < 0 is null."""
@@ -801,22 +783,6 @@ def _num(values: np.ndarray, typ, valid=None):
     return pa.array(values, typ, mask=~valid)
 
 
-def _ts(values: np.ndarray, keep: np.ndarray, field_type, optional: bool):
-    """ms since the epoch as the column's timestamp type, by lib.decode.values' rule: the
-    instant, held within Spark's range; null where not `keep`, and for Kafka's -1 sentinel
-    when `optional` (instant_ms / optional_ms)."""
-
-    micros = field_type == pa.timestamp("us", tz="UTC")
-    out, bitmap, nulls = _timestamps(values, keep, optional, MIN_TIMESTAMP_MS, MAX_TIMESTAMP_MS, 1000 if micros else 1)
-    arr = pa.Array.from_buffers(
-        field_type if micros else pa.timestamp("ms", tz="UTC"),
-        len(values),
-        [pa.py_buffer(bitmap) if nulls else None, pa.py_buffer(out)],
-        null_count=nulls,
-    )
-    return arr if micros else arr.cast(field_type)
-
-
 _NO_BYTES = np.zeros(0, np.uint8)
 _NO_BYTES.flags.writeable = False
 
@@ -839,8 +805,16 @@ def _labels(codes: np.ndarray, names: list, keep=None):
     return _varwidth(pa.string(), name_data, _NO_BYTES, starts, lengths, keep)
 
 
+@functools.lru_cache(maxsize=8)
+def _filled(n: int, value: int, dtype: str) -> pa.Array:
+    """An integer column holding `value` in every row (shared, as _constant's)."""
+    return pa.array(np.full(n, value, dtype))
+
+
+@functools.lru_cache(maxsize=8)
 def _constant(n: int, value: str) -> pa.Array:
-    """A string column holding `value` in every row."""
+    """A string column holding `value` in every row (Arrow arrays are immutable: the chunks of a
+    segment share one, a segment file's name repeated in a full chunk being a megabyte)."""
     raw = value.encode("utf-8")
     if n * len(raw) > 2**31 - 1:
         return _labels(np.zeros(n, np.int64), [value])
@@ -1230,10 +1204,10 @@ class _Rows:
             )
 
         cols = {}
-        cols["offsets_partition"] = pa.array(np.full(n, self.dec.partition, np.int32), pa.int32())
+        cols["offsets_partition"] = _filled(n, self.dec.partition, "int32")
         cols["log_offset"] = fixed(pa.int64(), self.offset[r0:r1])
         cols["batch_base_offset"] = fixed(pa.int64(), i64[ak.I64_BASE])
-        cols["magic"] = pa.array(np.full(n, 2, np.int8), pa.int8())
+        cols["magic"] = _filled(n, 2, "int8")
         cols["compression"] = string(pa.string(), ak.S_COMPRESSION)
         cols["producer_id"] = fixed(pa.int64(), i64[ak.I64_PRODUCER_ID])
         cols["producer_epoch"] = fixed(pa.int16(), i16[ak.I16_PRODUCER_EPOCH])
@@ -1266,7 +1240,7 @@ class _Rows:
         return pa.RecordBatch.from_arrays([cols[f.name] for f in schema], schema=schema)
 
     def _masks(self, r0: int, r1: int) -> dict:
-        """The rows' kinds, for the columns ak.row_buffers leaves to Python."""
+        """The rows' kinds, for the columns ak.row_layout leaves to Python."""
         s = slice(r0, r1)
         control = (self.ent["attr"][self.entry[s]] & 0x20) != 0
         data = ~control
@@ -1279,13 +1253,15 @@ class _Rows:
         """control_type where a control type has no name (UNKNOWN(type))."""
         m = self._masks(r0, r1)
         control, rtype = m["control"], m["rtype"]
+        if not control.any():
+            return pa.nulls(r1 - r0, pa.string())
         uniq = np.unique(rtype[control])
         inv = np.searchsorted(uniq, np.where(control, rtype, uniq[0]))
         return _labels(inv, [CONTROL_TYPES.get(int(t), f"UNKNOWN({int(t)})") for t in uniq], control)
 
     def _wide(self, typ, j: int, r0: int, r1: int) -> pa.Array:
-        """String column j of ak.row_buffers whose bytes pass int32 offsets: with int64 ones, as
-        before there was a kernel for it (_strings' rule)."""
+        """String column j of ak.row_layout whose bytes pass int32 offsets (2 GiB in a chunk):
+        as before there was a kernel for it (int64 offsets, then _strings' rule)."""
         s = slice(r0, r1)
         seg, extra = self.seg, self.extra
         m = self._masks(r0, r1)
@@ -1302,7 +1278,13 @@ class _Rows:
             return _varwidth(typ, seg, extra, self.topic_off[s], self.topic_len[s], m["commit"])
         if j == ak.S_METADATA:
             return _varwidth(typ, seg, extra, self.meta_off[s], self.meta_len[s], m["oc"])
-        raise AssertionError(f"column {j} cannot pass 2 GiB in a chunk")
+        if j == ak.S_TOPIC_ID:
+            return _uuids(seg, extra, np.where(m["oc"], self.tid[s], -1))
+        if j == ak.S_COMPRESSION:
+            return _labels(self.ent["attr"][self.entry[s]] & 7, list(_CODECS))
+        if j == ak.S_TYPE_NAME:
+            return _labels(np.where(m["data"], m["rtype"], 0), list(_TYPE_NAMES), m["data"])
+        return self._control_types(r0, r1)
 
 
 _CODECS = tuple(CODEC_NAMES.get(i, str(i)) for i in range(8))

@@ -8,6 +8,8 @@ in numba's on-disk cache (a ctypes memcpy would not)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
@@ -17,6 +19,12 @@ from numba.extending import intrinsic
 from lib.numba_cache import use_stable_zip_cache
 
 use_stable_zip_cache(__file__)  # before the first @njit(cache=True): see lib.numba_cache
+
+# njit options of a helper a kernel calls per row or item: numba's reference counting off
+# (`_nrt`, which numba's stubs do not name). With it on, every array argument is counted in and
+# out of every call, several times the cost of a short copy or string read; such a helper must
+# then allocate nothing.
+NO_REFCOUNT: dict[str, Any] = {"_nrt": False}
 
 
 @intrinsic
