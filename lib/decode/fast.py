@@ -307,20 +307,23 @@ def _records(
     start_offset,
     w64,
     w32,
+    w16,
     key_strings,
     key_member,
     roots,
 ):
     """Parses every FAST/COMP entry's records; an entry with anything else turns SLOW (kind
     is updated in place). Returns the per-entry first row and the row columns, written into the
-    rows of `w64` (12 x capacity, int64) and `w32` (13 x capacity, int32).
+    rows of `w64` (12 x capacity, int64), `w32` (10 x capacity, int32) and `w16` (3 x capacity,
+    int16).
     `key_strings`, `key_member`, `roots`: lib.decode.json_kernel's tables of the record types
     whose values it writes."""
     seglen = len(seg)
     n = len(kind)
     row0 = np.zeros(n + 1, np.int64)
-    # lengths and small values in int32 (they fit): a segment's rows are held at once, in the
-    # rows of w64 and w32 (see _arena)
+    # lengths and small values in int32 or int16 (they fit): a segment's rows are held at once,
+    # in the rows of w64, w32 and w16 (see _arena). Those of the Arrow column's type are its
+    # values (lib.decode.fast._Rows.batch wraps their slices: a null's value is left undefined)
     r_entry = w32[0]
     r_offset = w64[0]
     r_ts = w64[1]
@@ -328,24 +331,24 @@ def _records(
     r_key_len = w32[1]
     r_val_off = w64[3]
     r_val_len = w32[2]  # -1: null value
-    r_rtype = w32[3]  # record type, or the control type for markers
-    r_kver = w32[4]
-    r_vver = w32[5]  # -1: null
-    r_cepoch = w32[6]
+    r_rtype = w16[0]  # record type, or the control type for markers
+    r_kver = w16[1]
+    r_vver = w16[2]  # -1: null
+    r_cepoch = w32[3]
     r_group_off = w64[4]
-    r_group_len = w32[7]
+    r_group_len = w32[4]
     r_topic_off = w64[5]
-    r_topic_len = w32[8]
-    r_part = w32[9]
+    r_topic_len = w32[5]
+    r_part = w32[6]
     r_committed = w64[6]
-    r_lepoch = w32[10]
+    r_lepoch = w32[7]
     r_meta_off = w64[7]
-    r_meta_len = w32[11]
+    r_meta_len = w32[8]
     r_cts = w64[8]
     r_ets = w64[9]
     r_tid = w64[10]  # -1: none
     r_member_off = w64[11]  # (set for the types json_kernel reads only)
-    r_member_len = w32[12]  # -1: null
+    r_member_len = w32[9]  # -1: null
     r = 0
     for e in range(n):
         row0[e] = r
@@ -858,6 +861,8 @@ class _GroupValues:
         self.val_len = val_len[self.rows].astype(np.int64)
         odd, self.values, *self.levels = group_values(seg, extra, self.val_off, self.val_len)
         self.odd_entries = np.unique(entry[self.rows[odd]])
+        self.strings: np.ndarray | None = None  # (_bytes)
+        self.strings_used = 0
 
     def column(self, r0: int, r1: int, typ) -> pa.Array:
         """The group_metadata column of rows r0..r1: the values there, null elsewhere."""
@@ -924,13 +929,31 @@ class _GroupValues:
         """String and bytes columns of a level's items (starts and lengths: k x n; null where the
         length is < 0), in one pass."""
         n = starts.shape[1]
-        offsets, data, bounds, bitmaps, nulls, big = ak.gather(self.seg, self.extra, starts, lengths)
-        if big.any():
+        totals = np.maximum(lengths, 0).sum(axis=1)
+        if (totals > _INT32_MAX).any():
             return _varwidth_columns(types, self.seg, self.extra, starts, lengths, np.ones(n, bool))
+        data = self._bytes(int(totals.sum()))
+        offsets, bounds, bitmaps, nulls = ak.gather(self.seg, self.extra, starts, lengths, data)
         return [
             _string_array(typ, n, offsets[j], data[bounds[j] : bounds[j + 1]], bitmaps[j], int(nulls[j]))
             for j, typ in enumerate(types)
         ]
+
+    def _bytes(self, size: int) -> np.ndarray:
+        """Room for `size` bytes of the levels' strings: the next part of one buffer for the
+        whole segment's (allocated at the first call: a chunk's own, under numpy's huge-page
+        size, cost a page fault per 4 KiB)."""
+        if self.strings is None:
+            members, topics, owned, _, assigned, _ = self.levels
+            width = len(gk.MEMBER_VARWIDTH)
+            need = np.maximum(members[width : 2 * width], 0).sum()
+            for level in (topics, owned, assigned):
+                need += np.maximum(level[gk.TOPIC_LEN], 0).sum()
+            self.strings = np.empty(int(need), np.uint8)
+        if self.strings_used + size > len(self.strings):  # (a range asked for again)
+            return np.empty(size, np.uint8)
+        self.strings_used += size
+        return self.strings[self.strings_used - size : self.strings_used]
 
     def _fields(self, typ, names: tuple, starts: np.ndarray, lengths: np.ndarray) -> dict:
         """The struct `typ`'s string and bytes fields `names`, by name."""
@@ -1108,7 +1131,7 @@ class _Rows:
         ent = self.ent
         seg, extra = self.seg, self.extra
         ts_type = schema.field("log_timestamp").type
-        i64, i32, i16, bitmaps, offsets = _row_arena(n)
+        i64, i16, bitmaps, offsets = _row_arena(n)
         codecs, types, controls = _name_table(_CODECS), _name_table(_TYPE_NAMES), _name_table(_CONTROL_NAMES)
         totals, nulls, odd_control = ak.row_layout(
             r0,
@@ -1122,13 +1145,9 @@ class _Rows:
             self.key_len,
             self.val_len,
             self.rtype,
-            self.kver,
             self.vver,
-            self.cepoch,
             self.group_len,
             self.topic_len,
-            self.part,
-            self.committed,
             self.lepoch,
             self.meta_len,
             self.cts,
@@ -1142,7 +1161,6 @@ class _Rows:
             MAX_TIMESTAMP_MS,
             1000 if ts_type == _MICROS else 1,
             i64,
-            i32,
             i16,
             bitmaps,
             offsets,
@@ -1218,18 +1236,18 @@ class _Rows:
         cols["raw_key"] = string(pa.binary(), ak.S_KEY)
         cols["raw_value"] = string(pa.binary(), ak.S_VALUE)
         cols["control_type"] = self._control_types(r0, r1) if odd_control else string(pa.string(), ak.S_CONTROL_TYPE)
-        cols["coordinator_epoch"] = fixed(pa.int32(), i32[ak.I32_COORDINATOR_EPOCH], ak.V_COORDINATOR_EPOCH)
-        cols["record_type"] = fixed(pa.int16(), i16[ak.I16_RECORD_TYPE], ak.V_RECORD_TYPE)
+        cols["coordinator_epoch"] = fixed(pa.int32(), self.cepoch[r0:r1], ak.V_COORDINATOR_EPOCH)
+        cols["record_type"] = fixed(pa.int16(), self.rtype[r0:r1], ak.V_RECORD_TYPE)
         cols["record_type_name"] = string(pa.string(), ak.S_TYPE_NAME)
-        cols["key_version"] = fixed(pa.int16(), i16[ak.I16_KEY_VERSION])
-        cols["value_version"] = fixed(pa.int16(), i16[ak.I16_VALUE_VERSION], ak.V_VALUE_VERSION)
+        cols["key_version"] = fixed(pa.int16(), self.kver[r0:r1])
+        cols["value_version"] = fixed(pa.int16(), self.vver[r0:r1], ak.V_VALUE_VERSION)
         cols["decode_status"] = _constant(n, "ok")
         cols["group_id"] = string(pa.string(), ak.S_GROUP)
         cols["member_id"] = string(pa.string(), ak.S_MEMBER)
         cols["topic"] = string(pa.string(), ak.S_TOPIC)
-        cols["partition"] = fixed(pa.int32(), i32[ak.I32_PARTITION], ak.V_PARTITION)
-        cols["committed_offset"] = fixed(pa.int64(), i64[ak.I64_COMMITTED], ak.V_COMMITTED)
-        cols["leader_epoch"] = fixed(pa.int32(), i32[ak.I32_LEADER_EPOCH], ak.V_LEADER_EPOCH)
+        cols["partition"] = fixed(pa.int32(), self.part[r0:r1], ak.V_PARTITION)
+        cols["committed_offset"] = fixed(pa.int64(), self.committed[r0:r1], ak.V_COMMITTED)
+        cols["leader_epoch"] = fixed(pa.int32(), self.lepoch[r0:r1], ak.V_LEADER_EPOCH)
         cols["metadata"] = string(pa.string(), ak.S_METADATA)
         cols["log_timestamp"] = ts(ak.I64_LOG_TS, ak.V_LOG_TS)
         cols["commit_timestamp"] = ts(ak.I64_COMMIT_TS, ak.V_COMMIT_TS)
@@ -1322,9 +1340,8 @@ def _arena(*parts: tuple[int, int, type]) -> list[np.ndarray]:
 def _row_arena(n: int) -> list[np.ndarray]:
     """The buffers lib.decode.arrow_kernel.row_layout writes for n rows."""
     return _arena(
-        (6, n, np.int64),
-        (3, n, np.int32),
-        (4, n, np.int16),
+        (5, n, np.int64),
+        (1, n, np.int16),
         (ak.BITMAPS, (n + 7) >> 3, np.uint8),
         (ak.STRINGS, n + 1, np.int32),
     )
@@ -1510,7 +1527,7 @@ def iter_fast(dec):
     clock.lap("decompress")
     live = (kind == FAST) | (kind == COMP)
     capacity = int(np.minimum(count[live], (stop[live] - start[live]) // _MIN_RECORD_BYTES + 1).sum())
-    w64, w32 = _arena((12, capacity, np.int64), (13, capacity, np.int32))
+    w64, w32, w16 = _arena((12, capacity, np.int64), (10, capacity, np.int32), (3, capacity, np.int16))
     while True:
         rows = _records(
             seg,
@@ -1528,6 +1545,7 @@ def iter_fast(dec):
             int(dec.start_offset),
             w64,
             w32,
+            w16,
             jk.KEY_STRINGS,
             jk.KEY_MEMBER,
             jk.ROOTS,
