@@ -1298,3 +1298,40 @@ def test_crc32c_kernels_against_the_bitwise_crc(kernel):
     for start in range(0, 9):
         for length in (*range(0, 40), 63, 64, 65, 255):
             assert run(buf, start, start + length, fast._CRC) == crc32c(blob[start : start + length]), (start, length)
+
+
+# --- lib.decode.arrow_kernel ---------------------------------------------------------------------
+
+
+def test_control_types_with_and_without_names_same_as_python(tmp_path):
+    """Control records of every named type, of types with no name (UNKNOWN(n), negative ones
+    included) and of the markers' types, alone in a chunk or mixed: row_layout writes the names
+    it has, the chunks with a type it has none for take the Python labels."""
+    out = _good(0)
+    offset = 4
+    for ctype in [0, 1, 2, 3, 4, 5, 6, 7, 99, -3, 1, 0]:
+        value = struct.pack(">hi", 0, 5) if ctype in (0, 1) else b"\x00\x00"
+        out += encode_batch(
+            offset,
+            [(offset, T, struct.pack(">hh", 0, ctype), value)],
+            producer_id=7,
+            producer_epoch=0,
+            transactional=True,
+            control=True,
+        )
+        offset += 1
+        out += _good(offset)
+        offset += 4
+    path = write_segment(tmp_path, out)
+    for chunk_rows in (1, 3, 7, 65536):
+        assert_same(path, chunk_rows=chunk_rows)
+    types = [r["control_type"] for r in rows_of(list(SegmentDecoder(path, PART, fast=True))) if r["is_control"]]
+    assert types[6:10] == ["KRAFT_VOTERS", "UNKNOWN(7)", "UNKNOWN(99)", "UNKNOWN(-3)"]
+
+
+def test_string_columns_past_int32_offsets_take_the_wide_path(rich, monkeypatch):
+    """A string column whose bytes in one chunk pass int32 offsets (2 GiB) is built with int64
+    offsets, as before lib.decode.arrow_kernel: here every column with bytes takes that path."""
+    monkeypatch.setattr(fastdecode, "_INT32_MAX", 0)
+    for chunk_rows in (5, 65536):
+        assert_same(rich, chunk_rows=chunk_rows)

@@ -582,3 +582,50 @@ def test_truncated_frame_raises(codec):
     payload = COMPRESS[codec](_RAW)[:-3]
     with pytest.raises(CorruptBatchError, match="cannot decompress"):
         read_all(batch(500, payload, 3, attrs=codec, last_delta=3, base_ts=T, max_ts=T + 2000))
+
+
+def _general_reader(codec: int, data: bytes):
+    """What lib.codec.compression read snappy and lz4 with before its one-call paths: the value,
+    or DecodeError (decompress raises it for whatever these raise)."""
+    from lib.codec import compression as c
+
+    try:
+        if codec == 2:
+            return c._xerial_snappy(data)
+        if not data[4:5] or not data[4] & 0x20:
+            raise DecodeError("dependent")
+        out = c._one_frame(lz4.frame.LZ4FrameDecompressor(), data)
+        return out if out is not None else bytes(cramjam.lz4.decompress(data))
+    except Exception:
+        return DecodeError
+
+
+@pytest.mark.parametrize("codec", [2, 3], ids=["snappy", "lz4"])
+def test_one_call_snappy_and_lz4_read_as_the_general_readers(codec):
+    """decompress reads a xerial frame of one snappy block, or one LZ4 frame of independent
+    blocks, in one call: on those, on frames of several blocks and on damaged and cut ones,
+    it returns what the general readers return, or raises where they raise."""
+    import random
+
+    from lib.codec.compression import compress, decompress
+
+    rng = random.Random(codec)
+    sizes = [0, 1, 5, 100, 4000, 40_000, 70_000, 200_000]  # (snappy: one block per 32 KiB)
+    for trial in range(1500):
+        n = sizes[trial] if trial < len(sizes) else rng.randrange(0, 600)
+        raw = bytes(rng.getrandbits(8) for _ in range(min(n, 300))) + b"ab" * (n // 2)
+        data = bytearray(compress(codec, raw))
+        if trial >= len(sizes):
+            for _ in range(rng.randrange(0, 3)):
+                if data:
+                    data[rng.randrange(len(data))] = rng.getrandbits(8)
+            if rng.random() < 0.3:
+                data = data[: rng.randrange(0, len(data) + 1)]
+        else:
+            assert decompress(codec, memoryview(bytes(data)), 2) == raw
+        expected = _general_reader(codec, bytes(data))
+        try:
+            got = decompress(codec, memoryview(bytes(data)), 2)
+        except DecodeError:
+            got = DecodeError
+        assert got == expected, (trial, len(data))

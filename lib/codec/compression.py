@@ -51,8 +51,13 @@ def decompress(codec: int, data, magic: int) -> bytes:
             out = _one_frame(zlib.decompressobj(31), data)
             return out if out is not None else gzip.decompress(bytes(data))
         if codec == 2:
-            return _xerial_snappy(bytes(data))
+            out = _one_xerial_block(data)
+            return out if out is not None else _xerial_snappy(bytes(data))
         if codec == 3:
+            if magic != 0:
+                out = _one_lz4_frame(data)
+                if out is not None:
+                    return out
             frame = bytes(data)
             if len(frame) > 4 and frame.startswith(LZ4_FRAME_MAGIC) and not frame[4] & 0x20:
                 # Kafka's Lz4BlockInputStream refuses linked blocks (FLG.validate)
@@ -71,6 +76,39 @@ def decompress(codec: int, data, magic: int) -> bytes:
     except (OSError, EOFError, zlib.error, ValueError, cramjam.DecompressionError, struct.error) as e:
         raise DecodeError(f"cannot decompress {CODEC_NAMES.get(codec, codec)} data: {e}") from None
     raise DecodeError(f"unknown compression codec id {codec}")
+
+
+def _one_xerial_block(data) -> bytes | None:
+    """The common snappy form (xerial framing around one raw block: what a producer writes for
+    a batch under 32 KiB) in one call, else None (the general reader then reads it, or raises)."""
+    if len(data) < 21 or data[:8] != XERIAL_MAGIC or int.from_bytes(data[16:20], "big") != len(data) - 20:
+        return None
+    claimed = shift = 0
+    for k in range(20, min(25, len(data))):
+        claimed |= (data[k] & 0x7F) << shift
+        if data[k] < 0x80:
+            break
+        shift += 7
+    else:
+        return None
+    if claimed > 22 * (len(data) - 20):  # (see _snappy_block)
+        return None
+    try:
+        return bytes(cramjam.snappy.decompress_raw(data[20:]))
+    except cramjam.DecompressionError:
+        return None
+
+
+def _one_lz4_frame(data) -> bytes | None:
+    """One complete LZ4 frame of independent blocks, the whole of `data`, in one call (what
+    _one_frame's streaming reader answers, at a third less per batch), else None."""
+    if len(data) < 7 or data[:4] != LZ4_FRAME_MAGIC or not data[4] & 0x20:
+        return None
+    try:
+        out, used = lz4.frame.decompress(data, return_bytes_read=True)
+    except Exception:
+        return None
+    return out if used == len(data) else None
 
 
 def _snappy_block(block: bytes) -> bytes:

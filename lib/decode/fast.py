@@ -19,9 +19,10 @@ boundaries, counters, errors, quarantine rows). How:
    numba pass). Strings and bytes stay (offset, length) pairs into the segment (or the
    decompressed bytes). A batch holding anything else (unknown record types, headers, invalid
    UTF-8, a value either kernel hands back, any inconsistency) turns SLOW as a whole.
-3. Columns are gathered into Arrow buffers by numba (`_gather`), numbers go in as numpy arrays;
-   the nested group_metadata column is put together from the group kernel's levels likewise,
-   value_json from the json kernel's text.
+3. Each output chunk's Arrow buffers are written by lib.decode.arrow_kernel (fixed-width
+   columns, bitmaps, string offsets, then the strings' bytes) into memory allocated here
+   (`_arena`), and wrapped without copies; the nested group_metadata column is put together from
+   the group kernel's levels likewise, value_json from the json kernel's text.
 4. Runs of consecutive SLOW entries are decoded by the pure-Python decoder (lib.decode.rows.PythonDecoder) over
    that byte range, so everything the fast path does not handle (and every error, with the
    same class, message and location) comes from the one reference implementation.
@@ -40,6 +41,7 @@ from numba import njit
 
 from lib.codec.compression import CODEC_NAMES, decompress
 from lib.codec.errors import DecodeError
+from lib.decode import arrow_kernel as ak
 from lib.decode import group_kernel as gk
 from lib.decode import json_kernel as jk
 from lib.decode.group_kernel import group_values
@@ -303,44 +305,50 @@ def _records(
     emax_ts,
     eattr,
     start_offset,
-    capacity,
+    w64,
+    w32,
+    w16,
     key_strings,
     key_member,
     roots,
 ):
     """Parses every FAST/COMP entry's records; an entry with anything else turns SLOW (kind
-    is updated in place). Returns the per-entry first row and the row columns.
+    is updated in place). Returns the per-entry first row and the row columns, written into the
+    rows of `w64` (12 x capacity, int64), `w32` (10 x capacity, int32) and `w16` (3 x capacity,
+    int16).
     `key_strings`, `key_member`, `roots`: lib.decode.json_kernel's tables of the record types
     whose values it writes."""
     seglen = len(seg)
     n = len(kind)
     row0 = np.zeros(n + 1, np.int64)
-    # lengths and small values in int32 (they fit): a segment's rows are held at once
-    r_entry = np.empty(capacity, np.int32)
-    r_offset = np.empty(capacity, np.int64)
-    r_ts = np.empty(capacity, np.int64)
-    r_key_off = np.empty(capacity, np.int64)
-    r_key_len = np.empty(capacity, np.int32)
-    r_val_off = np.empty(capacity, np.int64)
-    r_val_len = np.empty(capacity, np.int32)  # -1: null value
-    r_rtype = np.empty(capacity, np.int32)  # record type, or the control type for markers
-    r_kver = np.empty(capacity, np.int32)
-    r_vver = np.empty(capacity, np.int32)  # -1: null
-    r_cepoch = np.empty(capacity, np.int32)
-    r_group_off = np.empty(capacity, np.int64)
-    r_group_len = np.empty(capacity, np.int32)
-    r_topic_off = np.empty(capacity, np.int64)
-    r_topic_len = np.empty(capacity, np.int32)
-    r_part = np.empty(capacity, np.int32)
-    r_committed = np.empty(capacity, np.int64)
-    r_lepoch = np.empty(capacity, np.int32)
-    r_meta_off = np.empty(capacity, np.int64)
-    r_meta_len = np.empty(capacity, np.int32)
-    r_cts = np.empty(capacity, np.int64)
-    r_ets = np.empty(capacity, np.int64)
-    r_tid = np.empty(capacity, np.int64)  # -1: none
-    r_member_off = np.empty(capacity, np.int64)  # (set for the types json_kernel reads only)
-    r_member_len = np.empty(capacity, np.int32)  # -1: null
+    # lengths and small values in int32 or int16 (they fit): a segment's rows are held at once,
+    # in the rows of w64, w32 and w16 (see _arena). Those of the Arrow column's type are its
+    # values (lib.decode.fast._Rows.batch wraps their slices: a null's value is left undefined)
+    r_entry = w32[0]
+    r_offset = w64[0]
+    r_ts = w64[1]
+    r_key_off = w64[2]
+    r_key_len = w32[1]
+    r_val_off = w64[3]
+    r_val_len = w32[2]  # -1: null value
+    r_rtype = w16[0]  # record type, or the control type for markers
+    r_kver = w16[1]
+    r_vver = w16[2]  # -1: null
+    r_cepoch = w32[3]
+    r_group_off = w64[4]
+    r_group_len = w32[4]
+    r_topic_off = w64[5]
+    r_topic_len = w32[5]
+    r_part = w32[6]
+    r_committed = w64[6]
+    r_lepoch = w32[7]
+    r_meta_off = w64[7]
+    r_meta_len = w32[8]
+    r_cts = w64[8]
+    r_ets = w64[9]
+    r_tid = w64[10]  # -1: none
+    r_member_off = w64[11]  # (set for the types json_kernel reads only)
+    r_member_len = w32[9]  # -1: null
     r = 0
     for e in range(n):
         row0[e] = r
@@ -684,25 +692,6 @@ def _gather(seg, extra, offs, lens, keep):
 
 
 @njit(cache=True, nogil=True)
-def _timestamps(values, keep, optional, lo, hi, scale):
-    """lib.decode.values' rule for a timestamp column (instant_ms, or optional_ms when
-    `optional`): null where not `keep` or, when optional, -1; held within [lo, hi] ms, then
-    times `scale` (1000 for microseconds). Values and validity bitmap."""
-    n = len(values)
-    out = np.zeros(n, np.int64)
-    bitmap = np.zeros((n + 7) >> 3, np.uint8)
-    nulls = 0
-    for i in range(n):
-        v = values[i]
-        if keep[i] and not (optional and v == -1):
-            out[i] = (lo if v < lo else hi if v > hi else v) * scale
-            bitmap[i >> 3] |= np.uint8(1 << (i & 7))
-        else:
-            nulls += 1
-    return out, bitmap, nulls
-
-
-@njit(cache=True, nogil=True)
 def _uuid_gather(seg, extra, offs, alphabet):
     """Kafka's Uuid.toString() (URL-safe base64 without padding, 22 characters) of each
     16-byte id; offset < 0 is null."""
@@ -753,6 +742,13 @@ def _strings(typ, n, out_off, data, bitmap, nulls):
     )
 
 
+def _string_array(typ, n: int, offsets: np.ndarray, data: np.ndarray, bitmap: np.ndarray, nulls: int) -> pa.Array:
+    """A string or binary array of lib.decode.arrow_kernel's buffers (int32 offsets)."""
+    return pa.Array.from_buffers(
+        typ, n, [pa.py_buffer(bitmap) if nulls else None, pa.py_buffer(offsets), pa.py_buffer(data)], null_count=nulls
+    )
+
+
 def _varwidth_columns(types: list, seg, extra, offs: np.ndarray, lens: np.ndarray, keep: np.ndarray) -> list:
     """k columns of (offset, length) pairs (k x n) as binary/string arrays of `types`, gathered in
     one pass; null where the length is < 0 or not `keep` (n)."""
@@ -790,22 +786,6 @@ def _num(values: np.ndarray, typ, valid=None):
     return pa.array(values, typ, mask=~valid)
 
 
-def _ts(values: np.ndarray, keep: np.ndarray, field_type, optional: bool):
-    """ms since the epoch as the column's timestamp type, by lib.decode.values' rule: the
-    instant, held within Spark's range; null where not `keep`, and for Kafka's -1 sentinel
-    when `optional` (instant_ms / optional_ms)."""
-
-    micros = field_type == pa.timestamp("us", tz="UTC")
-    out, bitmap, nulls = _timestamps(values, keep, optional, MIN_TIMESTAMP_MS, MAX_TIMESTAMP_MS, 1000 if micros else 1)
-    arr = pa.Array.from_buffers(
-        field_type if micros else pa.timestamp("ms", tz="UTC"),
-        len(values),
-        [pa.py_buffer(bitmap) if nulls else None, pa.py_buffer(out)],
-        null_count=nulls,
-    )
-    return arr if micros else arr.cast(field_type)
-
-
 _NO_BYTES = np.zeros(0, np.uint8)
 _NO_BYTES.flags.writeable = False
 
@@ -828,8 +808,16 @@ def _labels(codes: np.ndarray, names: list, keep=None):
     return _varwidth(pa.string(), name_data, _NO_BYTES, starts, lengths, keep)
 
 
+@functools.lru_cache(maxsize=8)
+def _filled(n: int, value: int, dtype: str) -> pa.Array:
+    """An integer column holding `value` in every row (shared, as _constant's)."""
+    return pa.array(np.full(n, value, dtype))
+
+
+@functools.lru_cache(maxsize=8)
 def _constant(n: int, value: str) -> pa.Array:
-    """A string column holding `value` in every row."""
+    """A string column holding `value` in every row (Arrow arrays are immutable: the chunks of a
+    segment share one, a segment file's name repeated in a full chunk being a megabyte)."""
     raw = value.encode("utf-8")
     if n * len(raw) > 2**31 - 1:
         return _labels(np.zeros(n, np.int64), [value])
@@ -873,6 +861,8 @@ class _GroupValues:
         self.val_len = val_len[self.rows].astype(np.int64)
         odd, self.values, *self.levels = group_values(seg, extra, self.val_off, self.val_len)
         self.odd_entries = np.unique(entry[self.rows[odd]])
+        self.strings: np.ndarray | None = None  # (_bytes)
+        self.strings_used = 0
 
     def column(self, r0: int, r1: int, typ) -> pa.Array:
         """The group_metadata column of rows r0..r1: the values there, null elsewhere."""
@@ -881,44 +871,93 @@ class _GroupValues:
         if lo == hi:
             return pa.nulls(n, typ)
         at = self.rows[lo:hi] - r0
-        present = np.zeros(n, bool)
-        present[at] = True
-        values = self.values[:, lo:hi]
-
-        def spread(fields, fill: int) -> np.ndarray:  # the values' fields at their rows, `fill` elsewhere
-            picked = values[fields]
-            out = np.full((*picked.shape[:-1], n), fill, np.int64)
-            out[..., at] = picked
-            return out
-
+        ts_type = typ.field("current_state_timestamp").type
         width = len(gk.VALUE_VARWIDTH)
-        columns = self._fields(
-            typ, gk.VALUE_VARWIDTH, spread(slice(0, width), 0), spread(slice(width, 2 * width), -1), present
+        (offsets, data, starts, bitmaps, nulls, big, more, more_nulls, generation, state_ts, member_offsets) = (
+            ak.value_buffers(
+                self.seg,
+                self.extra,
+                n,
+                at,
+                self.values,
+                lo,
+                hi,
+                width,
+                gk.GENERATION,
+                gk.STATE_TIMESTAMP,
+                gk.MEMBERS_END,
+                MIN_TIMESTAMP_MS,
+                MAX_TIMESTAMP_MS,
+                1000 if ts_type == _MICROS else 1,
+            )
         )
-        start, stop, offsets = _span(self.values[gk.MEMBERS_END], lo, hi)
-        per_row = np.zeros(n + 1, np.int32)
-        per_row[at + 1] = np.diff(offsets)
+        present = pa.py_buffer(more[0]) if more_nulls[0] else None
+        absent = int(more_nulls[0])
+        if big.any():  # (int16 strings: only with chunks of over 2**15 rows)
+            spread = np.full((2 * width, n), -1, np.int64)
+            spread[:, at] = self.values[: 2 * width, lo:hi]
+            columns = self._fields(typ, gk.VALUE_VARWIDTH, spread[:width], spread[width:])
+        else:
+            columns = {
+                name: _string_array(
+                    typ.field(name).type, n, offsets[j], data[starts[j] : starts[j + 1]], bitmaps[j], int(nulls[j])
+                )
+                for j, name in enumerate(gk.VALUE_VARWIDTH)
+            }
+        columns["generation"] = pa.Array.from_buffers(
+            pa.int32(), n, [present, pa.py_buffer(generation)], null_count=absent
+        )
+        ts = pa.Array.from_buffers(
+            ts_type if ts_type == _MICROS else _MILLIS,
+            n,
+            [pa.py_buffer(more[1]) if more_nulls[1] else None, pa.py_buffer(state_ts)],
+            null_count=int(more_nulls[1]),
+        )
+        columns["current_state_timestamp"] = ts if ts_type == _MICROS else ts.cast(ts_type)
         members_type = typ.field("members").type
-        columns["generation"] = _num(spread(gk.GENERATION, 0), pa.int32(), present)
-        columns["current_state_timestamp"] = _ts(
-            spread(gk.STATE_TIMESTAMP, -1), present, typ.field("current_state_timestamp").type, True
-        )
-        columns["members"] = _list(
+        start, stop = int(self.values[gk.MEMBERS_END, lo - 1]) if lo else 0, int(self.values[gk.MEMBERS_END, hi - 1])
+        columns["members"] = pa.Array.from_buffers(
             members_type,
-            np.cumsum(per_row, dtype=np.int32),
-            self._members(members_type.value_type, start, stop),
-            present,
+            n,
+            [present, pa.py_buffer(member_offsets)],
+            null_count=absent,
+            children=[self._members(members_type.value_type, start, stop)],
         )
-        return _struct(typ, n, columns, present)
+        return pa.Array.from_buffers(typ, n, [present], null_count=absent, children=[columns[f.name] for f in typ])
 
-    def _gathered(self, types: list, starts: np.ndarray, lengths: np.ndarray, keep=None) -> list:
-        """String and bytes columns of a level's items (starts and lengths: k x n), in one pass."""
-        keep = np.ones(starts.shape[1], bool) if keep is None else keep
-        return _varwidth_columns(types, self.seg, self.extra, starts, lengths, keep)
+    def _gathered(self, types: list, starts: np.ndarray, lengths: np.ndarray) -> list:
+        """String and bytes columns of a level's items (starts and lengths: k x n; null where the
+        length is < 0), in one pass."""
+        n = starts.shape[1]
+        totals = np.maximum(lengths, 0).sum(axis=1)
+        if (totals > _INT32_MAX).any():
+            return _varwidth_columns(types, self.seg, self.extra, starts, lengths, np.ones(n, bool))
+        data = self._bytes(int(totals.sum()))
+        offsets, bounds, bitmaps, nulls = ak.gather(self.seg, self.extra, starts, lengths, data)
+        return [
+            _string_array(typ, n, offsets[j], data[bounds[j] : bounds[j + 1]], bitmaps[j], int(nulls[j]))
+            for j, typ in enumerate(types)
+        ]
 
-    def _fields(self, typ, names: tuple, starts: np.ndarray, lengths: np.ndarray, keep=None) -> dict:
+    def _bytes(self, size: int) -> np.ndarray:
+        """Room for `size` bytes of the levels' strings: the next part of one buffer for the
+        whole segment's (allocated at the first call: a chunk's own, under numpy's huge-page
+        size, cost a page fault per 4 KiB)."""
+        if self.strings is None:
+            members, topics, owned, _, assigned, _ = self.levels
+            width = len(gk.MEMBER_VARWIDTH)
+            need = np.maximum(members[width : 2 * width], 0).sum()
+            for level in (topics, owned, assigned):
+                need += np.maximum(level[gk.TOPIC_LEN], 0).sum()
+            self.strings = np.empty(int(need), np.uint8)
+        if self.strings_used + size > len(self.strings):  # (a range asked for again)
+            return np.empty(size, np.uint8)
+        self.strings_used += size
+        return self.strings[self.strings_used - size : self.strings_used]
+
+    def _fields(self, typ, names: tuple, starts: np.ndarray, lengths: np.ndarray) -> dict:
         """The struct `typ`'s string and bytes fields `names`, by name."""
-        return dict(zip(names, self._gathered([typ.field(name).type for name in names], starts, lengths, keep)))
+        return dict(zip(names, self._gathered([typ.field(name).type for name in names], starts, lengths)))
 
     def _members(self, typ, lo: int, hi: int) -> pa.Array:
         members, topics, owned, owned_partitions, assigned, assigned_partitions = self.levels
@@ -1089,75 +1128,223 @@ class _Rows:
 
     def batch(self, r0: int, r1: int, schema: pa.Schema, name: str) -> pa.RecordBatch:
         n = r1 - r0
-        s = slice(r0, r1)
         ent = self.ent
-        e = self.entry[s]
-        attr = ent["attr"][e]
-        control = (attr & 0x20) != 0
-        data = ~control
-        tomb = self.val_len[s] < 0
-        vver = self.vver[s]
-        rtype = self.rtype[s]
-        commit = data & (rtype <= OFFSET_COMMIT)  # offset commits (the other data rows: other record types)
-        oc = commit & ~tomb
         seg, extra = self.seg, self.extra
-        cols = {}
-        cols["offsets_partition"] = pa.array(np.full(n, self.dec.partition, np.int32), pa.int32())
-        cols["log_offset"] = _num(self.offset[s], pa.int64())
-        cols["batch_base_offset"] = _num(ent["base"][e], pa.int64())
-        cols["magic"] = pa.array(np.full(n, 2, np.int8), pa.int8())
-        cols["compression"] = _labels(attr & 7, _CODECS)
-        cols["producer_id"] = _num(ent["pid"][e], pa.int64())
-        cols["producer_epoch"] = _num(ent["pepoch"][e], pa.int16())
-        cols["is_transactional"] = pa.array((attr & 0x10) != 0, pa.bool_())
-        cols["is_control"] = pa.array(control, pa.bool_())
-        cols["is_tombstone"] = pa.array(tomb, pa.bool_())
-        cols["segment_file"] = _constant(n, name)
-        every = np.ones(n, bool)
-        cols["raw_key"] = _varwidth(pa.binary(), seg, extra, self.key_off[s], self.key_len[s], every)
-        cols["raw_value"] = _varwidth(pa.binary(), seg, extra, self.val_off[s], self.val_len[s], every)
-        if control.any():
-            uniq = np.unique(rtype[control])
-            inv = np.searchsorted(uniq, np.where(control, rtype, uniq[0]))
-            cols["control_type"] = _labels(
-                inv, [CONTROL_TYPES.get(int(t), f"UNKNOWN({int(t)})") for t in uniq], control
+        ts_type = schema.field("log_timestamp").type
+        i64, i16, bitmaps, offsets = _row_arena(n)
+        codecs, types, controls = _name_table(_CODECS), _name_table(_TYPE_NAMES), _name_table(_CONTROL_NAMES)
+        totals, nulls, odd_control = ak.row_layout(
+            r0,
+            r1,
+            self.entry,
+            ent["base"],
+            ent["attr"],
+            ent["pid"],
+            ent["pepoch"],
+            self.ts,
+            self.key_len,
+            self.val_len,
+            self.rtype,
+            self.vver,
+            self.group_len,
+            self.topic_len,
+            self.lepoch,
+            self.meta_len,
+            self.cts,
+            self.ets,
+            self.tid,
+            self.member_len,
+            codecs[0],
+            types[0],
+            controls[0],
+            MIN_TIMESTAMP_MS,
+            MAX_TIMESTAMP_MS,
+            1000 if ts_type == _MICROS else 1,
+            i64,
+            i16,
+            bitmaps,
+            offsets,
+        )
+        big = totals > _INT32_MAX
+        starts = np.zeros(len(totals) + 1, np.int64)
+        np.cumsum(np.where(big, 0, totals), out=starts[1:])
+        data = np.empty(int(starts[-1]), np.uint8)
+        ak.row_bytes(
+            seg,
+            extra,
+            r0,
+            r1,
+            self.entry,
+            ent["attr"],
+            self.rtype,
+            self.key_off,
+            self.val_off,
+            self.group_off,
+            self.member_off,
+            self.topic_off,
+            self.meta_off,
+            self.tid,
+            *codecs,
+            *types,
+            *controls,
+            BASE64_URL,
+            offsets,
+            starts,
+            ~big,
+            data,
+        )
+        nulls = nulls.tolist()
+
+        nb = (n + 7) >> 3
+
+        def validity(j: int):
+            return pa.py_buffer(bitmaps[j, :nb]) if nulls[j] else None
+
+        def fixed(typ, values: np.ndarray, valid: int | None = None) -> pa.Array:
+            buffers = [None if valid is None else validity(valid), pa.py_buffer(values[:n])]
+            return pa.Array.from_buffers(typ, n, buffers, null_count=0 if valid is None else nulls[valid])
+
+        def flag(j: int) -> pa.Array:
+            return pa.Array.from_buffers(pa.bool_(), n, [None, pa.py_buffer(bitmaps[j, :nb])], null_count=0)
+
+        def ts(row: int, valid: int) -> pa.Array:
+            arr = fixed(ts_type if ts_type == _MICROS else _MILLIS, i64[row], valid)
+            return arr if ts_type == _MICROS else arr.cast(ts_type)
+
+        def string(typ, j: int) -> pa.Array:
+            if big[j]:
+                return self._wide(typ, j, r0, r1)
+            return pa.Array.from_buffers(
+                typ,
+                n,
+                [validity(j), pa.py_buffer(offsets[j, : n + 1]), pa.py_buffer(data[starts[j] : starts[j + 1]])],
+                null_count=nulls[j],
             )
-            marker = control & ((rtype == 0) | (rtype == 1))
-            cols["coordinator_epoch"] = _num(self.cepoch[s], pa.int32(), marker)
-        else:
-            cols["control_type"] = pa.nulls(n, pa.string())
-            cols["coordinator_epoch"] = pa.nulls(n, pa.int32())
-        cols["record_type"] = _num(rtype, pa.int16(), data)
-        cols["record_type_name"] = _labels(np.where(data, rtype, 0), _TYPE_NAMES, data)
-        cols["key_version"] = _num(self.kver[s], pa.int16())
-        cols["value_version"] = _num(vver, pa.int16(), vver >= 0)
+
+        cols = {}
+        cols["offsets_partition"] = _filled(n, self.dec.partition, "int32")
+        cols["log_offset"] = fixed(pa.int64(), self.offset[r0:r1])
+        cols["batch_base_offset"] = fixed(pa.int64(), i64[ak.I64_BASE])
+        cols["magic"] = _filled(n, 2, "int8")
+        cols["compression"] = string(pa.string(), ak.S_COMPRESSION)
+        cols["producer_id"] = fixed(pa.int64(), i64[ak.I64_PRODUCER_ID])
+        cols["producer_epoch"] = fixed(pa.int16(), i16[ak.I16_PRODUCER_EPOCH])
+        cols["is_transactional"] = flag(ak.B_TRANSACTIONAL)
+        cols["is_control"] = flag(ak.B_CONTROL)
+        cols["is_tombstone"] = flag(ak.B_TOMBSTONE)
+        cols["segment_file"] = _constant(n, name)
+        cols["raw_key"] = string(pa.binary(), ak.S_KEY)
+        cols["raw_value"] = string(pa.binary(), ak.S_VALUE)
+        cols["control_type"] = self._control_types(r0, r1) if odd_control else string(pa.string(), ak.S_CONTROL_TYPE)
+        cols["coordinator_epoch"] = fixed(pa.int32(), self.cepoch[r0:r1], ak.V_COORDINATOR_EPOCH)
+        cols["record_type"] = fixed(pa.int16(), self.rtype[r0:r1], ak.V_RECORD_TYPE)
+        cols["record_type_name"] = string(pa.string(), ak.S_TYPE_NAME)
+        cols["key_version"] = fixed(pa.int16(), self.kver[r0:r1])
+        cols["value_version"] = fixed(pa.int16(), self.vver[r0:r1], ak.V_VALUE_VERSION)
         cols["decode_status"] = _constant(n, "ok")
-        cols["group_id"] = _varwidth(pa.string(), seg, extra, self.group_off[s], self.group_len[s], data)
-        modern = data & (rtype > GROUP_METADATA)  # (the other rows have no member id set)
-        if modern.any():
-            member_len = self.member_len[s]
-            keep = modern & (member_len >= 0)
-            cols["member_id"] = _varwidth(pa.string(), seg, extra, self.member_off[s], member_len, keep)
-        else:
-            cols["member_id"] = pa.nulls(n, pa.string())
-        cols["topic"] = _varwidth(pa.string(), seg, extra, self.topic_off[s], self.topic_len[s], commit)
-        cols["partition"] = _num(self.part[s], pa.int32(), commit)
-        cols["committed_offset"] = _num(self.committed[s], pa.int64(), oc)
-        lepoch = self.lepoch[s]
-        cols["leader_epoch"] = _num(lepoch, pa.int32(), oc & (lepoch != -1))
-        cols["metadata"] = _varwidth(pa.string(), seg, extra, self.meta_off[s], self.meta_len[s], oc)
-        cols["log_timestamp"] = _ts(self.ts[s], every, schema.field("log_timestamp").type, True)
-        cols["commit_timestamp"] = _ts(self.cts[s], oc, schema.field("commit_timestamp").type, False)
-        cols["expire_timestamp"] = _ts(self.ets[s], oc, schema.field("expire_timestamp").type, True)
-        tid = np.where(oc, self.tid[s], -1)
-        cols["topic_id"] = _uuids(seg, extra, tid)
+        cols["group_id"] = string(pa.string(), ak.S_GROUP)
+        cols["member_id"] = string(pa.string(), ak.S_MEMBER)
+        cols["topic"] = string(pa.string(), ak.S_TOPIC)
+        cols["partition"] = fixed(pa.int32(), self.part[r0:r1], ak.V_PARTITION)
+        cols["committed_offset"] = fixed(pa.int64(), self.committed[r0:r1], ak.V_COMMITTED)
+        cols["leader_epoch"] = fixed(pa.int32(), self.lepoch[r0:r1], ak.V_LEADER_EPOCH)
+        cols["metadata"] = string(pa.string(), ak.S_METADATA)
+        cols["log_timestamp"] = ts(ak.I64_LOG_TS, ak.V_LOG_TS)
+        cols["commit_timestamp"] = ts(ak.I64_COMMIT_TS, ak.V_COMMIT_TS)
+        cols["expire_timestamp"] = ts(ak.I64_EXPIRE_TS, ak.V_EXPIRE_TS)
+        cols["topic_id"] = string(pa.string(), ak.S_TOPIC_ID)
         cols["group_metadata"] = self.groups.column(r0, r1, schema.field("group_metadata").type)
         cols["value_json"] = self.values.column(r0, r1)
         return pa.RecordBatch.from_arrays([cols[f.name] for f in schema], schema=schema)
 
+    def _masks(self, r0: int, r1: int) -> dict:
+        """The rows' kinds, for the columns ak.row_layout leaves to Python."""
+        s = slice(r0, r1)
+        control = (self.ent["attr"][self.entry[s]] & 0x20) != 0
+        data = ~control
+        rtype = self.rtype[s]
+        commit = data & (rtype <= OFFSET_COMMIT)
+        oc = commit & (self.val_len[s] >= 0)
+        return {"control": control, "data": data, "rtype": rtype, "commit": commit, "oc": oc}
 
-_CODECS = [CODEC_NAMES.get(i, str(i)) for i in range(8)]
-_TYPE_NAMES = [RECORD_TYPES[t][0] if t in RECORD_TYPES else "" for t in range(max(RECORD_TYPES) + 1)]
+    def _control_types(self, r0: int, r1: int) -> pa.Array:
+        """control_type where a control type has no name (UNKNOWN(type))."""
+        m = self._masks(r0, r1)
+        control, rtype = m["control"], m["rtype"]
+        if not control.any():
+            return pa.nulls(r1 - r0, pa.string())
+        uniq = np.unique(rtype[control])
+        inv = np.searchsorted(uniq, np.where(control, rtype, uniq[0]))
+        return _labels(inv, [CONTROL_TYPES.get(int(t), f"UNKNOWN({int(t)})") for t in uniq], control)
+
+    def _wide(self, typ, j: int, r0: int, r1: int) -> pa.Array:
+        """String column j of ak.row_layout whose bytes pass int32 offsets (2 GiB in a chunk):
+        as before there was a kernel for it (int64 offsets, then _strings' rule)."""
+        s = slice(r0, r1)
+        seg, extra = self.seg, self.extra
+        m = self._masks(r0, r1)
+        if j == ak.S_KEY:
+            return _varwidth(typ, seg, extra, self.key_off[s], self.key_len[s], np.ones(r1 - r0, bool))
+        if j == ak.S_VALUE:
+            return _varwidth(typ, seg, extra, self.val_off[s], self.val_len[s], np.ones(r1 - r0, bool))
+        if j == ak.S_GROUP:
+            return _varwidth(typ, seg, extra, self.group_off[s], self.group_len[s], m["data"])
+        if j == ak.S_MEMBER:
+            keep = m["data"] & (m["rtype"] > GROUP_METADATA)
+            return _varwidth(typ, seg, extra, self.member_off[s], np.where(keep, self.member_len[s], -1), keep)
+        if j == ak.S_TOPIC:
+            return _varwidth(typ, seg, extra, self.topic_off[s], self.topic_len[s], m["commit"])
+        if j == ak.S_METADATA:
+            return _varwidth(typ, seg, extra, self.meta_off[s], self.meta_len[s], m["oc"])
+        if j == ak.S_TOPIC_ID:
+            return _uuids(seg, extra, np.where(m["oc"], self.tid[s], -1))
+        if j == ak.S_COMPRESSION:
+            return _labels(self.ent["attr"][self.entry[s]] & 7, list(_CODECS))
+        if j == ak.S_TYPE_NAME:
+            return _labels(np.where(m["data"], m["rtype"], 0), list(_TYPE_NAMES), m["data"])
+        return self._control_types(r0, r1)
+
+
+_CODECS = tuple(CODEC_NAMES.get(i, str(i)) for i in range(8))
+_TYPE_NAMES = tuple(RECORD_TYPES[t][0] if t in RECORD_TYPES else "" for t in range(max(RECORD_TYPES) + 1))
+_CONTROL_NAMES = tuple(CONTROL_TYPES.get(t, f"UNKNOWN({t})") for t in range(max(CONTROL_TYPES) + 1))
+_INT32_MAX = 2**31 - 1
+_STAGGER = 5 * 64  # bytes between the rows of an _arena's arrays, modulo 4 KiB
+_MICROS = pa.timestamp("us", tz="UTC")
+_MILLIS = pa.timestamp("ms", tz="UTC")
+
+
+def _arena(*parts: tuple[int, int, type]) -> list[np.ndarray]:
+    """2-d arrays of (rows, length, dtype), in one allocation (numpy asks the kernel for huge
+    pages from 4 MiB on: a 65536-row chunk's buffers in 4 KiB pages cost thousands of page
+    faults), each row starting at its own 64-byte line modulo 4 KiB: rows a power-of-two
+    size apart share their cache sets, and a kernel writing a dozen of them a row at a time
+    ran at a quarter of the speed. So each row is padded (to `length` and more: the arrays are
+    C-contiguous, a kernel indexes them past `length` at its peril)."""
+    layout = []
+    at = 0
+    for rows, length, dtype in parts:
+        itemsize = np.dtype(dtype).itemsize
+        line = -(-length * itemsize // 64) * 64
+        stride = line + (_STAGGER - line) % 4096
+        layout.append((at, rows, length, dtype, stride))
+        at += rows * stride
+    arena = np.empty(at + 64, np.uint8)
+    skip = -arena.ctypes.data % 64
+    return [
+        arena[skip + start : skip + start + rows * stride].view(dtype).reshape(rows, -1)
+        for start, rows, length, dtype, stride in layout
+    ]
+
+
+def _row_arena(n: int) -> list[np.ndarray]:
+    """The buffers lib.decode.arrow_kernel.row_layout writes for n rows."""
+    return _arena(
+        (5, n, np.int64),
+        (1, n, np.int16),
+        (ak.BITMAPS, (n + 7) >> 3, np.uint8),
+        (ak.STRINGS, n + 1, np.int32),
+    )
 
 
 # --- the decoder ---------------------------------------------------------------------------------
@@ -1340,6 +1527,7 @@ def iter_fast(dec):
     clock.lap("decompress")
     live = (kind == FAST) | (kind == COMP)
     capacity = int(np.minimum(count[live], (stop[live] - start[live]) // _MIN_RECORD_BYTES + 1).sum())
+    w64, w32, w16 = _arena((12, capacity, np.int64), (10, capacity, np.int32), (3, capacity, np.int16))
     while True:
         rows = _records(
             seg,
@@ -1355,7 +1543,9 @@ def iter_fast(dec):
             max_ts,
             attr,
             int(dec.start_offset),
-            capacity,
+            w64,
+            w32,
+            w16,
             jk.KEY_STRINGS,
             jk.KEY_MEMBER,
             jk.ROOTS,

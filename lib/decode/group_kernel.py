@@ -10,14 +10,18 @@ of the item's elements in the level below.
 It reads only values lib.decode.group_metadata reads itself, and gives the same values.
 Anything that reader hands back (to the schema-driven reader, or to the generic
 consumer-protocol reader for member bytes it finds odd), and flexible v4, comes out flagged odd:
-lib.decode.fast then decodes the batch with the Python decoder."""
+lib.decode.fast then decodes the batch with the Python decoder.
+
+The helpers the kernel calls per value, member or string take the segment and the levels as
+arguments and allocate nothing: they are compiled without numba's reference counting
+(NO_REFCOUNT)."""
 
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
 
-from lib.decode.numba_bytes import i16, i32, i64, string16
+from lib.decode.numba_bytes import NO_REFCOUNT, i16, i32, i64, string16
 from lib.numba_cache import use_stable_zip_cache
 
 use_stable_zip_cache(__file__)  # before the first @njit(cache=True): see lib.numba_cache
@@ -91,14 +95,14 @@ _FIELDS = (26, 2, 3, 1, 3, 1)  # rows of each level
 OK, ODD = -1, -2
 
 
-@njit(cache=True)
+@njit(cache=True, **NO_REFCOUNT)
 def _string(buf, p, end, nullable):
     """string16 compiled once for this module's dozen call sites: it is inlined in numba's IR
     (as the record kernel wants it), and inlined into each of them it took minutes to compile."""
     return string16(buf, p, end, nullable)
 
 
-@njit(cache=True)
+@njit(cache=True, **NO_REFCOUNT)
 def _bytes32(buf, p, end, nullable):
     """(start, length, next position, ok) of int32-length bytes; a negative length is a null."""
     if p + 4 > end:
@@ -112,7 +116,7 @@ def _bytes32(buf, p, end, nullable):
     return p, n, p + n, True
 
 
-@njit(cache=True)
+@njit(cache=True, **NO_REFCOUNT)
 def _count(buf, p, end):
     """(count, next position, ok) of an array: odd when negative or beyond the bytes left."""
     if p + 4 > end:
@@ -122,7 +126,7 @@ def _count(buf, p, end):
     return n, p, 0 <= n <= end - p
 
 
-@njit(cache=True)
+@njit(cache=True, **NO_REFCOUNT)
 def _topic_partitions(buf, p, end, base, topics, partitions, t, q, topics_level, partitions_level):
     """[Topic string, Partitions []int32] into `topics` from column t and `partitions` from q.
     Returns (status, next position, t, q)."""
@@ -151,7 +155,7 @@ def _topic_partitions(buf, p, end, base, topics, partitions, t, q, topics_level,
     return OK, p, t, q
 
 
-@njit(cache=True)
+@njit(cache=True, **NO_REFCOUNT)
 def _subscription(buf, p, end, base, members, m, topics, owned, owned_partitions, s, o, q):
     """ConsumerProtocolSubscription (a higher version read as v3) into member m's fields and the
     levels below. Returns (status, s, o, q)."""
@@ -202,7 +206,7 @@ def _subscription(buf, p, end, base, members, m, topics, owned, owned_partitions
     return OK, s, o, q
 
 
-@njit(cache=True)
+@njit(cache=True, **NO_REFCOUNT)
 def _assignment(buf, p, end, base, members, m, assigned, assigned_partitions, a, q):
     """ConsumerProtocolAssignment into member m's fields and the levels below. Returns
     (status, a, q)."""
@@ -226,7 +230,7 @@ def _assignment(buf, p, end, base, members, m, assigned, assigned_partitions, a,
     return OK, a, q
 
 
-@njit(cache=True)
+@njit(cache=True, **NO_REFCOUNT)
 def _is_consumer(buf, p, n):
     return (
         n == 8
@@ -241,7 +245,7 @@ def _is_consumer(buf, p, n):
     )
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, **NO_REFCOUNT)
 def _group_value(
     buf, p, end, base, values, i, members, topics, owned, owned_partitions, assigned, assigned_partitions, at
 ):

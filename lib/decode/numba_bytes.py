@@ -8,6 +8,8 @@ in numba's on-disk cache (a ctypes memcpy would not)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
@@ -17,6 +19,12 @@ from numba.extending import intrinsic
 from lib.numba_cache import use_stable_zip_cache
 
 use_stable_zip_cache(__file__)  # before the first @njit(cache=True): see lib.numba_cache
+
+# njit options of a helper a kernel calls per row or item: numba's reference counting off
+# (`_nrt`, which numba's stubs do not name). With it on, every array argument is counted in and
+# out of every call, several times the cost of a short copy or string read; such a helper must
+# then allocate nothing.
+NO_REFCOUNT: dict[str, Any] = {"_nrt": False}
 
 
 @intrinsic
@@ -51,6 +59,28 @@ def load_u64(typingctx, src, at):
         s_array = context.make_array(signature.args[0])(context, builder, s)
         ptr = builder.bitcast(builder.gep(s_array.data, [s_at]), ir.IntType(64).as_pointer())
         return builder.load(ptr, align=1)
+
+    return sig, codegen
+
+
+@intrinsic
+def load_be(typingctx, src, at, width):
+    """The big-endian unsigned integer of src[at:at + width] (width 2, 4 or 8, a literal), one
+    load and a byte swap."""
+    if not (isinstance(src, types.Array) and src.ndim == 1 and src.dtype == types.uint8 and src.layout == "C"):
+        return None
+    if not isinstance(width, types.IntegerLiteral):
+        return None
+    w = width.literal_value * 8
+    sig = types.uint64(src, types.intp, width)
+
+    def codegen(context, builder, signature, args):
+        s, s_at, _ = args
+        s_array = context.make_array(signature.args[0])(context, builder, s)
+        ptr = builder.bitcast(builder.gep(s_array.data, [s_at]), ir.IntType(w).as_pointer())
+        v = builder.load(ptr, align=1)
+        v = builder.bswap(v)
+        return builder.zext(v, ir.IntType(64)) if w < 64 else v
 
     return sig, codegen
 
@@ -136,18 +166,18 @@ def u64(buf, p, n):
 
 @njit(cache=True, inline="always")
 def i64(buf, p):
-    return np.int64(u64(buf, p, 8))
+    return np.int64(load_be(buf, p, 8))
 
 
 @njit(cache=True, inline="always")
 def i32(buf, p):
-    v = np.int64(u64(buf, p, 4))
+    v = np.int64(load_be(buf, p, 4))
     return v - 4294967296 if v >= 2147483648 else v
 
 
 @njit(cache=True, inline="always")
 def i16(buf, p):
-    v = np.int64(u64(buf, p, 2))
+    v = np.int64(load_be(buf, p, 2))
     return v - 65536 if v >= 32768 else v
 
 
