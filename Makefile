@@ -33,7 +33,15 @@ help:
 	@echo "make setup  - virtualenv at $(VENV) and JVM jars in $(JARS)/ (idempotent)"
 	@echo "make airflow-venv - Airflow 3 in its own virtualenv at .venv-airflow (idempotent)"
 
-setup: venv jars s3-jars kafka-jars numba-cache
+setup: venv jars s3-jars kafka-jars numba-cache bytecode
+
+# The repository's modules compiled once (every Spark worker of every run imports them; where
+# PYTHONDONTWRITEBYTECODE is set, as on CI's machines, Python would compile them in each process)
+.PHONY: bytecode
+bytecode: lib/__pycache__/.bytecode-stamp
+lib/__pycache__/.bytecode-stamp: $(shell find lib jobs schemas -name '*.py') $(VENV)/.stamp
+	$(PY) -m compileall -q lib jobs schemas
+	@mkdir -p lib/__pycache__ && touch $@
 
 # Compile the numba kernels (decoder, engine, assignors) into their on-disk cache once (Spark workers load it).
 .PHONY: numba-cache

@@ -156,6 +156,8 @@ def build_session(
         if java_opts:
             conf.setdefault("spark.executor.extraJavaOptions", java_opts)
         conf.setdefault("spark.executorEnv.PYTHONPATH", os.environ.get("PYTHONPATH", ""))
+        # pyspark from the installed package, compiled, not Spark's zip of its sources
+        conf.setdefault("spark.python.daemon.module", "lib.spark.daemon")
     # elsewhere the code reaches executors as a built artifact (spark-submit --py-files
     # build/offsets_lake.zip, `make dist`), never through this machine's paths
     given = [j for j in submitted.get("spark.jars", "").split(",") if j]
