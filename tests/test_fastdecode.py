@@ -1335,3 +1335,43 @@ def test_string_columns_past_int32_offsets_take_the_wide_path(rich, monkeypatch)
     monkeypatch.setattr(fastdecode, "_INT32_MAX", 0)
     for chunk_rows in (5, 65536):
         assert_same(rich, chunk_rows=chunk_rows)
+
+
+# --- windows: a segment's entries parsed a window of bytes at a time ------------------------------
+
+
+@pytest.mark.parametrize("window", [1, 200, 700, 4096])
+@pytest.mark.parametrize("chunk_rows", [1, 3, 7, 65536])
+def test_rich_log_in_windows_of_any_size(rich, monkeypatch, window, chunk_rows):
+    """The fast path with windows of a few entries (the segment's whole below the default)
+    yields what the reference decoder does: every chunk, counter and error; the slow entries
+    (records with headers, a mixed batch) and compressed ones fall in windows of their own or
+    share them, and chunks cross the windows' edges."""
+    from lib.decode import fast
+
+    monkeypatch.setattr(fast, "WINDOW_BYTES", window)
+    assert_same(rich, chunk_rows=chunk_rows)
+    assert_same(rich, start_offset=1011, chunk_rows=chunk_rows)
+    data = open(rich, "rb").read()
+    assert_same("pad.log", data=data + bytes(5000), source_name="pad.log", chunk_rows=chunk_rows)
+
+
+@pytest.mark.parametrize("window", [512, 8192])
+def test_generated_log_in_windows(tmp_path, monkeypatch, window):
+    from lib.decode import fast
+
+    monkeypatch.setattr(fast, "WINDOW_BYTES", window)
+    generate_log(str(tmp_path), 2500, partitions=2, groups=40, seed=3, compressed_share=0.3, segment_bytes=60_000)
+    for p in sorted(glob.glob(os.path.join(str(tmp_path), "*", "*.log"))):
+        assert_same(p, chunk_rows=1000)
+        assert_same(p, chunk_rows=333)
+
+
+def test_bad_inputs_in_windows(monkeypatch):
+    """Each broken segment of BAD with windows of 300 bytes: the same error, at the same place,
+    after the same batches."""
+    from lib.decode import fast
+
+    monkeypatch.setattr(fast, "WINDOW_BYTES", 300)
+    for name, data in sorted(BAD.items()):
+        assert_same(name, data=data, source_name=name, chunk_rows=2)

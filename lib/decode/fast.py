@@ -1468,6 +1468,20 @@ def _readonly(a: np.ndarray) -> np.ndarray:
     return a
 
 
+WINDOW_BYTES = 32 << 20  # a segment's entries parsed at once (its bytes), at most about
+
+
+def _windows(epos: np.ndarray, etotal: np.ndarray, n: int, limit: int = WINDOW_BYTES) -> list[tuple[int, int]]:
+    """The entries [e0, e1) of consecutive windows of about `limit` bytes (an entry larger
+    than that alone); one window (0, 0) for none."""
+    if n == 0:
+        return [(0, 0)]
+    window = (epos[:n] + etotal[:n] - epos[0] - 1) // limit
+    cuts = (np.flatnonzero(np.diff(window)) + 1).tolist()
+    bounds = [0, *cuts, n]
+    return list(zip(bounds[:-1], bounds[1:]))
+
+
 def iter_fast(dec):
     """SegmentDecoder.__iter__'s fast path (see the module doc)."""
     from lib.codec.segments import read_segment_bytes
@@ -1505,72 +1519,8 @@ def iter_fast(dec):
     start = epos + 61
     stop = epos + etotal
     src = np.zeros(n, np.int8)
-    extra = _readonly(np.zeros(0, np.uint8))
-    comp = np.flatnonzero(kind == COMP)
-    if len(comp):
-        parts = []
-        at = 0
-        mv = memoryview(data)
-        for e, codec, a, b in zip(comp.tolist(), (attr[comp] & 7).tolist(), start[comp].tolist(), stop[comp].tolist()):
-            try:
-                raw = decompress(codec, mv[a:b], 2)
-            except DecodeError:
-                kind[e] = SLOW
-                continue
-            parts.append(raw)
-            src[e] = 1
-            start[e] = at
-            at += len(raw)
-            stop[e] = at
-        if parts:
-            extra = _readonly(np.frombuffer(b"".join(parts), dtype=np.uint8))
-    clock.lap("decompress")
-    live = (kind == FAST) | (kind == COMP)
-    capacity = int(np.minimum(count[live], (stop[live] - start[live]) // _MIN_RECORD_BYTES + 1).sum())
-    w64, w32, w16 = _arena((12, capacity, np.int64), (10, capacity, np.int32), (3, capacity, np.int16))
-    while True:
-        rows = _records(
-            seg,
-            extra,
-            kind,
-            src,
-            start,
-            stop,
-            count,
-            base,
-            last,
-            base_ts,
-            max_ts,
-            attr,
-            int(dec.start_offset),
-            w64,
-            w32,
-            w16,
-            jk.KEY_STRINGS,
-            jk.KEY_MEMBER,
-            jk.ROOTS,
-        )
-        clock.lap("records")
-        data_rows = (attr[rows[1][: rows[0][-1]]] & 0x20) == 0  # (a control record's rtype is its control type)
-        groups = _GroupValues(seg, extra, rows, data_rows)
-        clock.lap("group_values")
-        values = _JsonValues(seg, extra, rows, data_rows)
-        clock.lap("json_values")
-        odd = np.union1d(groups.odd_entries, values.odd_entries)
-        if not len(odd):
-            break
-        kind[odd] = SLOW  # the Python decoder reads those batches (and their errors)
-    row0 = rows[0]
-    fast_rows = _Rows(dec, seg, extra, {"base": base, "attr": attr, "pid": pid, "pepoch": pepoch}, rows, groups, values)
-
-    # pieces in log order: fast row ranges, and runs of SLOW/TAIL entries decoded in Python
-    slow = (kind == SLOW) | (kind == TAIL)
-    edges = np.flatnonzero(np.diff(np.concatenate(([0], slow.view(np.int8), [0]))))
-    runs = edges.reshape(-1, 2).tolist()  # [first, stop) entry index of each slow run
-    clock.lap("records")
-
-    shared = _Shared() if runs else None
-    pending: list = []  # (r0, r1) fast rows | _SlowRows
+    shared = _Shared()
+    pending: list = []  # (_Rows, r0, r1) fast rows | _SlowRows
     pending_n = 0
 
     def flush():
@@ -1579,20 +1529,25 @@ def iter_fast(dec):
         fast = [p for p in pending if type(p) is tuple]
         dec.batch_group_metadata = None
         if len(pending) == 1 and fast:
-            r0, r1 = fast[0]
-            out = fast_rows.batch(r0, r1, SCHEMA, name)
-            dec.batch_group_metadata = groups.as_python(r0, r1)
+            rows, r0, r1 = fast[0]
+            out = rows.batch(r0, r1, SCHEMA, name)
+            dec.batch_group_metadata = rows.groups.as_python(r0, r1)
         else:
-            # fast rows of one chunk are consecutive, so are its Python-decoded rows
-            fb = fast_rows.batch(fast[0][0], fast[-1][1], SCHEMA, name) if fast else None
-            sb = shared.take()
+            # a window's fast rows in one chunk are consecutive (one batch, sliced), so are
+            # the chunk's Python-decoded rows
+            built: dict[int, tuple[pa.RecordBatch, int]] = {}
+            for rows in {id(p[0]): p[0] for p in fast}.values():
+                mine = [p for p in fast if p[0] is rows]
+                built[id(rows)] = (rows.batch(mine[0][1], mine[-1][2], SCHEMA, name), mine[0][1])
+            sb = shared.take() if len(fast) < len(pending) else None
             parts = []
-            f0 = fast[0][0] if fast else 0
             s0 = 0
             for p in pending:
                 if type(p) is tuple:
-                    parts.append(fb.slice(p[0] - f0, p[1] - p[0]))
+                    batch, r0 = built[id(p[0])]
+                    parts.append(batch.slice(p[1] - r0, p[2] - p[1]))
                 elif p.num_rows:
+                    assert sb is not None
                     parts.append(sb.slice(s0, p.num_rows))
                     s0 += p.num_rows
             out = pa.concat_batches(parts) if len(parts) > 1 else parts[0]
@@ -1602,11 +1557,11 @@ def iter_fast(dec):
         clock.lap("arrow")
         return out
 
-    def add_fast(r0, r1):
+    def add_fast(rows, r0, r1):
         nonlocal pending_n
         while r1 > r0:
             take = min(r1 - r0, chunk_rows - pending_n)
-            pending.append((r0, r0 + take))
+            pending.append((rows, r0, r0 + take))
             pending_n += take
             r0 += take
             if pending_n >= chunk_rows:
@@ -1615,28 +1570,104 @@ def iter_fast(dec):
 
     next_offset = None
     next_offset_at = -1  # entry index that set next_offset
-    cur = 0
-    for first, stop_e in runs:
-        r = int(row0[first])
-        if r > cur:
-            yield from add_fast(cur, r)
-            cur = r
-        a = int(epos[first])
-        b = int(epos[stop_e - 1] + etotal[stop_e - 1])
-        rng = _PythonRange(dec, data, a, b, name, shared)
-        for piece in rng.run(chunk_rows - pending_n, chunk_rows):
-            pending.append(piece)
-            pending_n += piece.num_rows
-            if pending_n >= chunk_rows:
-                yield flush()
-                clock.pause()
-        if rng.sub.next_offset is not None:
-            next_offset, next_offset_at = rng.sub.next_offset, stop_e - 1
-        if kind[stop_e - 1] == TAIL:
-            dec.trailing_bytes = rng.sub.trailing_bytes
-    total_rows = int(row0[n])
-    if total_rows > cur:
-        yield from add_fast(cur, total_rows)
+    # the entries in windows of WINDOW_BYTES: a window's rows are parsed and held at once (a
+    # 100 MB segment's whole would be 400 MB of arrays), its chunks cut as the whole's would be
+    for e0, e1 in _windows(epos, etotal, n, WINDOW_BYTES):
+        clock.lap("records")
+        extra = _readonly(np.zeros(0, np.uint8))
+        comp = e0 + np.flatnonzero(kind[e0:e1] == COMP)
+        if len(comp):
+            parts = []
+            at = 0
+            mv = memoryview(data)
+            for e, codec, a, b in zip(
+                comp.tolist(), (attr[comp] & 7).tolist(), start[comp].tolist(), stop[comp].tolist()
+            ):
+                try:
+                    raw = decompress(codec, mv[a:b], 2)
+                except DecodeError:
+                    kind[e] = SLOW
+                    continue
+                parts.append(raw)
+                src[e] = 1
+                start[e] = at
+                at += len(raw)
+                stop[e] = at
+            if parts:
+                extra = _readonly(np.frombuffer(b"".join(parts), dtype=np.uint8))
+        clock.lap("decompress")
+        # the window's entries only (the others as skipped: no rows)
+        mine = np.full(n, SKIP, np.int8)
+        mine[e0:e1] = kind[e0:e1]
+        live = (mine == FAST) | (mine == COMP)
+        capacity = int(np.minimum(count[live], (stop[live] - start[live]) // _MIN_RECORD_BYTES + 1).sum())
+        w64, w32, w16 = _arena((12, capacity, np.int64), (10, capacity, np.int32), (3, capacity, np.int16))
+        while True:
+            rows = _records(
+                seg,
+                extra,
+                mine,
+                src,
+                start,
+                stop,
+                count,
+                base,
+                last,
+                base_ts,
+                max_ts,
+                attr,
+                int(dec.start_offset),
+                w64,
+                w32,
+                w16,
+                jk.KEY_STRINGS,
+                jk.KEY_MEMBER,
+                jk.ROOTS,
+            )
+            clock.lap("records")
+            data_rows = (attr[rows[1][: rows[0][-1]]] & 0x20) == 0  # (a control record's rtype is its control type)
+            groups = _GroupValues(seg, extra, rows, data_rows)
+            clock.lap("group_values")
+            values = _JsonValues(seg, extra, rows, data_rows)
+            clock.lap("json_values")
+            odd = np.union1d(groups.odd_entries, values.odd_entries)
+            if not len(odd):
+                break
+            mine[odd] = SLOW  # the Python decoder reads those batches (and their errors)
+        kind[e0:e1] = mine[e0:e1]
+        row0 = rows[0]
+        fast_rows = _Rows(
+            dec, seg, extra, {"base": base, "attr": attr, "pid": pid, "pepoch": pepoch}, rows, groups, values
+        )
+
+        # pieces in log order: fast row ranges, and runs of SLOW/TAIL entries decoded in Python
+        slow = (kind[e0:e1] == SLOW) | (kind[e0:e1] == TAIL)
+        edges = e0 + np.flatnonzero(np.diff(np.concatenate(([0], slow.view(np.int8), [0]))))
+        runs = edges.reshape(-1, 2).tolist()  # [first, stop) entry index of each slow run
+        clock.lap("records")
+        cur = 0
+        for first, stop_e in runs:
+            r = int(row0[first])
+            if r > cur:
+                yield from add_fast(fast_rows, cur, r)
+                cur = r
+            a = int(epos[first])
+            b = int(epos[stop_e - 1] + etotal[stop_e - 1])
+            rng = _PythonRange(dec, data, a, b, name, shared)
+            for piece in rng.run(chunk_rows - pending_n, chunk_rows):
+                pending.append(piece)
+                pending_n += piece.num_rows
+                if pending_n >= chunk_rows:
+                    yield flush()
+                    clock.pause()
+            if rng.sub.next_offset is not None:
+                next_offset, next_offset_at = rng.sub.next_offset, stop_e - 1
+            if kind[stop_e - 1] == TAIL:
+                dec.trailing_bytes = rng.sub.trailing_bytes
+        total_rows = int(row0[n])
+        if total_rows > cur:
+            yield from add_fast(fast_rows, cur, total_rows)
+        del rows, groups, values, fast_rows, w64, w32, w16, extra  # (the chunks pending keep theirs)
     done = np.flatnonzero((kind == FAST) | (kind == COMP))
     if len(done) and done[-1] > next_offset_at:
         next_offset = int(last[done[-1]]) + 1
