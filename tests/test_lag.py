@@ -357,3 +357,99 @@ def test_a_run_with_nothing_new_skips_the_stage_and_a_later_now_adds_now_rows(sp
         for g, t, p, kind, _, c, e, lag, ms, m in EXPECTED_FULL
         if kind == "now"
     )
+
+
+# --- one answer for "lag as of an instant" ------------------------------------------------------
+# late-0 keeps offsets 5..9 only (written at 20..24 s: one batch, its end-offset row at 24 s).
+# g5 and g6 commit on it at 10 s, before any end offset of it is known: g5 commits 5, the
+# partition's first offset (the log could not have ended past it: lag 0), g6 commits 7, which
+# says nothing of where the log ended at 10 s (unknown, not "caught up").
+LATE_NOW = T + 40 * S
+
+
+@pytest.fixture(scope="module")
+def late_run(spark, tmp_path_factory):
+    from lib.spark.pipeline import run_replay
+
+    base = tmp_path_factory.mktemp("late")
+    log_dir = str(base / "logdir")
+    os.makedirs(log_dir)
+    builders = {p: PartitionLogBuilder(p) for p in range(OFFSETS_PARTITIONS)}
+    for group, offset in (("g5", 5), ("g6", 7)):
+        builders[partition_for(group, OFFSETS_PARTITIONS)].commit(group, "late", 0, offset, T + 10 * S)
+    for builder in builders.values():
+        builder.write(log_dir)
+    _topic(log_dir, "late-0", {5: encode_batch(5, _records(5, 5, T + 20 * S))})
+    wh = str(base / "wh")
+    run_replay(spark, find_partitions(log_dir), wh, LATE_NOW, full=True)
+    return wh
+
+
+def test_lag_where_no_end_offset_is_known_yet_is_null_in_every_answer(spark, late_run):
+    """The lag stage, lag_at, lag_history, groups_falling_behind and the report's lag at bucket
+    ends (lag_at_bucket_ends) on the same instants: unknown is NULL everywhere (the SQL audits
+    answered greatest(NULL, committed) = the committed offset: lag 0, caught_up)."""
+    from lib.reporting.audit_queries import bind, collect, load_queries, open_catalog, run_query
+    from lib.spark.delta import table_path
+    from lib.spark.lag import lag_at_bucket_ends
+
+    wh = late_run
+    # the stage: (group, kind, at s, committed, end, lag, lag ms, method)
+    assert sorted(v[0:1] + v[3:] for v in _lag_view(_rows(spark, wh))) == [
+        ("g5", "commit", 10, 5, 5, 0, 0, "caught_up"),
+        ("g5", "now", 40, 5, 10, 5, 20_000, "record"),
+        ("g6", "commit", 10, 7, None, None, None, None),
+        ("g6", "now", 40, 7, 10, 3, 18_000, "record"),
+    ]
+    open_catalog(spark, wh)
+    try:
+        queries = load_queries()
+
+        def run(name: str, **params) -> list[dict]:
+            q = queries[name]
+            return collect(run_query(spark, q, bind(q, {k: str(v) for k, v in params.items()})))[1]
+
+        # (group, at s, committed, end, lag, lag ms)
+        want = {
+            ("g5", 10): (5, 5, 0, 0),
+            ("g5", 20): (5, 5, 0, 0),
+            ("g5", 30): (5, 10, 5, 10_000),
+            ("g6", 10): (7, None, None, None),
+            ("g6", 20): (7, None, None, None),
+            ("g6", 30): (7, 10, 3, 8_000),
+        }
+        lag_at = {
+            (g, s): (r["committed_offset"], r["end_offset"], r["lag_records"], r["lag_ms"])
+            for g in ("g5", "g6")
+            for s in (10, 20, 30)
+            for r in run("lag_at", group=g, at=_iso(s))
+        }
+        assert lag_at == want
+        assert [r["lag_ms_method"] for r in run("lag_at", group="g6", at=_iso(20))] == [None]
+        history = {
+            (g, (_ms(r["at"]) - T) // S): (r["committed_offset"], r["end_offset"], r["lag_records"], r["lag_ms"])
+            for g in ("g5", "g6")
+            for r in run("lag_history", group=g, since=_iso(10), until=_iso(30), bucket="10s")
+        }
+        assert history == want
+        # behind from the end-offset row at 24 s on; the unknown 10 s of g6 is neither behind nor not
+        behind = run("groups_falling_behind", now=_iso(30), min_records=1, for_at_least="0s")
+        assert [(r["group_id"], (_ms(r["behind_since"]) - T) // S, r["lag_records"], r["lag_ms"]) for r in behind] == [
+            ("g5", 24, 5, 10_000),
+            ("g6", 24, 3, 8_000),
+        ]
+    finally:
+        spark.catalog.setCurrentDatabase("default")
+    import datetime as dt
+
+    probes = spark.createDataFrame(
+        [(g, s, dt.datetime.fromtimestamp((T + s * S) / 1000, dt.UTC)) for g in ("g5", "g6") for s in (10, 20, 30)],
+        "group_id string, bucket long, at timestamp",
+    )
+    group_lag = spark.read.format("delta").load(table_path(wh, "group_lag"))
+    ends = spark.read.format("delta").load(table_path(wh, "partition_end_offsets"))
+    report = {
+        (r["group_id"], r["bucket"]): (r["lag_records"], r["lag_ms"])
+        for r in lag_at_bucket_ends(group_lag, ends, probes).collect()
+    }
+    assert report == {k: v[2:] for k, v in want.items()}

@@ -5,7 +5,8 @@
 -- param for_at_least duration = 1h: how long the lag must have stayed at or above the thresholds
 --
 -- The lag is evaluated at every change of either side (each effective commit of the group, each
--- end-offset row of the partition) and at `now`, as lag_at does. A partition is listed when every
+-- end-offset row of the partition) and at `now`, as lag_at does; an evaluation whose end offset is
+-- not known yet (lag_at's NULL) is neither behind nor caught up. A partition is listed when every
 -- evaluation since `behind_since` (the first of the current unbroken stretch at or above the
 -- thresholds) is at or above them and `now - behind_since >= for_at_least`. Both thresholds
 -- given: both must hold. lag_records / lag_ms: at `now`; max_lag_records: the largest in the stretch.
@@ -29,18 +30,37 @@ asof AS (
   FROM events
   WINDOW w AS (PARTITION BY group_id, topic, partition ORDER BY at, kind ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
 ),
+log_end AS (
+  SELECT topic, partition, max(end_offset) AS log_end,
+         min_by(struct(at, first_offset), struct(at, end_offset)) AS first
+  FROM partition_end_offsets GROUP BY topic, partition
+),
 known AS (
   SELECT topic, partition, committed_offset, max_by(first_unconsumed_timestamp, lag_ms_method = 'record') AS record_time
   FROM group_lag WHERE first_unconsumed_timestamp IS NOT NULL
   GROUP BY topic, partition, committed_offset
 ),
+points AS (
+  SELECT a.group_id, a.topic, a.partition, a.at, a.kind, a.committed_offset, k.record_time,
+         coalesce(a.committed_offset > l.log_end, false) AS truncated,
+         CASE WHEN a.end_asof IS NULL AND a.at < l.first.at AND a.committed_offset = l.first.first_offset
+                THEN a.committed_offset
+              WHEN a.end_asof IS NULL THEN NULL
+              WHEN a.committed_offset > l.log_end THEN a.end_asof
+              ELSE greatest(a.end_asof, a.committed_offset) END AS end_offset
+  FROM asof a
+  LEFT JOIN log_end l USING (topic, partition)
+  LEFT JOIN known k USING (topic, partition, committed_offset)
+  WHERE a.committed_offset IS NOT NULL
+),
 judged AS (
-  SELECT a.group_id, a.topic, a.partition, a.at, a.kind, a.committed_offset,
-         greatest(a.end_asof, a.committed_offset) - a.committed_offset AS lag_records,
-         CASE WHEN a.end_asof <= a.committed_offset THEN 0
-              WHEN k.record_time IS NOT NULL THEN greatest(0, unix_millis(a.at) - unix_millis(k.record_time)) END AS lag_ms
-  FROM asof a LEFT JOIN known k USING (topic, partition, committed_offset)
-  WHERE a.committed_offset IS NOT NULL AND a.end_asof IS NOT NULL
+  SELECT group_id, topic, partition, at, kind, committed_offset,
+         end_offset - committed_offset AS lag_records,
+         CASE WHEN truncated THEN NULL
+              WHEN end_offset = committed_offset THEN 0
+              WHEN record_time IS NOT NULL THEN greatest(0, unix_millis(at) - unix_millis(record_time)) END AS lag_ms
+  FROM points
+  WHERE end_offset IS NOT NULL
 ),
 flagged AS (
   SELECT *,

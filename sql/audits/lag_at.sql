@@ -5,7 +5,9 @@
 -- committed_offset: the group's latest effective commit at or before `at` (group_lag kind
 -- commit; an offset deleted afterwards still shows). end_offset: the partition's end offset as
 -- of `at` (the last partition_end_offsets row at or before it), never below the committed offset
--- unless the log ends before it (truncated: the topic was truncated or recreated).
+-- unless the log ends before it (truncated: the topic was truncated or recreated). Before the
+-- partition's first end-offset row the end offset is unknown (NULL, and so are the lags), except
+-- for a commit of the partition's first known offset: the log cannot have ended past it (lag 0).
 -- lag_ms: `at` minus the time of the first record the group had not consumed, taken from a
 -- group_lag row with the same committed offset (its record, or its interpolated estimate); null
 -- when none knows it. committed_at: when that commit took effect; end_offset_at: the time of the
@@ -24,7 +26,9 @@ ends AS (
   GROUP BY c.topic, c.partition
 ),
 log_end AS (
-  SELECT topic, partition, max(end_offset) AS log_end FROM partition_end_offsets GROUP BY topic, partition
+  SELECT topic, partition, max(end_offset) AS log_end,
+         min_by(struct(at, first_offset), struct(at, end_offset)) AS first
+  FROM partition_end_offsets GROUP BY topic, partition
 ),
 known AS (
   SELECT topic, partition, committed_offset,
@@ -36,7 +40,10 @@ known AS (
 lag AS (
   SELECT c.topic, c.partition, c.committed_offset, c.committed_at, n.e.at AS end_offset_at,
          coalesce(c.committed_offset > l.log_end, false) AS truncated,
-         CASE WHEN c.committed_offset > l.log_end THEN n.e.end_offset
+         CASE WHEN n.e IS NULL AND :at < l.first.at AND c.committed_offset = l.first.first_offset
+                THEN c.committed_offset
+              WHEN n.e IS NULL THEN NULL
+              WHEN c.committed_offset > l.log_end THEN n.e.end_offset
               ELSE greatest(n.e.end_offset, c.committed_offset) END AS end_offset,
          k.record_time, k.method, c.offsets_partition
   FROM commits c

@@ -6,8 +6,9 @@
 --
 -- At each instant, as lag_at computes it: the group's latest effective commit at or before it,
 -- the partition's end offset as of it, and the age of the first unconsumed record where a
--- group_lag row knows its time. Instants before the group's first commit on a partition are
--- left out. A consumer that stopped shows its lag growing, bucket by bucket.
+-- group_lag row knows its time; where no end offset is known yet, NULL (as lag_at). Instants
+-- before the group's first commit on a partition are left out. A consumer that stopped shows its
+-- lag growing, bucket by bucket.
 WITH times AS (
   SELECT explode(sequence(:since, :until, :bucket)) AS at
 ),
@@ -32,7 +33,9 @@ asof AS (
   WINDOW w AS (PARTITION BY topic, partition ORDER BY at, kind ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
 ),
 log_end AS (
-  SELECT topic, partition, max(end_offset) AS log_end FROM partition_end_offsets GROUP BY topic, partition
+  SELECT topic, partition, max(end_offset) AS log_end,
+         min_by(struct(at, first_offset), struct(at, end_offset)) AS first
+  FROM partition_end_offsets GROUP BY topic, partition
 ),
 known AS (
   SELECT topic, partition, committed_offset, max_by(first_unconsumed_timestamp, lag_ms_method = 'record') AS record_time
@@ -42,7 +45,10 @@ known AS (
 points AS (
   SELECT a.topic, a.partition, a.at, a.committed_offset, k.record_time,
          coalesce(a.committed_offset > l.log_end, false) AS truncated,
-         CASE WHEN a.committed_offset > l.log_end THEN a.end_asof
+         CASE WHEN a.end_asof IS NULL AND a.at < l.first.at AND a.committed_offset = l.first.first_offset
+                THEN a.committed_offset
+              WHEN a.end_asof IS NULL THEN NULL
+              WHEN a.committed_offset > l.log_end THEN a.end_asof
               ELSE greatest(a.end_asof, a.committed_offset) END AS end_offset
   FROM asof a
   LEFT JOIN log_end l USING (topic, partition)
