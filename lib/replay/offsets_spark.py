@@ -1,8 +1,8 @@
 """Offset commits and transaction markers of the offsets_log as Spark columns, for queries
 across partitions (the report, the audits): which rows are offset commits, and what became
-of each transactional commit (committed / aborted / pending / cleared). The rules are those
-of lib.replay.offsets (spec 4.3-4.4): a transactional commit takes effect at its producer's
-next COMMIT marker, unless a tombstone of its key comes first."""
+of each transactional commit (committed / aborted / pending / cleared / superseded /
+outdated). The rules are those of lib.replay.offsets (spec 4.3-4.4), which the replay engine
+applies record by record; tests/test_effective_commits.py holds the two to the same answer."""
 
 from __future__ import annotations
 
@@ -41,11 +41,25 @@ def offset_commit_records(log: DataFrame) -> DataFrame:
 
 
 def classify_transactional(log: DataFrame) -> DataFrame:
-    """Transactional offset commits with txn_status committed / aborted / pending / cleared."""
+    """Transactional offset commits with txn_status committed / aborted / pending / cleared /
+    superseded / outdated, marker_offset and marker_timestamp (the producer's next COMMIT or
+    ABORT marker). As the loader decides (lib.replay.offsets): a commit waits for its
+    producer's next marker; a tombstone of its key before the marker clears it; a later
+    commit of the same producer for the key before the marker supersedes it (the pending
+    entry is replaced); at a COMMIT it takes effect only if its record is newer than the
+    offset in effect for the key (outdated otherwise: a plain commit, or another producer's
+    transaction committed first, wrote a newer record)."""
     commits = offset_commit_records(log)
     txn_values = commits.filter((F.col("producer_id") != NO_PRODUCER) & ~F.col("is_tombstone"))
     markers = log.filter(F.col("is_control") & F.col("control_type").isin("COMMIT", "ABORT")).select(
-        "offsets_partition", "producer_id", "log_offset", "control_type"
+        "offsets_partition",
+        "producer_id",
+        "log_offset",
+        F.struct(
+            F.col("log_offset").alias("offset"),
+            F.col("control_type").alias("type"),
+            F.col("log_timestamp").alias("timestamp"),
+        ).alias("_marker"),
     )
     by_producer = (
         Window.partitionBy("offsets_partition", "producer_id")
@@ -53,34 +67,50 @@ def classify_transactional(log: DataFrame) -> DataFrame:
         .rowsBetween(1, Window.unboundedFollowing)
     )
     with_marker = (
-        txn_values.withColumn("control_type", F.lit(None).cast("string"))
-        .unionByName(markers, allowMissingColumns=True)
-        .withColumn(
-            "marker_offset",
-            F.first(F.when(F.col("control_type").isNotNull(), F.col("log_offset")), ignorenulls=True).over(by_producer),
+        txn_values.withColumn("_marker", F.lit(None).cast(markers.schema["_marker"].dataType))
+        .withColumn("_is_marker", F.lit(False))
+        .unionByName(markers.withColumn("_is_marker", F.lit(True)), allowMissingColumns=True)
+        .withColumn("_next", F.first("_marker", ignorenulls=True).over(by_producer))
+        .filter(~F.col("_is_marker"))
+        .select(
+            *txn_values.columns,
+            F.col("_next.offset").alias("marker_offset"),
+            F.col("_next.type").alias("marker_type"),
+            F.col("_next.timestamp").alias("marker_timestamp"),
         )
-        .withColumn("marker_type", F.first("control_type", ignorenulls=True).over(by_producer))
-        .filter(F.col("control_type").isNull())
-        .drop("control_type")
     )
-    # The first tombstone of the same key after each transactional value clears it if it
-    # comes before the marker.
-    tombstones = commits.filter(F.col("is_tombstone")).select(*KEY, "log_offset", "is_tombstone")
-    by_key = Window.partitionBy(*KEY).orderBy("log_offset").rowsBetween(1, Window.unboundedFollowing)
+    # per key, in log order: the first tombstone after each record, the next record of the
+    # same producer, and the earliest moment a newer record of the key takes effect (a plain
+    # commit at its record, a transactional one at its COMMIT marker)
+    plain = commits.filter((F.col("producer_id") == NO_PRODUCER) & ~F.col("is_tombstone")).select(
+        *KEY, "log_offset", F.col("log_offset").alias("_effect"), F.lit("plain").alias("_kind")
+    )
+    tombstones = commits.filter(F.col("is_tombstone")).select(*KEY, "log_offset", F.lit("tombstone").alias("_kind"))
+    rows = with_marker.withColumn("_kind", F.lit("txn")).withColumn(
+        "_effect", F.when(F.col("marker_type") == "COMMIT", F.col("marker_offset"))
+    )
+    after = Window.partitionBy(*KEY).orderBy("log_offset").rowsBetween(1, Window.unboundedFollowing)
+    same_producer = Window.partitionBy(*KEY, "producer_id").orderBy("log_offset")
     classified = (
-        with_marker.unionByName(tombstones, allowMissingColumns=True)
-        .withColumn(
-            "next_tombstone", F.first(F.when(F.col("is_tombstone"), F.col("log_offset")), ignorenulls=True).over(by_key)
-        )
-        .filter(~F.col("is_tombstone"))
+        rows.unionByName(plain, allowMissingColumns=True)
+        .unionByName(tombstones, allowMissingColumns=True)
+        .withColumn("next_tombstone", F.min(F.when(F.col("_kind") == "tombstone", F.col("log_offset"))).over(after))
+        .withColumn("_newer_effect", F.min("_effect").over(after))
+        .filter(F.col("_kind") == "txn")
+        .withColumn("_next_same_producer", F.lead("log_offset").over(same_producer))
     )
-    cleared = F.col("next_tombstone").isNotNull() & (
-        F.col("marker_offset").isNull() | (F.col("next_tombstone") < F.col("marker_offset"))
-    )
-    return classified.withColumn(
-        "txn_status",
+    marker = F.col("marker_offset")
+    cleared = F.col("next_tombstone").isNotNull() & (marker.isNull() | (F.col("next_tombstone") < marker))
+    superseded = F.col("_next_same_producer").isNotNull() & (marker.isNull() | (F.col("_next_same_producer") < marker))
+    outdated = F.col("_newer_effect").isNotNull() & (F.col("_newer_effect") < marker)
+    return classified.select(
+        *with_marker.columns,
+        "next_tombstone",
         F.when(cleared, "cleared")
-        .when(F.col("marker_type") == "COMMIT", "committed")
+        .when(superseded, "superseded")
         .when(F.col("marker_type") == "ABORT", "aborted")
-        .otherwise("pending"),
+        .when(marker.isNull(), "pending")
+        .when(outdated, "outdated")
+        .otherwise("committed")
+        .alias("txn_status"),
     )

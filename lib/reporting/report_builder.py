@@ -7,8 +7,10 @@ What it shows, and how each number is computed:
 - Commits: OffsetCommit records (key types 0 and 1) of `offsets_log` with a value, that took
   effect: non-transactional ones (producer id -1, as Kafka 4.x decides) and transactional ones
   whose producer's next marker is a COMMIT (aborted, still-open and tombstone-cleared ones are
-  left out; `lib.replay.offsets_spark.classify_transactional` decides). A commit's time is the
-  record's `log_timestamp` (its `commit_timestamp` for legacy records without one).
+  left out, and so are those superseded or outdated before their marker;
+  `lib.replay.offsets_spark.classify_transactional` decides). A commit's time is when it took
+  effect: the record's `log_timestamp` (its `commit_timestamp` for legacy records without one),
+  or its transaction's COMMIT marker's, as in `group_lag`.
 - Per group (the top N by commits): commits per hour over time, and the committed offset of each
   topic-partition over time (the last commit in each time bucket; at most `MAX_SERIES`
   partitions per group, the first in (topic, partition) order), drawn at the time of that last
@@ -74,33 +76,30 @@ def bucket_width(span_ms: int, max_buckets: int = MAX_BUCKETS) -> int:
 
 
 def applied_commits(log):
-    """Offset commits that took effect: group_id, topic, partition, committed_offset, ts,
-    offsets_partition, log_offset (see the module doc)."""
+    """Offset commits that took effect: group_id, topic, partition, committed_offset, ts (when it
+    took effect), offsets_partition, log_offset (the record that made it effective: the commit,
+    or its transaction's COMMIT marker), as group_lag's commit rows (see the module doc)."""
     from pyspark.sql import functions as F
 
     from lib.replay.offsets_spark import NO_PRODUCER, classify_transactional, offset_commit_records
 
     values = offset_commit_records(log).filter(~F.col("is_tombstone") & F.col("group_id").isNotNull())
-    cols = [
-        "group_id",
-        "topic",
-        "partition",
-        "committed_offset",
+    cols = ["group_id", "topic", "partition", "committed_offset"]
+    plain = values.filter(F.col("producer_id") == NO_PRODUCER).select(
+        *cols,
         F.coalesce("log_timestamp", "commit_timestamp").alias("ts"),
         "offsets_partition",
         "log_offset",
-    ]
-    plain = values.filter(F.col("producer_id") == NO_PRODUCER).select(*cols)
-    committed_txn = (
-        classify_transactional(log)
-        .filter(F.col("txn_status") == "committed")
-        .select("offsets_partition", "log_offset")
-        .distinct()
     )
     txn = (
-        values.filter(F.col("producer_id") != NO_PRODUCER)
-        .join(committed_txn, ["offsets_partition", "log_offset"], "left_semi")
-        .select(*cols)
+        classify_transactional(log)
+        .filter((F.col("txn_status") == "committed") & F.col("group_id").isNotNull())
+        .select(
+            *cols,
+            F.col("marker_timestamp").alias("ts"),
+            "offsets_partition",
+            F.col("marker_offset").alias("log_offset"),
+        )
     )
     return plain.unionByName(txn).filter(F.col("ts").isNotNull())
 
