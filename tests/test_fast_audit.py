@@ -588,7 +588,11 @@ def test_previous_in_the_trackers_json_form_and_back():
         # taken from the code under test)
         return {
             "members": [
-                {"member_id": m.member_id, "instance": m.group_instance_id, "assignment": [list(tp) for tp in m.assignment]}
+                {
+                    "member_id": m.member_id,
+                    "instance": m.group_instance_id,
+                    "assignment": [list(tp) for tp in m.assignment],
+                }
                 for m in gen.members
             ]
         }
