@@ -2,9 +2,10 @@
 
 Framing, CRC, decode (lib.decode / lib.decode.fast), the offsets replay and the group fold
 (lib.replay.engine) and expiry happen in one pass in the Python worker. The worker writes
-its rows as Parquet files straight into the Delta tables' folders (offsets_log: one file per
-partition, in offsets_partition=P/; each state table: one file per Spark task, a row group
-per partition), where the driver's commit adds them without rewriting; until that commit
+its rows as Parquet files straight into the Delta tables' folders (offsets_log: files of
+its own per partition, the GroupMetadata rows apart, or a share of the task's file when few
+rows are new (_LogWriter); each state table: one file per Spark task, a row group per
+partition), where the driver's commit adds them without rewriting; until that commit
 they are invisible to readers (and VACUUM removes them if the run dies). What goes back to
 the driver is one small summary per partition (counts, the checkpoint) and the files to add,
 with their stats.
@@ -13,7 +14,6 @@ No pyspark here: the same function runs without Spark (tests, the coordinator)."
 from __future__ import annotations
 
 import json
-import os
 import time
 import uuid
 from collections.abc import Iterator
@@ -466,7 +466,6 @@ def replay_partition(task: dict, state: TaskState, events=None) -> dict:
     from lib.replay.engine import PartitionReplay
     from lib.replay.groups import GroupReplayError
 
-    started = time.time()
     p = task["partition"]
     warehouse, run_id = task["warehouse"], task["run_id"]
     clock = {"read_state": 0.0, "decode": 0.0, "replay": 0.0, "write_log": 0.0, "finish": 0.0, "lag_input": 0.0}
@@ -566,7 +565,6 @@ def replay_partition(task: dict, state: TaskState, events=None) -> dict:
         "unresolved_topic_ids": result["unresolved_topic_ids"],
         "files": files,
         "seconds": clock,
-        "span": (started, time.time(), os.getpid()),
     }
 
 

@@ -1103,15 +1103,6 @@ class PartitionReplay:
         changes_at = int(at[later].min()) if later.any() else None
         return expired, changes_at
 
-    def _key_tuple(self, k: int) -> tuple:
-        b = self.keys.bytes_of(k)
-        gl = struct.unpack_from(">h", b, 0)[0]
-        g = b[2 : 2 + gl].decode()
-        tl = struct.unpack_from(">h", b, 2 + gl)[0]
-        t = b[4 + gl : 4 + gl + tl].decode()
-        (p,) = struct.unpack_from(">i", b, 4 + gl + tl)
-        return g, t, p
-
 
 def _floor_ms(value) -> int:
     """ms since the epoch of a TIMESTAMP value (µs int or datetime), as Spark's unix_millis."""

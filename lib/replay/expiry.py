@@ -1,6 +1,7 @@
-"""Offset expiry and group deletion as of a chosen time (spec 4.7), the way the coordinator's
-periodic cleanup (GroupCoordinatorShard.cleanupGroupMetadata) decides at `now_ms`, for the
-state of one offsets partition: the rule per group here; the instant an eligible offset expires
+"""Offset expiry as of a chosen time (spec 4.7), the way the coordinator's periodic cleanup
+(GroupCoordinatorShard.cleanupGroupMetadata) decides at `now_ms`, for the state of one
+offsets partition: which offsets of a group are eligible, here (group deletion is decided by
+PartitionReplay, lib.replay.engine); the instant an eligible offset expires
 (its explicit expiry, else its group's state timestamp for an empty classic group, else its
 commit timestamp, plus the retention) is computed for all offsets at once by
 PartitionReplay._judge_offsets."""
@@ -8,7 +9,6 @@ PartitionReplay._judge_offsets."""
 from __future__ import annotations
 
 DEFAULT_RETENTION_MINUTES = 10080
-NEVER = None
 
 
 def offset_rule(group: dict | None):

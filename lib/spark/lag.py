@@ -58,10 +58,6 @@ from schemas.records import OFFSET_COMMIT_TYPES
 OFFSETS_TOPIC = "__consumer_offsets"
 
 
-class LagError(Exception):
-    """The consumed topics' segments could not be read; the message names file and position."""
-
-
 @dataclass
 class LagResult:
     partitions_scanned: int = 0
