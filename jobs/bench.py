@@ -242,9 +242,9 @@ def run_job(log_dir: str, warehouse: str, now_ms: int, fresh: bool = False, extr
     t0 = time.monotonic()
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     while proc.poll() is None:
-        procs = _proc_table()
-        tree = _descendants(procs, proc.pid)
-        java = {p for p in tree if _is_java(procs[p][2])}
+        procs = proc_table()
+        tree = descendants(procs, proc.pid)
+        java = {p for p in tree if is_java(procs[p][2])}
         jvm = [procs[p][1] for p in java if procs[p][0] not in java]
         workers = [procs[p][1] for p in tree if "pyspark" in procs[p][2] and p not in java]
         peaks["jvm_mb"] = max(peaks["jvm_mb"], round(max(jvm, default=0) / 1024, 1))
@@ -415,12 +415,12 @@ def dump_log_rate(files: list[str], records: int) -> float | None:
         return records / (time.monotonic() - t0)
 
 
-def _is_java(cmdline: str) -> bool:
+def is_java(cmdline: str) -> bool:
     exe = cmdline.split(" ", 1)[0]
     return os.path.basename(exe) == "java"
 
 
-def _proc_table() -> dict[int, tuple[int, int, str]]:
+def proc_table() -> dict[int, tuple[int, int, str]]:
     """pid -> (parent pid, RSS in KiB, command line)."""
     out = {}
     for name in os.listdir("/proc"):
@@ -443,7 +443,7 @@ def _proc_table() -> dict[int, tuple[int, int, str]]:
     return out
 
 
-def _descendants(procs: dict, root: int) -> set[int]:
+def descendants(procs: dict, root: int) -> set[int]:
     children: dict[int, list[int]] = {}
     for pid, (ppid, _, _) in procs.items():
         children.setdefault(ppid, []).append(pid)

@@ -106,7 +106,7 @@ def run(
     """One full replay in its own processes: `python -m jobs.replay_offsets` in local mode, or
     `make submit` to the cluster. Returns (wall seconds, the job's own seconds, peak RSS MB by
     kind of process)."""
-    from jobs.bench import _descendants, _is_java, _proc_table
+    from jobs.bench import descendants, is_java, proc_table
 
     if not warehouse.startswith("s3a://"):
         shutil.rmtree(warehouse, ignore_errors=True)
@@ -121,13 +121,13 @@ def run(
     t0 = time.monotonic()
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     while proc.poll() is None:
-        procs = _proc_table()
-        mine = _descendants(procs, proc.pid) | {proc.pid}
-        theirs = set().union(*(_descendants(procs, r) for r in roots))
+        procs = proc_table()
+        mine = descendants(procs, proc.pid) | {proc.pid}
+        theirs = set().union(*(descendants(procs, r) for r in roots))
         for pid in mine | theirs:
             _, rss, cmdline = procs.get(pid, (0, 0, ""))
             mb = rss / 1024
-            if _is_java(cmdline):
+            if is_java(cmdline):
                 kind = "executor_jvm" if "CoarseGrainedExecutorBackend" in cmdline else "driver_jvm"
             elif "pyspark" in cmdline:
                 kind = "python_worker"

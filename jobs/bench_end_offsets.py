@@ -35,7 +35,7 @@ def main(argv=None) -> int:
 
     read_one: Callable[[TopicPartitionLog], tuple[int, int, int]]
     if args.mode == "scan":
-        from lib.source.topic_scan import _hop
+        from lib.source.topic_scan import kernel_compiled
 
         read_one = _scan_one
     else:
@@ -68,7 +68,7 @@ def main(argv=None) -> int:
         "peak_rss_mb": _peak_rss_kib() / 1024,
     }
     if args.mode == "scan":
-        out["kernel_compiled"] = bool(sum(_hop.stats.cache_misses.values()))
+        out["kernel_compiled"] = kernel_compiled()
     print(json.dumps(out))
     return 0
 

@@ -125,3 +125,77 @@ def test_the_replay_driver_does_not_load_numba():
     code = "import sys, jobs.replay_offsets, lib.spark.pipeline, lib.spark.lag\nprint('numba' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def _modules(top: str) -> dict[str, pathlib.Path]:
+    out = {}
+    for path in sorted((REPO / top).rglob("*.py")):
+        parts = list(path.relative_to(REPO).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = path
+    return out
+
+
+def _imported_names(path: pathlib.Path) -> list[tuple[int, str, str]]:
+    """(line, module, name) of every `from module import name` (function-level ones too)."""
+    return [
+        (node.lineno, node.module, a.name)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0
+        for a in node.names
+    ]
+
+
+def test_no_module_imports_another_ones_private_names():
+    """A name with a leading underscore is its module's own: another module that needs it gets
+    a public name (the tests may reach into a module; the code may not)."""
+    wrong = [
+        f"{path.relative_to(REPO)}:{line} imports {module}.{name}"
+        for top in ("lib", "jobs", "schemas", "airflow_dags", "samples")
+        for mod, path in _modules(top).items()
+        for line, module, name in _imported_names(path)
+        if module.split(".")[0] in ("lib", "jobs", "schemas")
+        and module != mod
+        and name.startswith("_")
+        and not name.startswith("__")
+    ]
+    assert wrong == []
+
+
+def test_no_import_cycle_between_the_modules_of_a_layer():
+    """Inside a layer of lib (and inside jobs), no two modules import each other, directly or
+    around a longer cycle, counting function-level imports: a cycle means a rule or a helper
+    sits in the wrong one."""
+    modules = {**_modules("lib"), **_modules("jobs")}
+    graph: dict[str, set[str]] = {m: set() for m in modules}
+
+    def same_layer(mod: str, target: str) -> bool:
+        return target in modules and target != mod and target.split(".")[:2] == mod.split(".")[:2]
+
+    for mod, path in modules.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                graph[mod] |= {a.name for a in node.names if same_layer(mod, a.name)}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                # `from package import module` imports the module; any other name, the package
+                subs = {f"{node.module}.{a.name}" for a in node.names}
+                graph[mod] |= {t for t in subs if same_layer(mod, t)}
+                if any(t not in modules for t in subs) and same_layer(mod, node.module):
+                    graph[mod].add(node.module)
+    cycles = []
+    state: dict[str, int] = {}  # 1: on the path, 2: done
+
+    def visit(m: str, path: list[str]) -> None:
+        state[m] = 1
+        for n in sorted(graph[m]):
+            if state.get(n) == 1:
+                cycles.append(" -> ".join(path[path.index(n) :] + [n]))
+            elif n not in state:
+                visit(n, path + [n])
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [m])
+    assert cycles == []

@@ -47,8 +47,8 @@ use_stable_zip_cache(__file__)  # before the first @njit(cache=True): see lib.nu
 # Kernels that allocate nothing are compiled without numba's reference counting: otherwise every
 # call increments and decrements each array it is passed (atomically), which cost most of the
 # time of a problem. Only the batch's entry points (which allocate) count references.
-_kernel = njit(cache=True, nogil=True, _nrt=False)  # type: ignore[call-overload]
-_inline_kernel = njit(cache=True, nogil=True, _nrt=False, inline="always")  # type: ignore[call-overload]
+njit_kernel = njit(cache=True, nogil=True, _nrt=False)  # type: ignore[call-overload]
+njit_inline_kernel = njit(cache=True, nogil=True, _nrt=False, inline="always")  # type: ignore[call-overload]
 
 # assignor codes (ProblemBatch.assignor), in lib.assignors.ASSIGNOR_NAMES order
 RANGE, ROUNDROBIN, STICKY, COOPERATIVE_STICKY = 0, 1, 2, 3
@@ -150,7 +150,7 @@ class AssignmentBatch:
 # --- strings as Java sees them ------------------------------------------------------------------
 
 
-@_kernel
+@njit_kernel
 def _utf8_scan(data, start, end, units, at):
     """Decode strict UTF-8 data[start:end] to UTF-16 units written from units[at] (when units
     is non-empty); -> (units written, valid). Strict UTF-8 is exactly what Java decodes without
@@ -243,7 +243,7 @@ def _java_strings(data, offsets):
     return units, unit_offsets, hashes, valid
 
 
-@_inline_kernel
+@njit_inline_kernel
 def _compare(units, offsets, a, b):
     """The sign of String.compareTo (UTF-16 units) of strings a and b."""
     sa, ea, sb, eb = offsets[a], offsets[a + 1], offsets[b], offsets[b + 1]
@@ -272,7 +272,7 @@ def _has_replacement_char(data, offsets):
 # --- the members' HashMap ----------------------------------------------------------------------
 
 
-@_kernel
+@njit_kernel
 def _hashmap_order(hashes, units, unit_offsets, first, m, order, counts, scratch):
     """The iteration order of a java.util.HashMap (default capacity) after putting members
     first .. first+m-1 in that order: bins in index order, each in insertion order (resizes
@@ -320,7 +320,7 @@ def _hashmap_order(hashes, units, unit_offsets, first, m, order, counts, scratch
     return True
 
 
-@_inline_kernel
+@njit_inline_kernel
 def _member_info_less(a, b, id_units, id_offsets, inst_units, inst_offsets, has_instance):
     """AbstractPartitionAssignor.MemberInfo.compareTo(a, b) < 0: static members first, by
     group.instance.id; then dynamic ones by member id."""
@@ -331,7 +331,7 @@ def _member_info_less(a, b, id_units, id_offsets, inst_units, inst_offsets, has_
     return _compare(id_units, id_offsets, a, b) < 0
 
 
-@_kernel
+@njit_kernel
 def _sort_member_info(members, n, first, id_units, id_offsets, inst_units, inst_offsets, has_instance):
     """Collections.sort by MemberInfo (stable): binary insertion, after equal elements."""
     for i in range(1, n):
@@ -350,7 +350,7 @@ def _sort_member_info(members, n, first, id_units, id_offsets, inst_units, inst_
         members[lo] = v
 
 
-@_kernel
+@njit_kernel
 def _sort_by_id(members, start, end, first, id_units, id_offsets):
     """Sort members[start:end] by member id (String.compareTo); ids are distinct."""
     for i in range(start + 1, end):
@@ -362,7 +362,7 @@ def _sort_by_id(members, start, end, first, id_units, id_offsets):
         members[k] = v
 
 
-@_inline_kernel
+@njit_inline_kernel
 def _sort_keys(keys, values, start, end):
     """Insertion sort of values[start:end] by keys[start:end] (both permuted; stable)."""
     for i in range(start + 1, end):
@@ -376,7 +376,7 @@ def _sort_keys(keys, values, start, end):
         values[k] = vv
 
 
-@_inline_kernel
+@njit_inline_kernel
 def _copy(dst, src, n):
     """dst[:n] = src[:n] (a slice assignment would allocate a temporary, which needs NRT)."""
     for i in range(n):
@@ -386,13 +386,13 @@ def _copy(dst, src, n):
 # --- big-endian reads of the sticky user data ---------------------------------------------------
 
 
-@_inline_kernel
+@njit_inline_kernel
 def _int32(data, at):
     v = (np.int64(data[at]) << 24) | (np.int64(data[at + 1]) << 16) | (np.int64(data[at + 2]) << 8) | data[at + 3]
     return v - (1 << 32) if v >= (1 << 31) else v
 
 
-@_inline_kernel
+@njit_inline_kernel
 def _int16(data, at):
     v = (np.int64(data[at]) << 8) | data[at + 1]
     return v - (1 << 16) if v >= (1 << 15) else v
@@ -630,7 +630,7 @@ def _assign_batch(b):
 # --- one problem -----------------------------------------------------------------------------------
 
 
-@_kernel
+@njit_kernel
 def _slot_of(w, t, p, n_slots, total):
     """The slot of partition p of known topic t: known_base[t] + p in range, else an overflow
     slot after `total` (registered on first sight). -> (slot, n_slots), slot -1 past the limit."""
@@ -646,7 +646,7 @@ def _slot_of(w, t, p, n_slots, total):
     return n_slots, n_slots + 1
 
 
-@_kernel
+@njit_kernel
 def _known_topics(p, b, st, w, first, m):
     """The problem's known topics (assign()'s counts: subscribed, with partitions) in String
     order, their slots, and who subscribes to which. -> (n_known, total partitions), n_known
@@ -691,7 +691,7 @@ def _known_topics(p, b, st, w, first, m):
     return n_known, total
 
 
-@_kernel
+@njit_kernel
 def _solve(p, b, st, w):
     """Problem p: -> (status, Java exception code, entries in assigned_member/assigned_slot)."""
     first = b.member_offsets[p]
@@ -785,7 +785,7 @@ def _solve(p, b, st, w):
 # --- range and roundrobin ------------------------------------------------------------------------
 
 
-@_kernel
+@njit_kernel
 def _range(w, m, n_known):
     """RangeAssignor.assignPartitions without racks: per topic, its members in MemberInfo order
     take contiguous ranges, the first `partitions % members` one more."""
@@ -819,7 +819,7 @@ def _range(w, m, n_known):
     return n_assigned
 
 
-@_kernel
+@njit_kernel
 def _roundrobin(w, m, n_known):
     """RoundRobinAssignor: every partition (topics in String order) to the next member in
     MemberInfo order that subscribes to its topic."""
@@ -839,7 +839,7 @@ def _roundrobin(w, m, n_known):
 # --- the sticky assignors' member data ---------------------------------------------------------------
 
 
-@_kernel
+@njit_kernel
 def _read_previous_assignment(b, st, w, at, end, n_known, n_slots, total, n_claims):
     """StickyAssignor's previous_assignment array (Schema.read's checks) from user_data_bytes[at:end],
     each partition as its slot (-1: a topic not known). -> (position after it, -1 if it does
@@ -901,7 +901,7 @@ def _read_previous_assignment(b, st, w, at, end, n_known, n_slots, total, n_clai
     return at, n_claims, n_slots, True
 
 
-@_kernel
+@njit_kernel
 def _sticky_member_data(b, st, w, g, n_known, n_slots, total, n_claims):
     """StickyAssignor.memberData of member g: the v1 layout (partitions, generation), else v0
     (partitions, no generation), else no partitions and DEFAULT_GENERATION. -> (n_claims,
@@ -918,7 +918,7 @@ def _sticky_member_data(b, st, w, g, n_known, n_slots, total, n_claims):
     return n_claims, n_slots, -1, False, usable  # v0: no generation
 
 
-@_kernel
+@njit_kernel
 def _remove_first(items, start, end, value):
     """List.remove(Object) on items[start:end]; -> the new end."""
     for j in range(start, end):
@@ -929,7 +929,7 @@ def _remove_first(items, start, end, value):
     return end
 
 
-@_kernel
+@njit_kernel
 def _resolve_claims(p, b, w, first, m, n_slots):
     """AbstractStickyAssignor.allSubscriptionsEqual: whether all members list the same topics;
     and each member's still-valid owned partitions (claims resolved in HashMap order) in
@@ -994,7 +994,7 @@ def _resolve_claims(p, b, w, first, m, n_slots):
 # --- the constrained builder (all members subscribe to the same topics) ----------------------------
 
 
-@_kernel
+@njit_kernel
 def _constrained(st, w, first, m, total, n_slots):
     """AbstractStickyAssignor.ConstrainedAssignmentBuilder.build. -> (entries in
     assigned_member/assigned_slot, Java exception code or -1); transferring holds
@@ -1119,7 +1119,7 @@ def _constrained(st, w, first, m, total, n_slots):
     return n_assigned, -1
 
 
-@_kernel
+@njit_kernel
 def _walk_unassigned(w, total, n_assigned):
     """getUnassignedPartitions' two-pointer walk over every partition in (topic, partition)
     order, for the irregular case: an assigned partition beyond its topic's range (or a
@@ -1152,13 +1152,13 @@ def _walk_unassigned(w, total, n_assigned):
 # --- the general builder (members subscribe to different topics) ------------------------------------
 
 
-@_inline_kernel
+@njit_inline_kernel
 def _sorts_before(w, a, c):
     """sortedCurrentSubscriptions' comparator: fewer partitions first, then member id."""
     return w.size[a] < w.size[c] or (w.size[a] == w.size[c] and w.id_rank[a] < w.id_rank[c])
 
 
-@_kernel
+@njit_kernel
 def _consumers_add(w, n, i):
     """TreeSet.add on sortedCurrentSubscriptions[:n]; -> its new length, -1 where the
     comparator throws (a member not in currentAssignment: NullPointerException)."""
@@ -1177,7 +1177,7 @@ def _consumers_add(w, n, i):
     return n + 1
 
 
-@_kernel
+@njit_kernel
 def _consumers_remove(w, n, i):
     """TreeSet.remove (an empty tree compares nothing); -> the new length, -1 as above."""
     if n == 0:
@@ -1193,7 +1193,7 @@ def _consumers_remove(w, n, i):
     return n
 
 
-@_inline_kernel
+@njit_inline_kernel
 def _partition_bin(st, w, s, capacity):
     """The HashSet bin of TopicPartition slot s: HashMap.hash of 31 * (31 + partition) +
     topic.hashCode()."""
@@ -1201,7 +1201,7 @@ def _partition_bin(st, w, s, capacity):
     return (h ^ (h >> 16)) & (capacity - 1)
 
 
-@_kernel
+@njit_kernel
 def _movement_set(w, n_sets, k, source, target):
     """partitionMovementsByTopic.get(topic).get(ConsumerPair(source, target)): a set id, -1."""
     for q in range(n_sets):
@@ -1210,7 +1210,7 @@ def _movement_set(w, n_sets, k, source, target):
     return -1
 
 
-@_kernel
+@njit_kernel
 def _add_movement_record(st, w, n_sets, seq, s, source, target):
     """PartitionMovements.addPartitionMovementRecord. -> (n_sets, False where the set's bin
     would turn into a tree)."""
@@ -1245,7 +1245,7 @@ def _add_movement_record(st, w, n_sets, seq, s, source, target):
     return n_sets, True
 
 
-@_kernel
+@njit_kernel
 def _first_of_set(st, w, q):
     """HashSet.iterator().next(): the lowest bin, in it the earliest added."""
     k = w.set_k[q]
@@ -1259,7 +1259,7 @@ def _first_of_set(st, w, q):
     return best
 
 
-@_kernel
+@njit_kernel
 def _partition_to_be_moved(st, w, n_sets, s, old, new):
     """PartitionMovements.getTheActualPartitionToBeMoved: if a partition of the topic moved the
     opposite way, that one moves back instead."""
@@ -1277,7 +1277,7 @@ def _partition_to_be_moved(st, w, n_sets, s, old, new):
     return s if q < 0 else _first_of_set(st, w, q)
 
 
-@_kernel
+@njit_kernel
 def _process_movement(st, w, n_sc, n_sets, seq, s, new):
     """processPartitionMovement. -> (n_sc, n_sets, error code or -1)."""
     old = w.partition_consumer[s]
@@ -1314,7 +1314,7 @@ def _process_movement(st, w, n_sc, n_sets, seq, s, new):
     return n_sc, n_sets, -1 if n_sc >= 0 else NULL_POINTER
 
 
-@_kernel
+@njit_kernel
 def _is_balanced(p, b, w, first, n_known, n_sc):
     """GeneralAssignmentBuilder.isBalanced. -> (balanced, error code or -1)."""
     if n_sc == 0:
@@ -1343,7 +1343,7 @@ def _is_balanced(p, b, w, first, n_known, n_sc):
     return True, -1
 
 
-@_kernel
+@njit_kernel
 def _perform_reassignments(p, b, st, w, first, m, n_known, partitions, n_partitions, n_sc, n_sets, seq):
     """performReassignments: move partitions off crowded members until balanced. -> (performed,
     n_sets, seq, error code or -1)."""
@@ -1395,7 +1395,7 @@ def _perform_reassignments(p, b, st, w, first, m, n_known, partitions, n_partiti
     return performed, n_sets, seq, _UNCOVERED
 
 
-@_kernel
+@njit_kernel
 def _balance_score(sizes, m, fixed, scratch):
     """getBalanceScore over the members still in currentAssignment."""
     n = 0
@@ -1414,7 +1414,7 @@ def _balance_score(sizes, m, fixed, scratch):
     return score
 
 
-@_kernel
+@njit_kernel
 def _general(p, b, st, w, first, m, n_known, total):
     """AbstractStickyAssignor.GeneralAssignmentBuilder.build. -> (entries in assigned_member/
     assigned_slot, Java exception code, -1, or _UNCOVERED). Each partition is in at most one
@@ -1570,7 +1570,7 @@ def _general(p, b, st, w, first, m, n_known, total):
     return n_assigned, -1
 
 
-@_kernel
+@njit_kernel
 def _transferring_ownership(w, m, total):
     """CooperativeStickyAssignor.computePartitionsTransferringOwnership after the general
     builder: partitions given to a member that did not own them while a member that owned them

@@ -48,9 +48,9 @@ from lib.assignors.fast import (
     FALLBACK,
     RANGE,
     ProblemBatch,
-    _inline_kernel,
-    _kernel,
     assign_arrays,
+    njit_inline_kernel,
+    njit_kernel,
 )
 from lib.numba_cache import use_stable_zip_cache
 from schemas.tables import ASSIGNMENT_AUDIT, GROUP_METADATA
@@ -306,7 +306,7 @@ def _workspace(n_topics, n_identities, max_m, max_assigned, max_total, max_nk, m
 # --- one generation's pieces ---------------------------------------------------------------------
 
 
-@_kernel
+@njit_kernel
 def _raise_known(first, last, mem, known_value, known_has):
     """AssignmentTracker._audit: each assigned partition raises its topic's known count."""
     for e in range(mem.assigned_offsets[first], mem.assigned_offsets[last]):
@@ -319,7 +319,7 @@ def _raise_known(first, last, mem, known_value, known_has):
             known_value[t] = value
 
 
-@_inline_kernel
+@njit_inline_kernel
 def _bytes_compare(data, offsets, a, b):
     """The sign of comparing strings a and b by their UTF-8 bytes (Python's str order)."""
     sa, ea, sb, eb = offsets[a], offsets[a + 1], offsets[b], offsets[b + 1]
@@ -330,7 +330,7 @@ def _bytes_compare(data, offsets, a, b):
     return -1 if la < lb else (1 if la > lb else 0)
 
 
-@_kernel
+@njit_kernel
 def _order_by_id(first, m, mem, order):
     """order[:m]: the members by member id (stable); -> False where two ids are equal."""
     for i in range(m):
@@ -346,7 +346,7 @@ def _order_by_id(first, m, mem, order):
     return True
 
 
-@_kernel
+@njit_kernel
 def _subscribed(r, first, last, mem, topic_rank, w):
     """Row r's subscribed topics (each once) in String order into w.sub_topic; -> how many."""
     nk = 0
@@ -363,7 +363,7 @@ def _subscribed(r, first, last, mem, topic_rank, w):
     return nk
 
 
-@_kernel
+@njit_kernel
 def _layout(r, topic, count, lo, hi, w):
     """Row r's universe from its topics topic[lo:hi] (String order) and partition counts:
     marks them subscribed; -> its partitions (slot_k is filled where they fit)."""
@@ -384,7 +384,7 @@ def _layout(r, topic, count, lo, hi, w):
     return total
 
 
-@_inline_kernel
+@njit_inline_kernel
 def _slot(r, t, p, w):
     """The slot of partition p of topic t in row r's universe, -1 outside it."""
     if t < 0 or w.topic_stamp[t] != r:
@@ -393,7 +393,7 @@ def _slot(r, t, p, w):
     return w.base[k] + p if 0 <= p < w.sub_n[k] else -1
 
 
-@_kernel
+@njit_kernel
 def _slot_lists(r, first, m, offsets, topic, partition, w, lists_offsets, lists, tick):
     """Each member's partitions (offsets/topic/partition, CSR over the batch's members
     first..first+m-1) as its distinct slots in order: lists[lists_offsets[i]:lists_offsets[i+1]]
@@ -424,7 +424,7 @@ def _slot_lists(r, first, m, offsets, topic, partition, w, lists_offsets, lists,
     return held, tick + 1
 
 
-@_inline_kernel
+@njit_inline_kernel
 def _holds(lists_offsets, lists, i, s):
     """Does member i's sorted list hold slot s?"""
     lo, hi = lists_offsets[i], lists_offsets[i + 1]
@@ -437,13 +437,13 @@ def _holds(lists_offsets, lists, i, s):
     return lo < lists_offsets[i + 1] and lists[lo] == s
 
 
-@_inline_kernel
+@njit_inline_kernel
 def _member_of(r, identity, w):
     """The row's member with this identity, -1: none (identities are marked for the row)."""
     return w.identity_member[identity] if w.identity_stamp[identity] == r else -1
 
 
-@_kernel
+@njit_kernel
 def _moves(r, owners, lo, hi, w, lists_offsets, lists):
     """audit.moves: previous owners owners[lo:hi] whose partition (in the universe) their
     owner does not hold now (each member's slots in lists)."""
@@ -457,7 +457,7 @@ def _moves(r, owners, lo, hi, w, lists_offsets, lists):
     return moved
 
 
-@_kernel
+@njit_kernel
 def _same_topics(first, m, mem):
     """Do all members list the same subscribed topics (as audit.min_moves compares them)?"""
     lo, hi = mem.topic_offsets[first], mem.topic_offsets[first + 1]
@@ -471,7 +471,7 @@ def _same_topics(first, m, mem):
     return True
 
 
-@_kernel
+@njit_kernel
 def _insertion_sort(a, n):
     for i in range(1, n):
         v = a[i]
@@ -482,7 +482,7 @@ def _insertion_sort(a, n):
         a[k] = v
 
 
-@_kernel
+@njit_kernel
 def _min_moves(r, owners, lo, hi, first, m, mem, nk, total, w):
     """audit.min_moves against the previous owners owners[lo:hi]."""
     held = 0
@@ -518,7 +518,7 @@ def _min_moves(r, owners, lo, hi, first, m, mem, nk, total, w):
     return gone
 
 
-@_kernel
+@njit_kernel
 def _owner_map(r, first, last, mem, w, maps, at):
     """The row's owner map (audit_generation's prev_owner for the next generation): each
     partition assigned, first owner in member order, appended to maps from `at`. -> the end."""
@@ -545,7 +545,7 @@ def _owner_map(r, first, last, mem, w, maps, at):
     return at
 
 
-@_kernel
+@njit_kernel
 def _mark_identities(r, first, m, mem, w):
     """identity -> member for the row; -> False where two members share an identity."""
     for i in range(m):
@@ -557,7 +557,7 @@ def _mark_identities(r, first, m, mem, w):
     return True
 
 
-@_inline_kernel
+@njit_inline_kernel
 def _owners_range(ref, maps0, maps):
     """The owner map a previous-generation reference names: (which, lo, hi); which 0: the
     Previous given, 1: a row of the batch."""
@@ -567,7 +567,7 @@ def _owners_range(ref, maps0, maps):
     return 0, maps0.offsets[k], maps0.offsets[k + 1]
 
 
-@_kernel
+@njit_kernel
 def _fill_offsets(offsets):
     """CSR offsets written only for some items (-1 elsewhere): the others get empty ranges."""
     for i in range(1, len(offsets)):
@@ -620,7 +620,7 @@ _First = namedtuple(
 TOPICS, COUNTS, MAPS, UNASSIGNED, TWICE, LISTS, TICK = range(7)
 
 
-@_kernel
+@njit_kernel
 def _first_row(r, rows, mem, topic_rank, known_value, known_has, maps0, group_ref, w, out, at):
     """Audited row r: `known` raised, its topics (with the counts known now) and owner map,
     and where the kernels audit it (kind FAST) all but the assignor's verdict."""
@@ -653,7 +653,7 @@ def _first_row(r, rows, mem, topic_rank, known_value, known_has, maps0, group_re
     group_ref[g] = r
 
 
-@_kernel
+@njit_kernel
 def _first_row_stats(r, first, m, nk, total, ref, mem, maps0, w, out, at):
     """Row r's spread, moves, unassigned and assigned-twice partitions, members (by member
     id, each its partitions) and the partition counts its leader knew."""
@@ -834,7 +834,7 @@ _Second = namedtuple(
 DIFFERING, REFERENCE = 0, 1
 
 
-@_kernel
+@njit_kernel
 def _second_row(r, rows, mem, fp, status, result, maps0, w, out, at):
     """Row r's verdict against its assignor's result (status[r], `result`)."""
     first, last = rows.member_offsets[r], rows.member_offsets[r + 1]

@@ -11,7 +11,7 @@ import struct
 from lib.codec.errors import DecodeError, UnknownRecordTypeError, UnknownRecordVersionError
 from lib.codec.generic import read_message
 from lib.codec.primitives import Reader
-from lib.codec.serde import _decode_consumer_protocol, decode_key, key_data, record_type_of, value_version
+from lib.codec.serde import decode_consumer_protocol, decode_key, key_data, record_type_of, value_version
 from schemas.records import CONSUMER_PROTOCOL_ASSIGNMENT, CONSUMER_PROTOCOL_SUBSCRIPTION, RECORD_TYPES, RecordType
 
 _CONTROL_ESCAPE = re.compile(r"\\u00([0-9a-f]{2})")
@@ -28,7 +28,7 @@ def _consumer_bytes(b64: str | None, message):
         return None
     raw = base64.b64decode(b64)
     try:
-        return _decode_consumer_protocol(raw, message, message.name)
+        return decode_consumer_protocol(raw, message, message.name)
     except DecodeError:
         return b64  # Kafka keeps the original base64 when the bytes do not parse
 

@@ -189,14 +189,14 @@ def encode_value(record_type: int, version: int, data: dict) -> bytes:
 
 def decode_subscription(buf) -> dict:
     """ConsumerProtocolSubscription; a higher version than known is read with the newest layout."""
-    return _decode_consumer_protocol(buf, CONSUMER_PROTOCOL_SUBSCRIPTION, "subscription")
+    return decode_consumer_protocol(buf, CONSUMER_PROTOCOL_SUBSCRIPTION, "subscription")
 
 
 def decode_assignment(buf) -> dict:
-    return _decode_consumer_protocol(buf, CONSUMER_PROTOCOL_ASSIGNMENT, "assignment")
+    return decode_consumer_protocol(buf, CONSUMER_PROTOCOL_ASSIGNMENT, "assignment")
 
 
-def _decode_consumer_protocol(buf, message, what: str) -> dict:
+def decode_consumer_protocol(buf, message, what: str) -> dict:
     if buf is None or len(buf) < 2:
         raise DecodeError(f"consumer protocol {what} of {0 if buf is None else len(buf)} bytes has no version")
     version = _H.unpack_from(buf, 0)[0]

@@ -11,7 +11,7 @@ import crc32c as _crc32c
 from lib.codec.compression import compress
 from lib.codec.primitives import encode_varint, encode_varlong
 
-_BODY = struct.Struct(">hiqqqhii")
+RECORD_BODY = struct.Struct(">hiqqqhii")
 
 
 def encode_record(
@@ -71,7 +71,7 @@ def encode_batch(
         | (0x40 if delete_horizon is not None else 0)
     )
     body = (
-        _BODY.pack(
+        RECORD_BODY.pack(
             attributes,
             last_offset_delta,
             base_timestamp,

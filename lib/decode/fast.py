@@ -61,7 +61,7 @@ from lib.decode.numba_bytes import i32 as _i32
 from lib.decode.numba_bytes import i64 as _i64
 from lib.decode.numba_bytes import u64 as _u64
 from lib.decode.numba_bytes import uvarint as _uvarint
-from lib.decode.rows import SCHEMA, PythonDecoder, _Columns
+from lib.decode.rows import SCHEMA, Columns, PythonDecoder
 from lib.decode.values import MAX_TIMESTAMP_MS, MIN_TIMESTAMP_MS
 from lib.numba_cache import use_stable_zip_cache
 from schemas.records import CONTROL_TYPES, RECORD_TYPES, RecordType
@@ -1367,11 +1367,11 @@ class _SlowRows:
 
 
 class _Shared:
-    """One row accumulator (lib.decode.rows._Columns) shared by every Python-decoded byte range of
+    """One row accumulator (lib.decode.rows.Columns) shared by every Python-decoded byte range of
     the current output chunk; each range's decoder gets a view that reports its own rows."""
 
     def __init__(self):
-        self.acc = _Columns()
+        self.acc = Columns()
 
     def rows(self) -> int:
         return len(self.acc.cols["offsets_partition"])
@@ -1381,7 +1381,7 @@ class _Shared:
 
     def take(self) -> pa.RecordBatch:
         batch = self.acc.to_batch()
-        self.acc = _Columns()
+        self.acc = Columns()
         return batch
 
 
@@ -1412,7 +1412,7 @@ class _PythonRange:
             data=data if (a == 0 and b == len(data)) else memoryview(data)[a:b],
             source_name=name,
             quarantine=[] if dec.quarantine is not None else None,
-            rows=shared.view() if shared is not None else _Columns,
+            rows=shared.view() if shared is not None else Columns,
         )
         self.base = a
 

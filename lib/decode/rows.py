@@ -34,7 +34,7 @@ _TS_COLUMNS = ("log_timestamp", "commit_timestamp", "expire_timestamp")
 DEFAULT_CHUNK_ROWS = 65536
 
 
-class _Columns:
+class Columns:
     """Column-wise accumulator; one Python list per column."""
 
     def __init__(self):
@@ -203,7 +203,7 @@ class PythonDecoder:
         data=None,
         source_name: str | None = None,
         quarantine: list | None = None,
-        rows: Callable[[], Any] = _Columns,
+        rows: Callable[[], Any] = Columns,
     ):
         """`data`: the bytes to decode instead of reading `path` (fetched batches);
         `source_name`: what the segment_file column says (default: the file name);

@@ -38,7 +38,7 @@ from lib.lake.lag_rows import (
     summarise,
     time_lag,
 )
-from lib.lake.partition_task import _FileWriter
+from lib.lake.partition_task import FileWriter
 from lib.lake.worker_errors import worker_error
 from lib.source.topic_scan import TIMESTAMP_TYPES, record_timestamps, scan_partition
 from schemas import tables as T
@@ -634,7 +634,7 @@ def _write_table(task: LagTask, table: T.Table, rows: pa.Table, prefix: str | No
     """One file of `rows` (sorted by topic partition), a row group per ROW_GROUP_ROWS."""
     if rows.num_rows == 0:
         return []
-    writer = _FileWriter(task.warehouse, table, None, task.run_id, prefix=prefix or "part")
+    writer = FileWriter(task.warehouse, table, None, task.run_id, prefix=prefix or "part")
     for start in range(0, rows.num_rows, ROW_GROUP_ROWS):
         writer.write(rows.slice(start, ROW_GROUP_ROWS))
     writer.close()

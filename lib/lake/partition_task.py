@@ -101,7 +101,7 @@ def _file_schema(table: T.Table, drop: tuple, partitioned: bool = True) -> pa.Sc
     return _FILE_SCHEMAS[key]
 
 
-class _FileWriter:
+class FileWriter:
     """Parquet files of one table, as Delta data files: of one partition, in its folder and
     without the partition column (`partition` given), or of any partitions at the table's root
     (a flat table; each write is its own row group, with offsets_partition statistics, so a
@@ -229,8 +229,8 @@ class _LogWriter:
 
     def __init__(self, warehouse: str, partition: int, run_id: str, flat: bool = True, small=None):
         folder_partition = None if flat else partition
-        self.plain = _FileWriter(warehouse, T.OFFSETS_LOG, folder_partition, run_id, drop=(self.NESTED,))
-        self.groups = _FileWriter(warehouse, T.OFFSETS_LOG, folder_partition, run_id)
+        self.plain = FileWriter(warehouse, T.OFFSETS_LOG, folder_partition, run_id, drop=(self.NESTED,))
+        self.groups = FileWriter(warehouse, T.OFFSETS_LOG, folder_partition, run_id)
         self.small = small if flat else None
         self.held: list[pa.RecordBatch] | None = []
         self.held_rows = 0
@@ -299,8 +299,8 @@ class TaskState:
         self.sources, self.flat = sources, flat
         self._footers: dict[str, tuple[pq.ParquetFile, list[tuple[int | None, int | None]]]] = {}
         self._groups: dict[tuple[str, str], tuple[tuple[int, ...], pa.Table, np.ndarray | None]] = {}
-        self._writers: dict[str, _FileWriter] = {}
-        self._appends: dict[str, _FileWriter] = {}
+        self._writers: dict[str, FileWriter] = {}
+        self._appends: dict[str, FileWriter] = {}
         self._held: dict[str, list[pa.Table]] = {}
         self.files: dict[str, list[dict]] = {}
 
@@ -375,7 +375,7 @@ class TaskState:
                 if sum(t.num_rows for t in held) >= STATE_ROW_GROUP_ROWS:
                     self._flush(table)
             return
-        w = _FileWriter(self.warehouse, table, partition, self.run_id)
+        w = FileWriter(self.warehouse, table, partition, self.run_id)
         w.write(rows)
         w.close()
         self.files.setdefault(table.name, []).extend(w.files)
@@ -387,7 +387,7 @@ class TaskState:
         writer = self._writers.get(table.name)
         if writer is None:
             prefix = STATE_FILE_PREFIX.get(table.name, "part")
-            writer = self._writers[table.name] = _FileWriter(self.warehouse, table, None, self.run_id, prefix=prefix)
+            writer = self._writers[table.name] = FileWriter(self.warehouse, table, None, self.run_id, prefix=prefix)
         writer.write(pa.concat_tables(held) if len(held) > 1 else held[0])
 
     def append(self, table: T.Table, rows: pa.Table) -> None:
@@ -396,7 +396,7 @@ class TaskState:
             return
         writer = self._appends.get(table.name)
         if writer is None:
-            writer = self._appends[table.name] = _FileWriter(self.warehouse, table, None, self.run_id)
+            writer = self._appends[table.name] = FileWriter(self.warehouse, table, None, self.run_id)
         writer.write(rows)
 
     def carry(self, carry: dict[str, list[str]], replayed: list[int]) -> None:
@@ -544,7 +544,7 @@ def replay_partition(task: dict, state: TaskState, events=None) -> dict:
         state.write(table, p, result[table.name])
     audit_rows = _write_audit(state, p, result) if audit is not None else 0
     if quarantine:
-        w = _FileWriter(warehouse, T.QUARANTINED_RECORDS, p, run_id)
+        w = FileWriter(warehouse, T.QUARANTINED_RECORDS, p, run_id)
         rows = [{**r, "run_id": run_id} for r in quarantine]
         w.write(pa.Table.from_pylist(rows, schema=T.QUARANTINED_RECORDS.arrow_schema))
         w.close()

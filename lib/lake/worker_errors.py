@@ -28,3 +28,21 @@ def worker_error_from(exc: BaseException) -> dict | None:
         return json.loads(text[start:end])
     except ValueError:
         return None
+
+
+class ReplayError(Exception):
+    """A run that stopped on bad input; the message names file, partition and offset."""
+
+
+def describe_worker_error(info: dict) -> str:
+    """A worker's error (worker_error_from) as one line naming where it happened."""
+    where = []
+    if info.get("file") is not None:
+        where.append(f"file {info['file']}")
+    if info.get("partition") is not None:
+        where.append(f"partition {info['partition']}")
+    if info.get("offset") is not None:
+        where.append(f"log offset {info['offset']}")
+    if info.get("position") is not None:
+        where.append(f"byte position {info['position']}")
+    return f"{info.get('kind', 'DecodeError')}: {info['message']} ({', '.join(where)})"

@@ -28,7 +28,7 @@ from lib.decode.numba_bytes import copy_bytes, load_u64
 from lib.numba_cache import use_stable_zip_cache
 from lib.replay.assignment import AssignmentTracker
 from lib.replay.expiry import offset_rule
-from lib.replay.groups import ClassicGroup, GroupFold, GroupReplayError, ModernGroup, _topic_ids
+from lib.replay.groups import ClassicGroup, GroupFold, GroupReplayError, ModernGroup, topic_ids_of
 from schemas.records import OFFSET_COMMIT_TYPES, RecordType
 from schemas.tables import (
     COMMIT_EVENT_SCHEMA,
@@ -999,7 +999,7 @@ class PartitionReplay:
             if row is None:
                 continue
             if not fold.untouched and isinstance(fold.group, ModernGroup):
-                unresolved |= _topic_ids(fold.group) - set(fold.group.topic_names) - {None}
+                unresolved |= topic_ids_of(fold.group) - set(fold.group.topic_names) - {None}
             groups[fold.group_id] = row
             if fold_states:
                 states.append(

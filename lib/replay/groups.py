@@ -354,7 +354,7 @@ class GroupFold:
             return {**base, **_classic_row(g)}
         # names learnt now are kept in the state, so later runs still resolve these topic ids
         if topic_names:
-            ids = _topic_ids(g)
+            ids = topic_ids_of(g)
             for tid, name in topic_names.items():
                 if tid in ids and tid not in g.topic_names:  # the group's own records win
                     g.topic_names[tid] = name
@@ -373,7 +373,7 @@ def _classic_group(gm: dict) -> ClassicGroup:
     )
 
 
-def _topic_ids(g: ModernGroup) -> set:
+def topic_ids_of(g: ModernGroup) -> set:
     ids = set()
     for assignment in list(g.current.values()) + list(g.target.values()):
         for key in ("assignedPartitions", "partitionsPendingRevocation", "topicPartitions"):

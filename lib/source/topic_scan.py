@@ -117,6 +117,11 @@ def _hop(b, skip_below, out):
     return count, pos, OK, pos
 
 
+def kernel_compiled() -> bool:
+    """Whether this process compiled the header kernel (rather than loading numba's cache)."""
+    return bool(sum(_hop.stats.cache_misses.values()))
+
+
 @dataclass
 class SegmentScan:
     """The entries of one segment from a byte position on: one row per batch (numpy columns),

@@ -41,8 +41,8 @@ from lib.lake.lag_input import BUCKETS, bucket_of, manifest_files, read_index, r
 from lib.lake.lag_plan import LagTask, PartitionInput, earlier_rows, now_file_at
 from lib.lake.run_tags import run_tag
 from lib.lake.tasks import lag_task
-from lib.lake.worker_errors import worker_error_from
-from lib.source.topic_log import ScanStart, find_topic_partitions
+from lib.lake.worker_errors import ReplayError, describe_worker_error, worker_error_from
+from lib.source.topic_log import ScanStart, find_topic_partitions, source_signature
 from lib.spark.delta import (
     commit_files,
     open_delta,
@@ -418,8 +418,6 @@ def run_lag_stage(
     What to read is judged from the stage's own commit point and the lag input it has not
     consumed, never from what this run's replay found new: a stage that died after its replay
     committed is redone whole."""
-    from lib.spark.pipeline import source_signature
-
     result = LagResult()
     t0 = time.monotonic()
     live = samples is not None
@@ -493,12 +491,10 @@ def run_lag_stage(
     try:
         outcomes = spark.sparkContext.parallelize(tasks, len(tasks)).map(lag_task).collect() if tasks else []
     except Exception as e:
-        from lib.spark.pipeline import ReplayError, _describe_worker_error
-
         info = worker_error_from(e)
         if info is None:
             raise
-        raise ReplayError(_describe_worker_error(info)) from None
+        raise ReplayError(describe_worker_error(info)) from None
     result.partitions_scanned = sum(1 for tp in inputs if tp.scan or tp.samples is not None)
     result.batches = sum(o.batches for o in outcomes)
     result.lag_rows = sum(o.lag_rows for o in outcomes)

@@ -24,10 +24,11 @@ from lib.lake.lag_input import write_manifest
 from lib.lake.lock import WarehouseBusyError, WarehouseLock  # noqa: F401 - re-exported for jobs
 from lib.lake.run_tags import rebuilt_tag, run_tag
 from lib.lake.tasks import replay_task
-from lib.lake.worker_errors import worker_error_from
+from lib.lake.worker_errors import ReplayError as ReplayError
+from lib.lake.worker_errors import describe_worker_error, worker_error_from
 from lib.replay.expiry import DEFAULT_RETENTION_MINUTES
 from lib.source.logdir import PartitionLog, segments_from
-from lib.source.topic_log import TopicPartitionLog
+from lib.source.topic_log import TopicPartitionLog, source_signature
 from lib.spark.delta import (
     DataFile,
     commit_files,
@@ -40,10 +41,6 @@ from lib.spark.delta import (
 )
 from lib.spark.lag import LagResult
 from schemas import tables as T
-
-
-class ReplayError(Exception):
-    """A run that stopped on bad input; the message names file, partition and offset."""
 
 
 @dataclass
@@ -185,21 +182,6 @@ def _run_lag_locked(
     return lag
 
 
-def source_signature(log: PartitionLog | TopicPartitionLog) -> str | None:
-    """What the input of a partition looks like without reading it: the last segment's base
-    offset, size and modification time (None for the live topic, whose end is asked for
-    instead). Segments only grow at the end, and older ones are only deleted."""
-    if log.path.startswith("kafka://"):
-        return None
-    if not log.segments:
-        return "empty"
-    last = log.segments[-1]
-    # as listed (an object store's listing has them; a hand-made Segment may not)
-    size, mtime_ns = (last.size, last.mtime_ns) if last.mtime_ns else storage.stat(last.path)
-    # size for appends, modification time for anything rewritten in place
-    return f"{last.base_offset}:{size}:{mtime_ns}"
-
-
 def _unchanged(log: PartitionLog, row: dict | None, now_ms: int, retention_minutes: int) -> bool:
     """A partition whose input and expiry judgement cannot have changed since its checkpoint."""
     if row is None or row.get("source_signature") is None:
@@ -332,7 +314,7 @@ def _run_locked(
         info = worker_error_from(e)
         if info is None:
             raise
-        raise ReplayError(_describe_worker_error(info)) from None
+        raise ReplayError(describe_worker_error(info)) from None
     summaries = [s for r in results for s in r["partitions"]]
     by_partition = {s["partition"]: s for s in summaries}
     ends = {p: max(start_offsets[p], s["next_offset"] or 0) for p, s in by_partition.items()}
@@ -558,16 +540,3 @@ def _check_not_behind(logs: list[PartitionLog], ends: dict[int, int], prev: Prev
                 f"partition {pl.partition} of the input ends at offset {end}, before the checkpoint "
                 f"{checkpoint} of the last run: the log was truncated or replaced; run with --full"
             )
-
-
-def _describe_worker_error(info: dict) -> str:
-    where = []
-    if info.get("file") is not None:
-        where.append(f"file {info['file']}")
-    if info.get("partition") is not None:
-        where.append(f"partition {info['partition']}")
-    if info.get("offset") is not None:
-        where.append(f"log offset {info['offset']}")
-    if info.get("position") is not None:
-        where.append(f"byte position {info['position']}")
-    return f"{info.get('kind', 'DecodeError')}: {info['message']} ({', '.join(where)})"

@@ -32,7 +32,7 @@ import crc32c as _crc32c
 
 from lib.codec.compression import CODEC_NAMES, compress
 from lib.codec.segments import scan_segment_end
-from lib.codec.writer import _BODY, encode_control_batch, encode_record
+from lib.codec.writer import RECORD_BODY, encode_control_batch, encode_record
 from lib.testdata.logbuilder import PartitionLogBuilder
 
 CODEC_IDS = {name: codec for codec, name in CODEC_NAMES.items()}  # none 0, gzip 1, snappy 2, lz4 3, zstd 4
@@ -126,7 +126,9 @@ def frame_batch(
     CRC-32C, as `lib.codec.writer.encode_batch` lays them out, without encoding the records."""
     attributes = (compression & 0x07) | (0x10 if transactional else 0)
     body = (
-        _BODY.pack(attributes, last_offset_delta, base_ts, max_ts, producer_id, producer_epoch, base_sequence, count)
+        RECORD_BODY.pack(
+            attributes, last_offset_delta, base_ts, max_ts, producer_id, producer_epoch, base_sequence, count
+        )
         + payload
     )
     return _BATCH_HEAD.pack(base_offset, 4 + 1 + 4 + len(body), leader_epoch, 2, _crc32c.crc32c(body)) + body
