@@ -22,7 +22,8 @@ interpolated between the samples of successive runs, as kafka-lag-exporter does.
 are the same.
 
 The Spark functions further down (`lag_at_points`, `first_unconsumed_batches`,
-`with_time_lag`) answer the same rules over whole tables, for the report's lag at bucket ends.
+`lag_at_bucket_ends`) answer the same rules over whole tables, for the report's lag at bucket
+ends (tests/test_lag_rows.py holds them to lib.lake.lag_rows).
 """
 
 from __future__ import annotations
@@ -53,7 +54,6 @@ from lib.spark.delta import (
     table_path,
 )
 from schemas import tables as T
-from schemas.records import OFFSET_COMMIT_TYPES
 
 OFFSETS_TOPIC = "__consumer_offsets"
 
@@ -72,87 +72,6 @@ def _ms(col):
     return F.unix_micros(col) / 1000
 
 
-# --- effective commits ------------------------------------------------------------------------
-
-
-def effective_commits(offsets_log: DataFrame) -> DataFrame:
-    """The commits that took effect, each at the record that made it effective (Kafka 4.x, as
-    sql/audits/committed_offset_as_of.sql): a non-transactional OffsetCommit at its own record;
-    a transactional one at its producer's next COMMIT marker in the same offsets partition, if
-    no tombstone of the key and no newer record of the same producer for it came in between
-    (an ABORT, or no marker yet: never). A commit whose record is older than one already in
-    effect for the key changes nothing and is left out. Columns: offsets_partition, group_id,
-    topic, partition, committed_offset, log_offset (the commit record), applied_offset,
-    applied_at."""
-    key = ["offsets_partition", "group_id", "topic", "partition"]
-    ok = offsets_log.where(F.col("decode_status") == "ok")
-    commits = ok.where(~F.col("is_control") & F.col("record_type").isin([int(t) for t in OFFSET_COMMIT_TYPES])).select(
-        *key, "log_offset", "log_timestamp", "producer_id", "is_tombstone", "committed_offset"
-    )
-    by_key = Window.partitionBy(*key).orderBy("log_offset")
-    commits = commits.withColumn(
-        "next_tombstone",
-        F.min(F.when(F.col("is_tombstone"), F.col("log_offset"))).over(
-            by_key.rowsBetween(1, Window.unboundedFollowing)
-        ),
-    ).withColumn(
-        "next_same_producer",
-        F.lead("log_offset").over(Window.partitionBy(*key, "producer_id").orderBy("log_offset")),
-    )
-    # each transactional record's first marker of its producer after it: markers and records in
-    # one ordering per (offsets partition, producer), the next marker by a forward window
-    markers = ok.where(F.col("is_control") & F.col("control_type").isin("COMMIT", "ABORT")).select(
-        "offsets_partition",
-        "producer_id",
-        F.col("log_offset"),
-        F.col("log_offset").alias("marker_offset"),
-        F.col("log_timestamp").alias("marker_time"),
-        F.col("control_type").alias("marker_type"),
-    )
-    txn = commits.where((F.col("producer_id") != -1) & ~F.col("is_tombstone"))
-    both = txn.unionByName(markers, allowMissingColumns=True)
-    ahead = (
-        Window.partitionBy("offsets_partition", "producer_id")
-        .orderBy("log_offset")
-        .rowsBetween(1, Window.unboundedFollowing)
-    )
-    nxt = F.struct("marker_offset", "marker_time", "marker_type")
-    resolved = (
-        both.withColumn(
-            "marker", F.first(F.when(F.col("marker_offset").isNotNull(), nxt), ignorenulls=True).over(ahead)
-        )
-        .where(F.col("group_id").isNotNull())
-        .where(F.col("marker.marker_type") == "COMMIT")
-        .where(F.col("next_tombstone").isNull() | (F.col("next_tombstone") > F.col("marker.marker_offset")))
-        .where(F.col("next_same_producer").isNull() | (F.col("next_same_producer") > F.col("marker.marker_offset")))
-        .select(
-            *key,
-            "committed_offset",
-            "log_offset",
-            F.col("marker.marker_offset").alias("applied_offset"),
-            F.col("marker.marker_time").alias("applied_at"),
-            F.lit(False).alias("is_tombstone"),
-        )
-    )
-    plain = commits.where(F.col("producer_id") == -1).select(
-        *key,
-        "committed_offset",
-        "log_offset",
-        F.col("log_offset").alias("applied_offset"),
-        F.col("log_timestamp").alias("applied_at"),
-        "is_tombstone",
-    )
-    # tombstones take part in the ordering only: after one, any later commit is news
-    events = plain.unionByName(resolved)
-    before = Window.partitionBy(*key).orderBy("applied_offset", "log_offset").rowsBetween(Window.unboundedPreceding, -1)
-    return (
-        events.withColumn("newest_before", F.max("log_offset").over(before))
-        .where(~F.col("is_tombstone"))
-        .where(F.col("newest_before").isNull() | (F.col("log_offset") > F.col("newest_before")))
-        .drop("newest_before", "is_tombstone")
-    )
-
-
 # --- lag at points in time --------------------------------------------------------------------
 
 
@@ -161,8 +80,8 @@ def lag_at_points(points: DataFrame, end_offsets: DataFrame) -> DataFrame:
     log_offset, and optionally _asof (the instant whose end offset to take, when not `at`).
     end_offsets: partition_end_offsets rows. Adds end_offset, end_offset_at, topic_id,
     lag_records, truncated and, for the time lag, the batch that holds the first unconsumed
-    record (batch_* columns) and the interpolated time of that record (interpolated_ms);
-    `with_time_lag` turns them into lag_ms."""
+    record (batch_* columns) and the interpolated time of that record (interpolated_ms), which
+    `lag_at_bucket_ends` turns into lag_ms."""
     tp = ["topic", "partition"]
     ends = end_offsets.where(F.col("at").isNotNull()).select(
         *tp,
@@ -276,67 +195,6 @@ def first_unconsumed_batches(lagging: DataFrame, end_offsets: DataFrame) -> Data
         F.col("_holder.byte_position").alias("batch_byte_position"),
         F.floor(interpolated).cast("bigint").alias("interpolated_ms"),
     )
-
-
-def with_time_lag(lagged: DataFrame, batches: DataFrame, looked_up: DataFrame | None) -> DataFrame:
-    """lag_ms, lag_ms_method and first_unconsumed_timestamp from the holder batches (header
-    timestamps), the lookups' decoded timestamps (topic, partition, committed_offset,
-    record_ms) and the interpolation."""
-    tp_o = ["topic", "partition", "committed_offset"]
-    joined = lagged.join(batches, tp_o, "left")
-    if looked_up is not None:
-        joined = joined.join(looked_up, tp_o, "left")
-    else:
-        joined = joined.withColumn("record_ms", F.lit(None).cast("bigint"))
-    header_ms = F.when(
-        (F.col("batch_first_offset") == F.col("committed_offset")) & F.col("batch_first_timestamp").isNotNull(),
-        _ms(F.col("batch_first_timestamp")).cast("bigint"),
-    )
-    record_ms = F.coalesce(header_ms, F.col("record_ms"))
-    at_ms = _ms(F.col("at")).cast("bigint")
-    behind = F.col("lag_records") > 0
-    unknown = F.col("lag_records").isNull() | F.col("truncated")
-    method = (
-        F.when(unknown, F.lit(None))
-        .when(~behind, F.lit("caught_up"))
-        .when(record_ms.isNotNull(), F.lit("record"))
-        .when(F.col("interpolated_ms").isNotNull(), F.lit("interpolated"))
-    )
-    lag_ms = (
-        F.when(unknown, F.lit(None))
-        .when(~behind, F.lit(0))
-        .when(record_ms.isNotNull(), F.greatest(F.lit(0), at_ms - record_ms))
-        .when(F.col("interpolated_ms").isNotNull(), F.greatest(F.lit(0), at_ms - F.col("interpolated_ms")))
-    )
-    return joined.select(
-        *list(lagged.columns),
-        lag_ms.cast("bigint").alias("lag_ms"),
-        method.alias("lag_ms_method"),
-        F.when(behind & ~unknown, F.timestamp_millis(F.coalesce(record_ms, F.col("interpolated_ms")))).alias(
-            "first_unconsumed_timestamp"
-        ),
-    )
-
-
-def lookups_needed(lagged: DataFrame, batches: DataFrame) -> DataFrame:
-    """The (topic, partition, committed_offset) whose first unconsumed record's time needs its
-    batch decoded: behind, held by a segment batch whose header does not tell it."""
-    return (
-        lagged.where(F.col("lag_records") > 0)
-        .select("topic", "partition", "committed_offset")
-        .distinct()
-        .join(batches, ["topic", "partition", "committed_offset"])
-        .where(F.col("batch_segment_file").isNotNull())
-        .where(
-            ~((F.col("batch_first_offset") == F.col("committed_offset")) & F.col("batch_first_timestamp").isNotNull())
-        )
-        # a batch that starts above the offset: the record is no longer in the log (retention)
-        .where(F.col("batch_first_offset").isNull() | (F.col("batch_first_offset") <= F.col("committed_offset")))
-        .select("topic", "partition", "committed_offset", "batch_segment_file", "batch_byte_position")
-    )
-
-
-# --- the stage ------------------------------------------------------------------------------
 
 
 def live_partitions(warehouse: str) -> set[tuple[str, int]]:
