@@ -23,22 +23,18 @@ S = 1000
 NOW = T + 10_000 * S
 
 
+def _view(rows, at: str) -> list[tuple]:
+    """(group, topic, partition, offset, when it took effect (ms), offsets partition, the record
+    that made it effective), sorted; `at`: the column of the time."""
+    keys = ("group_id", "topic", "partition", "committed_offset", at, "offsets_partition", "log_offset")
+    return sorted(tuple(_ms(r[k]) if k == at else r[k] for k in keys) for r in rows)
+
+
 def _engine(spark, wh):
     from lib.spark.delta import table_path
 
     rows = spark.read.format("delta").load(table_path(wh, "group_lag")).where("kind = 'commit'").collect()
-    return sorted(
-        (
-            r["group_id"],
-            r["topic"],
-            r["partition"],
-            r["committed_offset"],
-            _ms(r["at"]),
-            r["offsets_partition"],
-            r["log_offset"],
-        )
-        for r in rows
-    )
+    return _view(rows, "at")
 
 
 def _spark_form(spark, wh):
@@ -46,18 +42,7 @@ def _spark_form(spark, wh):
     from lib.spark.delta import table_path
 
     log = spark.read.format("delta").load(table_path(wh, "offsets_log"))
-    return sorted(
-        (
-            r["group_id"],
-            r["topic"],
-            r["partition"],
-            r["committed_offset"],
-            _ms(r["ts"]),
-            r["offsets_partition"],
-            r["log_offset"],
-        )
-        for r in applied_commits(log).collect()
-    )
+    return _view(applied_commits(log).collect(), "ts")
 
 
 def _ms(ts):

@@ -211,11 +211,11 @@ def test_an_incremental_run_adds_the_new_commits_and_interpolates_where_the_reco
     assert len(_rows(spark, inc, "partition_end_offsets")) == 6
 
 
-@pytest.fixture(scope="module")
-def audit(spark, full_run):
+def _audits_of(spark, wh):
+    """A function running a canned SQL audit over warehouse `wh` (registered as the catalog's
+    current database: set it back to default after)."""
     from lib.reporting.audit_queries import bind, collect, load_queries, open_catalog, run_query
 
-    _, _, wh, _ = full_run
     open_catalog(spark, wh)
     queries = load_queries()
 
@@ -223,7 +223,13 @@ def audit(spark, full_run):
         q = queries[name]
         return collect(run_query(spark, q, bind(q, {k: str(v) for k, v in params.items()})))[1]
 
-    yield run
+    return run
+
+
+@pytest.fixture(scope="module")
+def audit(spark, full_run):
+    _, _, wh, _ = full_run
+    yield _audits_of(spark, wh)
     spark.catalog.setCurrentDatabase("default")
 
 
@@ -389,7 +395,6 @@ def test_lag_where_no_end_offset_is_known_yet_is_null_in_every_answer(spark, lat
     """The lag stage, lag_at, lag_history, groups_falling_behind and the report's lag at bucket
     ends (lag_at_bucket_ends) on the same instants: unknown is NULL everywhere (the SQL audits
     answered greatest(NULL, committed) = the committed offset: lag 0, caught_up)."""
-    from lib.reporting.audit_queries import bind, collect, load_queries, open_catalog, run_query
     from lib.spark.delta import table_path
     from lib.spark.lag import lag_at_bucket_ends
 
@@ -401,14 +406,8 @@ def test_lag_where_no_end_offset_is_known_yet_is_null_in_every_answer(spark, lat
         ("g6", "commit", 10, 7, None, None, None, None),
         ("g6", "now", 40, 7, 10, 3, 18_000, "record"),
     ]
-    open_catalog(spark, wh)
+    run = _audits_of(spark, wh)
     try:
-        queries = load_queries()
-
-        def run(name: str, **params) -> list[dict]:
-            q = queries[name]
-            return collect(run_query(spark, q, bind(q, {k: str(v) for k, v in params.items()})))[1]
-
         # (group, at s, committed, end, lag, lag ms)
         want = {
             ("g5", 10): (5, 5, 0, 0),
