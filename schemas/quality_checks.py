@@ -415,9 +415,9 @@ GROUP_LAG = Suite(
             Check(
                 "lag_ms_method_known",
                 "ExpectColumnValuesToBeInSet",
-                {"column": "lag_ms_method", "value_set": ["record", "interpolated", "caught_up"]},
+                {"column": "lag_ms_method", "value_set": ["record", "interpolated", "caught_up", "end_offset_unknown"]},
                 ERROR,
-                "record, interpolated or caught_up (null when unknown)",
+                "record, interpolated, caught_up or end_offset_unknown (null when the lag in time is unknown)",
             ),
             Check(
                 "no_truncated_partitions",

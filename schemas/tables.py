@@ -310,7 +310,8 @@ GROUP_LAG = Table(
             "lag_ms_method",
             "STRING",
             "record (that record's own timestamp, from the log), interpolated (between end-offset rows, "
-            "as kafka-lag-exporter does), caught_up (lag_records 0), or null when neither is possible",
+            "as kafka-lag-exporter does), caught_up (lag_records 0), end_offset_unknown (no end offset of the "
+            "partition known yet: lag_records and lag_ms null), or null when the lag is not known otherwise",
         ),
         C(
             "first_unconsumed_timestamp",

@@ -1,9 +1,10 @@
 """One answer for "which offset commits took effect, and when": the replay engine, record by
-record (group_lag's commit rows, written from the replay's pass), and the Spark form the report
-counts (lib.reporting.report_builder.applied_commits over lib.replay.offsets_spark), on the
-same logs: two hand-built cases where the Spark form used to count a commit Kafka's loader
-never applies, and random histories of plain and transactional commits, markers and
-tombstones."""
+record (group_lag's commit rows, written from the replay's pass, and group_offsets, its final
+state), the Spark form the report counts (lib.reporting.report_builder.applied_commits over
+lib.replay.offsets_spark.offset_effects) and the SQL audit committed_offset_as_of (over the
+view offset_effects), on the same logs: two hand-built cases where the Spark form used to count
+a commit Kafka's loader never applies, and random histories of plain and transactional
+commits, markers and tombstones."""
 
 from __future__ import annotations
 
@@ -129,3 +130,51 @@ def test_random_histories_the_same_in_both_forms(spark, tmp_path, seed):
     engine = _engine(spark, wh)
     assert engine  # (histories with commits that took effect)
     assert _spark_form(spark, wh) == engine
+    _committed_as_of_agrees(spark, wh, engine, [T + k * (ts - T) // 4 for k in range(1, 5)] + [NOW])
+
+
+def _committed_as_of_agrees(spark, wh, engine, instants):
+    """committed_offset_as_of at each instant against the engine: a key's last effect at or
+    before it, among the engine's commits (group_lag) and the offset tombstones (which delete at
+    their record, whatever their producer); at NOW, against group_offsets (the engine's state)."""
+    import datetime as dt
+
+    from lib.reporting.audit_queries import bind, collect, load_queries, open_catalog, run_query
+    from lib.spark.delta import table_path
+
+    log = spark.read.format("delta").load(table_path(wh, "offsets_log"))
+    tombstones = [
+        (
+            r["group_id"],
+            r["topic"],
+            r["partition"],
+            None,
+            _ms(r["log_timestamp"]),
+            r["offsets_partition"],
+            r["log_offset"],
+        )
+        for r in log.where("is_tombstone AND record_type IN (0, 1)").collect()
+    ]
+    effects = sorted(engine + tombstones, key=lambda e: (e[5], e[6]))
+    final = {
+        (r["group_id"], r["topic"], r["partition"]): r["committed_offset"]
+        for r in spark.read.format("delta").load(table_path(wh, "group_offsets")).collect()
+    }
+    open_catalog(spark, wh)
+    query = load_queries()["committed_offset_as_of"]
+    try:
+        for at in instants:
+            want: dict = {}
+            for group, topic, partition, offset, when, _, _ in effects:
+                if when <= at:
+                    want[(group, topic, partition)] = offset
+            iso = dt.datetime.fromtimestamp(at / 1000, dt.UTC).isoformat()
+            got = {}
+            for group in sorted({k[0] for k in want}):
+                rows = collect(run_query(spark, query, bind(query, {"group": group, "at": iso})))[1]
+                got.update({(group, r["topic"], r["partition"]): r["committed_offset"] for r in rows})
+            assert got == want, at
+            if at == NOW:
+                assert {k: v for k, v in got.items() if v is not None} == final
+    finally:
+        spark.catalog.setCurrentDatabase("default")

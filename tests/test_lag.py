@@ -393,17 +393,18 @@ def late_run(spark, tmp_path_factory):
 
 def test_lag_where_no_end_offset_is_known_yet_is_null_in_every_answer(spark, late_run):
     """The lag stage, lag_at, lag_history, groups_falling_behind and the report's lag at bucket
-    ends (lag_at_bucket_ends) on the same instants: unknown is NULL everywhere (the SQL audits
-    answered greatest(NULL, committed) = the committed offset: lag 0, caught_up)."""
+    ends (lib.spark.lag_rules.lag_at_instants) on the same instants: unknown is NULL everywhere,
+    with lag_ms_method end_offset_unknown (the SQL audits answered greatest(NULL, committed) =
+    the committed offset: lag 0, caught_up)."""
     from lib.spark.delta import table_path
-    from lib.spark.lag import lag_at_bucket_ends
+    from lib.spark.lag_rules import lag_at_instants, lag_timeline
 
     wh = late_run
     # the stage: (group, kind, at s, committed, end, lag, lag ms, method)
     assert sorted(v[0:1] + v[3:] for v in _lag_view(_rows(spark, wh))) == [
         ("g5", "commit", 10, 5, 5, 0, 0, "caught_up"),
         ("g5", "now", 40, 5, 10, 5, 20_000, "record"),
-        ("g6", "commit", 10, 7, None, None, None, None),
+        ("g6", "commit", 10, 7, None, None, None, "end_offset_unknown"),
         ("g6", "now", 40, 7, 10, 3, 18_000, "record"),
     ]
     run = _audits_of(spark, wh)
@@ -424,7 +425,7 @@ def test_lag_where_no_end_offset_is_known_yet_is_null_in_every_answer(spark, lat
             for r in run("lag_at", group=g, at=_iso(s))
         }
         assert lag_at == want
-        assert [r["lag_ms_method"] for r in run("lag_at", group="g6", at=_iso(20))] == [None]
+        assert [r["lag_ms_method"] for r in run("lag_at", group="g6", at=_iso(20))] == ["end_offset_unknown"]
         history = {
             (g, (_ms(r["at"]) - T) // S): (r["committed_offset"], r["end_offset"], r["lag_records"], r["lag_ms"])
             for g in ("g5", "g6")
@@ -449,6 +450,6 @@ def test_lag_where_no_end_offset_is_known_yet_is_null_in_every_answer(spark, lat
     ends = spark.read.format("delta").load(table_path(wh, "partition_end_offsets"))
     report = {
         (r["group_id"], r["bucket"]): (r["lag_records"], r["lag_ms"])
-        for r in lag_at_bucket_ends(group_lag, ends, probes).collect()
+        for r in lag_at_instants(lag_timeline(group_lag, ends), probes).collect()
     }
     assert report == {k: v[2:] for k, v in want.items()}

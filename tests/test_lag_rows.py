@@ -79,7 +79,7 @@ def random_points(rng: random.Random, topic: str, partition: int, rows: list[dic
 
 
 def _spark_reference(spark, rows, points):
-    from lib.spark.lag import first_unconsumed_batches, lag_at_points
+    from lib.spark.lag_rules import first_unconsumed_batches, lag_at_points
 
     ends = spark.createDataFrame(rows, T.PARTITION_END_OFFSETS.ddl)
     pts = spark.createDataFrame(

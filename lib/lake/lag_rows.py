@@ -387,7 +387,7 @@ class TimeLag:
     first_unconsumed_ms: np.ndarray  # NO
 
 
-METHODS = ("caught_up", "record", "interpolated")
+METHODS = ("caught_up", "record", "interpolated", "end_offset_unknown")
 
 
 def time_lag(lag: Lag, at: np.ndarray, committed: np.ndarray, record_ms: np.ndarray) -> TimeLag:
@@ -401,6 +401,7 @@ def time_lag(lag: Lag, at: np.ndarray, committed: np.ndarray, record_ms: np.ndar
     has_interp = lag.interpolated_ms != NO
     method = np.full(len(at), -1, np.int8)
     method[~unknown & ~behind] = 0
+    method[(lag.lag_records == NO) & ~lag.truncated] = 3  # no end offset known yet
     method[behind & ~has_record & has_interp] = 2
     method[behind & has_record] = 1
     lag_ms = np.full(len(at), NO, np.int64)

@@ -114,3 +114,52 @@ def classify_transactional(log: DataFrame) -> DataFrame:
         .otherwise("committed")
         .alias("txn_status"),
     )
+
+
+def offset_effects(log: DataFrame) -> DataFrame:
+    """Every change to a key's committed offset, in the order the loader makes them: the offset
+    commits that took effect (kind 'commit': a plain one at its record, a transactional one at
+    its COMMIT marker when classify_transactional says committed) and the offset tombstones
+    (kind 'tombstone', at their record). The committed offset of a key as of an instant is its
+    last effect (highest applied_offset) applied at or before it: a commit, or nothing after a
+    tombstone. Columns: offsets_partition, group_id, topic, partition, kind, committed_offset,
+    leader_epoch, metadata, commit_timestamp, expire_timestamp, producer_id, transactional,
+    record_log_offset, record_time, applied_offset, applied_at. The view `offset_effects` of
+    the SQL audits, the report's commits and group_lag's commit rows (the engine) agree on it
+    (tests/test_effective_commits.py)."""
+    commits = offset_commit_records(log).filter(F.col("group_id").isNotNull())
+    value = [
+        "committed_offset",
+        "leader_epoch",
+        "metadata",
+        "commit_timestamp",
+        "expire_timestamp",
+        "producer_id",
+    ]
+    # a record written without a timestamp (message format v0) is dated by its commit
+    record_time = F.coalesce("log_timestamp", "commit_timestamp")
+    at_record = commits.filter((F.col("producer_id") == NO_PRODUCER) | F.col("is_tombstone")).select(
+        *KEY,
+        F.when(F.col("is_tombstone"), "tombstone").otherwise("commit").alias("kind"),
+        *value,
+        F.lit(False).alias("transactional"),
+        F.col("log_offset").alias("record_log_offset"),
+        record_time.alias("record_time"),
+        F.col("log_offset").alias("applied_offset"),
+        record_time.alias("applied_at"),
+    )
+    at_marker = (
+        classify_transactional(log)
+        .filter((F.col("txn_status") == "committed") & F.col("group_id").isNotNull())
+        .select(
+            *KEY,
+            F.lit("commit").alias("kind"),
+            *value,
+            F.lit(True).alias("transactional"),
+            F.col("log_offset").alias("record_log_offset"),
+            record_time.alias("record_time"),
+            F.col("marker_offset").alias("applied_offset"),
+            F.col("marker_timestamp").alias("applied_at"),
+        )
+    )
+    return at_record.unionByName(at_marker)

@@ -286,8 +286,10 @@ def open_catalog(spark, warehouse: str, use: bool = True) -> list[str]:
     if use:
         spark.catalog.setCurrentDatabase(DATABASE)
     from lib.spark.assignment import register_what_if
+    from lib.spark.audit_views import register_views
 
     register_what_if(spark)  # assignment_audit's what_if, for the rows a query shows
+    register_views(spark, DATABASE, names)  # the rules the queries share with the report
     return names
 
 

@@ -9,6 +9,13 @@ from html import escape
 from lib.reporting.model import DAY_MS, ReportData
 from lib.reporting.plots import commit_rate_svg, lag_svg, members_svg, moves_svg, offsets_svg
 
+# lib.replay.expiry_spark.BASIS in words
+DUE_BY = {
+    "expire_timestamp": "expire_timestamp",
+    "current_state_timestamp": "empty since + retention",
+    "commit_timestamp": "commit + retention",
+}
+
 CSS = """
 body { font-family: "DejaVu Sans", "Liberation Sans", Arial, sans-serif; margin: 24px 32px; color: #222;
        background: #fff; font-size: 14px; }
@@ -222,7 +229,7 @@ def expiring_section(d: ReportData) -> str:
                 r["partition"],
                 r["committed_offset"],
                 iso(r["commit_timestamp"]),
-                r["reason"],
+                DUE_BY[r["reason"]],
             ]
             for r in d.expiring_offsets
         ]

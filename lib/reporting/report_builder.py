@@ -81,36 +81,30 @@ def applied_commits(log):
     or its transaction's COMMIT marker), as group_lag's commit rows (see the module doc)."""
     from pyspark.sql import functions as F
 
-    from lib.replay.offsets_spark import NO_PRODUCER, classify_transactional, offset_commit_records
+    from lib.replay.offsets_spark import offset_effects
 
-    values = offset_commit_records(log).filter(~F.col("is_tombstone") & F.col("group_id").isNotNull())
-    cols = ["group_id", "topic", "partition", "committed_offset"]
-    plain = values.filter(F.col("producer_id") == NO_PRODUCER).select(
-        *cols,
-        F.coalesce("log_timestamp", "commit_timestamp").alias("ts"),
-        "offsets_partition",
-        "log_offset",
-    )
-    txn = (
-        classify_transactional(log)
-        .filter((F.col("txn_status") == "committed") & F.col("group_id").isNotNull())
+    return (
+        offset_effects(log)
+        .filter((F.col("kind") == "commit") & F.col("applied_at").isNotNull())
         .select(
-            *cols,
-            F.col("marker_timestamp").alias("ts"),
+            "group_id",
+            "topic",
+            "partition",
+            "committed_offset",
+            F.col("applied_at").alias("ts"),
             "offsets_partition",
-            F.col("marker_offset").alias("log_offset"),
+            F.col("applied_offset").alias("log_offset"),
         )
     )
-    return plain.unionByName(txn).filter(F.col("ts").isNotNull())
 
 
 def _add_lag(spark, plots: list[GroupPlot], group_lag, end_offsets, now_ms: int) -> None:
     """Each plotted group's lag at the end of each of its commit-rate buckets (up to now): the
-    sum over its partitions in records, the largest in time (lib.spark.lag.lag_at_bucket_ends;
+    sum over its partitions in records, the largest in time (lib.spark.lag_rules.lag_at_instants;
     a few hundred rows collected)."""
     from pyspark.sql import functions as F
 
-    from lib.spark.lag import lag_at_bucket_ends
+    from lib.spark.lag_rules import lag_at_instants, lag_timeline
 
     probes = [(p.group_id, b, min(b + p.bucket_ms, now_ms)) for p in plots for b, _ in p.rate if b <= now_ms]
     if not probes:
@@ -118,9 +112,9 @@ def _add_lag(spark, plots: list[GroupPlot], group_lag, end_offsets, now_ms: int)
     probe_df = spark.createDataFrame(probes, "group_id STRING, bucket BIGINT, at_ms BIGINT").select(
         "group_id", "bucket", F.timestamp_millis("at_ms").alias("at")
     )
-    wanted = group_lag.join(F.broadcast(probe_df.select("group_id").distinct()), "group_id", "left_semi")
+    timeline = lag_timeline(group_lag, end_offsets, only_groups=probe_df.select("group_id").distinct())
     rows = (
-        lag_at_bucket_ends(wanted, end_offsets, probe_df)
+        lag_at_instants(timeline, probe_df)
         .groupBy("group_id", "bucket")
         .agg(
             # truncated partitions (negative lag) left out of the sum
@@ -247,7 +241,7 @@ def collect_report(
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    from lib.replay.expiry_spark import due_ms_column, due_reason_column, group_columns, judge_groups, judge_offsets
+    from lib.replay.expiry_spark import judge_groups, judge_offsets
     from lib.spark.delta import read_table, table_exists, table_path
 
     def table(name):
@@ -423,10 +417,8 @@ def collect_report(
     # ---- expiring within `days`
     horizon = now_ms + days * DAY_MS
     judged = judge_offsets(offsets, groups, pending, horizon, retention_ms)
-    group_view = group_columns(groups)
     due = (
         judged.filter("expired")
-        .join(group_view, ["offsets_partition", "group_id"], "left")
         .select(
             "group_id",
             "topic",
@@ -435,9 +427,9 @@ def collect_report(
             "commit_timestamp",
             "expire_timestamp",
             "offsets_partition",
-            due_ms_column(retention_ms).alias("due_ms"),
-            due_reason_column().alias("reason"),
-            F.col("_state").alias("group_state"),
+            "due_ms",
+            F.col("basis").alias("reason"),
+            F.col("state").alias("group_state"),
         )
         .persist()
     )

@@ -21,9 +21,8 @@ sampling time on this machine's clock); there are no batches to decode, so a lag
 interpolated between the samples of successive runs, as kafka-lag-exporter does. Steps 2 and 3
 are the same.
 
-The Spark functions further down (`lag_at_points`, `first_unconsumed_batches`,
-`lag_at_bucket_ends`) answer the same rules over whole tables, for the report's lag at bucket
-ends (tests/test_lag_rows.py holds them to lib.lake.lag_rows).
+lib.spark.lag_rules answers the same rules over whole tables, for the SQL audits and the report
+(tests/test_lag_rows.py holds them to lib.lake.lag_rows).
 """
 
 from __future__ import annotations
@@ -33,8 +32,7 @@ import re
 import time
 from dataclasses import dataclass, field
 
-from pyspark.sql import DataFrame, SparkSession, Window
-from pyspark.sql import functions as F
+from pyspark.sql import SparkSession
 
 from lib import storage
 from lib.lake.crash_points import crash_point
@@ -65,136 +63,6 @@ class LagResult:
     lag_rows: int = 0
     skipped: str | None = None  # why the stage did nothing
     stage_seconds: dict = field(default_factory=dict)
-
-
-def _ms(col):
-    """TIMESTAMP -> epoch ms (BIGINT)."""
-    return F.unix_micros(col) / 1000
-
-
-# --- lag at points in time --------------------------------------------------------------------
-
-
-def lag_at_points(points: DataFrame, end_offsets: DataFrame) -> DataFrame:
-    """points: group_id, topic, partition, at, kind, committed_offset, offsets_partition,
-    log_offset, and optionally _asof (the instant whose end offset to take, when not `at`).
-    end_offsets: partition_end_offsets rows. Adds end_offset, end_offset_at, topic_id,
-    lag_records, truncated and, for the time lag, the batch that holds the first unconsumed
-    record (batch_* columns) and the interpolated time of that record (interpolated_ms), which
-    `lag_at_bucket_ends` turns into lag_ms."""
-    tp = ["topic", "partition"]
-    ends = end_offsets.where(F.col("at").isNotNull()).select(
-        *tp,
-        F.col("at").alias("_asof"),
-        "end_offset",
-        "topic_id",
-        F.lit(0).alias("_kind"),
-    )
-    if "_asof" in points.columns:
-        points = points.withColumn("_asof", F.coalesce("_asof", "at"))
-    else:
-        points = points.withColumn("_asof", F.col("at"))
-    # the partition's first known batch: before it was written the end offset was at most its
-    # first offset, so a group that had committed exactly that offset had nothing to read
-    log_end = end_offsets.groupBy(*tp).agg(
-        F.max("end_offset").alias("log_end"),
-        F.min_by(F.struct("at", "first_offset"), F.struct("at", "end_offset")).alias("_first"),
-    )
-    # as of `_asof`: the last end-offset row at or before it (rows first at equal times)
-    timeline = ends.withColumn("_end_at", F.col("_asof")).unionByName(
-        points.withColumn("_kind", F.lit(1)), allowMissingColumns=True
-    )
-    so_far = Window.partitionBy(*tp).orderBy("_asof", "_kind", "end_offset").rowsBetween(Window.unboundedPreceding, 0)
-    asof = (
-        timeline.withColumn(
-            "_last",
-            F.last(F.when(F.col("_kind") == 0, F.struct("end_offset", "_end_at", "topic_id")), True).over(so_far),
-        )
-        .where(F.col("_kind") == 1)
-        .select(
-            *list(points.columns),
-            F.col("_last.end_offset").alias("_end_asof"),
-            F.col("_last._end_at").alias("end_offset_at"),
-            F.col("_last.topic_id").alias("topic_id"),
-        )
-        .join(log_end, tp, "left")
-    )
-    truncated = F.col("log_end").isNotNull() & (F.col("committed_offset") > F.col("log_end"))
-    # a group that committed O had read the records below O: the log held them by then
-    before_first = (
-        F.col("_end_asof").isNull()
-        & (F.col("at") < F.col("_first.at"))
-        & (F.col("committed_offset") == F.col("_first.first_offset"))
-    )
-    end = (
-        F.when(before_first, F.col("committed_offset"))
-        .when(F.col("_end_asof").isNull(), F.lit(None))
-        .when(truncated, F.col("_end_asof"))
-        .otherwise(F.greatest("_end_asof", "committed_offset"))
-    )
-    return (
-        asof.withColumn("truncated", F.coalesce(truncated, F.lit(False)))
-        .withColumn("end_offset", end)
-        .withColumn("lag_records", F.col("end_offset") - F.col("committed_offset"))
-        .drop("_end_asof", "log_end", "_first", "_asof")
-    )
-
-
-def first_unconsumed_batches(lagging: DataFrame, end_offsets: DataFrame) -> DataFrame:
-    """For each distinct (topic, partition, committed_offset) of `lagging`: the segment batch
-    that holds the offset (the first with end_offset above it), and the interpolated time at
-    which the partition's end offset passed it (between the end-offset rows around
-    committed_offset + 1). Columns: topic, partition, committed_offset, batch_first_offset,
-    batch_first_timestamp, batch_timestamp_type, batch_segment_file, batch_byte_position,
-    interpolated_ms."""
-    tp = ["topic", "partition"]
-    wanted = lagging.select(*tp, "committed_offset").distinct()
-    rows = end_offsets.select(
-        *tp,
-        F.col("end_offset").alias("_offset"),
-        F.lit(1).alias("_kind"),
-        F.struct(
-            F.col("first_offset").alias("first_offset"),
-            F.col("first_timestamp").alias("first_timestamp"),
-            F.col("timestamp_type").alias("timestamp_type"),
-            F.col("segment_file").alias("segment_file"),
-            F.col("byte_position").alias("byte_position"),
-            F.col("source").alias("source"),
-        ).alias("_batch"),
-        F.struct(F.col("end_offset").alias("e"), _ms(F.col("at")).alias("t")).alias("_point"),
-    ).where(F.col("_point.t").isNotNull())
-    # a wanted offset O sorts at O + 1, before the end-offset rows there: the rows before it
-    # end at or below O, the first row after it ends above O (it holds O)
-    probes = wanted.select(
-        *tp, "committed_offset", (F.col("committed_offset") + 1).alias("_offset"), F.lit(0).alias("_kind")
-    )
-    order = Window.partitionBy(*tp).orderBy("_offset", "_kind")
-    before = order.rowsBetween(Window.unboundedPreceding, -1)
-    after = order.rowsBetween(1, Window.unboundedFollowing)
-    seg = F.col("_batch.source") == "segment"
-    merged = (
-        rows.unionByName(probes, allowMissingColumns=True)
-        .withColumn("_prev", F.last("_point", True).over(before))
-        .withColumn("_next", F.first("_point", True).over(after))
-        .withColumn("_holder", F.first(F.when(seg, F.col("_batch")), True).over(after))
-        .where(F.col("_kind") == 0)
-    )
-    e1, t1, e2, t2 = (F.col("_prev.e"), F.col("_prev.t"), F.col("_next.e"), F.col("_next.t"))
-    target = F.col("committed_offset") + 1
-    interpolated = F.when(
-        F.col("_prev").isNotNull() & F.col("_next").isNotNull() & (e2 > e1),
-        t1 + (target - e1) * (t2 - t1) / (e2 - e1),
-    )
-    return merged.select(
-        *tp,
-        "committed_offset",
-        F.col("_holder.first_offset").alias("batch_first_offset"),
-        F.col("_holder.first_timestamp").alias("batch_first_timestamp"),
-        F.col("_holder.timestamp_type").alias("batch_timestamp_type"),
-        F.col("_holder.segment_file").alias("batch_segment_file"),
-        F.col("_holder.byte_position").alias("batch_byte_position"),
-        F.floor(interpolated).cast("bigint").alias("interpolated_ms"),
-    )
 
 
 def live_partitions(warehouse: str) -> set[tuple[str, int]]:
@@ -567,74 +435,3 @@ def _sample_rows(samples: list, run_id: str):
     ]
     schema = T.PARTITION_END_OFFSETS.arrow_schema
     return pa.Table.from_pylist([{c: r.get(c) for c in schema.names} for r in rows], schema=schema)
-
-
-def lag_at_bucket_ends(group_lag: DataFrame, end_offsets: DataFrame, probes: DataFrame) -> DataFrame:
-    """The lag of groups at given instants, per topic partition they committed: probes (group_id,
-    bucket, at). The committed offset as of each instant is the group's last effective commit
-    at or before it (group_lag kind commit), the end offset as of it comes from `lag_at_points`,
-    and the time lag from the first unconsumed record's time: as a group_lag row knows it, else
-    from its batch header, else interpolated between end-offset rows. Columns: group_id, bucket, at, topic, partition, lag_records,
-    lag_ms."""
-    commits = group_lag.where(F.col("kind") == "commit").select(
-        "group_id", "topic", "partition", "at", "committed_offset", "offsets_partition", "log_offset"
-    )
-    tps = commits.select("group_id", "topic", "partition").distinct()
-    probe_rows = probes.join(tps, "group_id")
-    timeline = commits.withColumn("_kind", F.lit(0)).unionByName(
-        probe_rows.withColumn("_kind", F.lit(1)), allowMissingColumns=True
-    )
-    so_far = (
-        Window.partitionBy("group_id", "topic", "partition")
-        .orderBy("at", "_kind")
-        .rowsBetween(Window.unboundedPreceding, 0)
-    )
-    points = (
-        timeline.withColumn("_c", F.last("committed_offset", True).over(so_far))
-        .where((F.col("_kind") == 1) & F.col("_c").isNotNull())
-        .select(
-            "group_id",
-            "bucket",
-            "topic",
-            "partition",
-            "at",
-            F.lit("probe").alias("kind"),
-            F.col("_c").alias("committed_offset"),
-            F.lit(0).alias("offsets_partition"),
-            F.lit(None).cast("bigint").alias("log_offset"),
-        )
-    )
-    lagged = lag_at_points(points, end_offsets)
-    known = (
-        group_lag.where(F.col("first_unconsumed_timestamp").isNotNull())
-        .groupBy("topic", "partition", "committed_offset")
-        .agg(F.max_by("first_unconsumed_timestamp", F.col("lag_ms_method") == "record").alias("_record_time"))
-    )
-    # where no row knows it: the batch header (the record opens its batch), else interpolated
-    batches = first_unconsumed_batches(lagged.where(F.col("lag_records") > 0), end_offsets)
-    header = F.when(
-        F.col("batch_first_offset") == F.col("committed_offset"), _ms(F.col("batch_first_timestamp")).cast("bigint")
-    )
-    estimated = batches.select(
-        "topic", "partition", "committed_offset", F.coalesce(header, F.col("interpolated_ms")).alias("_estimate_ms")
-    )
-    at_ms = _ms(F.col("at")).cast("bigint")
-    record_ms = F.coalesce(_ms(F.col("_record_time")).cast("bigint"), F.col("_estimate_ms"))
-    tp_o = ["topic", "partition", "committed_offset"]
-    return (
-        lagged.join(known, tp_o, "left")
-        .join(estimated, tp_o, "left")
-        .select(
-            "group_id",
-            "bucket",
-            "at",
-            "topic",
-            "partition",
-            "lag_records",
-            F.when(F.col("truncated") | F.col("lag_records").isNull(), F.lit(None))
-            .when(F.col("lag_records") <= 0, F.lit(0))
-            .when(record_ms.isNotNull(), F.greatest(F.lit(0), at_ms - record_ms))
-            .cast("bigint")
-            .alias("lag_ms"),
-        )
-    )

@@ -5,69 +5,29 @@
 -- param for_at_least duration = 1h: how long the lag must have stayed at or above the thresholds
 --
 -- The lag is evaluated at every change of either side (each effective commit of the group, each
--- end-offset row of the partition) and at `now`, as lag_at does; an evaluation whose end offset is
--- not known yet (lag_at's NULL) is neither behind nor caught up. A partition is listed when every
--- evaluation since `behind_since` (the first of the current unbroken stretch at or above the
--- thresholds) is at or above them and `now - behind_since >= for_at_least`. Both thresholds
--- given: both must hold. lag_records / lag_ms: at `now`; max_lag_records: the largest in the stretch.
-WITH tps AS (
-  SELECT DISTINCT group_id, topic, partition FROM group_lag WHERE kind = 'commit' AND at <= :now
-),
-events AS (
-  SELECT group_id, topic, partition, at, 0 AS kind, committed_offset, CAST(NULL AS BIGINT) AS end_offset
-  FROM group_lag WHERE kind = 'commit' AND at <= :now
+-- end-offset row of the partition: the start of each stretch of the view lag_timeline) and at
+-- `now`, as lag_at answers; an evaluation whose end offset is not known yet (lag_at's NULL) is
+-- neither behind nor caught up. A partition is listed when every evaluation since
+-- `behind_since` (the first of the current unbroken stretch at or above the thresholds) is at
+-- or above them and `now - behind_since >= for_at_least`. Both thresholds given: both must
+-- hold. lag_records / lag_ms: at `now`; max_lag_records: the largest in the stretch.
+WITH evaluations AS (
+  SELECT group_id, topic, partition, valid_from AS at, 0 AS kind, committed_offset, lag_records,
+         lag_ms_at(lag_records, truncated, first_unconsumed_at, valid_from) AS lag_ms
+  FROM lag_timeline
+  WHERE valid_from <= :now AND lag_records IS NOT NULL
   UNION ALL
-  SELECT t.group_id, e.topic, e.partition, e.at, 1, NULL, e.end_offset
-  FROM partition_end_offsets e JOIN tps t USING (topic, partition)
-  WHERE e.at IS NOT NULL AND e.at <= :now
-  UNION ALL
-  SELECT group_id, topic, partition, :now, 2, NULL, NULL FROM tps
-),
-asof AS (
-  SELECT group_id, topic, partition, at, kind,
-         last(committed_offset, true) OVER w AS committed_offset,
-         last(end_offset, true) OVER w AS end_asof
-  FROM events
-  WINDOW w AS (PARTITION BY group_id, topic, partition ORDER BY at, kind ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
-),
-log_end AS (
-  SELECT topic, partition, max(end_offset) AS log_end,
-         min_by(struct(at, first_offset), struct(at, end_offset)) AS first
-  FROM partition_end_offsets GROUP BY topic, partition
-),
-known AS (
-  SELECT topic, partition, committed_offset, max_by(first_unconsumed_timestamp, lag_ms_method = 'record') AS record_time
-  FROM group_lag WHERE first_unconsumed_timestamp IS NOT NULL
-  GROUP BY topic, partition, committed_offset
-),
-points AS (
-  SELECT a.group_id, a.topic, a.partition, a.at, a.kind, a.committed_offset, k.record_time,
-         coalesce(a.committed_offset > l.log_end, false) AS truncated,
-         CASE WHEN a.end_asof IS NULL AND a.at < l.first.at AND a.committed_offset = l.first.first_offset
-                THEN a.committed_offset
-              WHEN a.end_asof IS NULL THEN NULL
-              WHEN a.committed_offset > l.log_end THEN a.end_asof
-              ELSE greatest(a.end_asof, a.committed_offset) END AS end_offset
-  FROM asof a
-  LEFT JOIN log_end l USING (topic, partition)
-  LEFT JOIN known k USING (topic, partition, committed_offset)
-  WHERE a.committed_offset IS NOT NULL
-),
-judged AS (
-  SELECT group_id, topic, partition, at, kind, committed_offset,
-         end_offset - committed_offset AS lag_records,
-         CASE WHEN truncated THEN NULL
-              WHEN end_offset = committed_offset THEN 0
-              WHEN record_time IS NOT NULL THEN greatest(0, unix_millis(at) - unix_millis(record_time)) END AS lag_ms
-  FROM points
-  WHERE end_offset IS NOT NULL
+  SELECT group_id, topic, partition, :now, 1, committed_offset, lag_records,
+         lag_ms_at(lag_records, truncated, first_unconsumed_at, :now)
+  FROM lag_timeline
+  WHERE valid_from <= :now AND (valid_until IS NULL OR :now < valid_until) AND lag_records IS NOT NULL
 ),
 flagged AS (
   SELECT *,
          lag_records > 0
            AND (:min_records IS NULL OR lag_records >= :min_records)
            AND (:min_lag IS NULL OR lag_ms >= unix_millis(timestamp_millis(0) + :min_lag)) AS behind
-  FROM judged
+  FROM evaluations
 ),
 stretch AS (
   SELECT group_id, topic, partition,
