@@ -67,10 +67,16 @@ def _run(fast: bool, path: str, quarantine: bool = False, **kw):
     return dec, batches, err
 
 
-def assert_same(path: str, quarantine: bool = False, **kw) -> list[pa.RecordBatch]:
-    """Both paths over one segment (or `data`): equal batches, counters, errors, quarantine."""
+def assert_same(path: str, quarantine: bool = False, python_batches: int | None = 0, **kw) -> list[pa.RecordBatch]:
+    """Both paths over one segment (or `data`): equal batches, counters, errors, quarantine.
+    python_batches: how many of the segment's batches the fast path must hand to the Python
+    decoder (the rest it must decode with its kernels); None: the whole file (odd framing) or
+    any number (an error stops the read)."""
     pdec, pb, perr = _run(False, path, quarantine, **kw)
     fdec, fb, ferr = _run(True, path, quarantine, **kw)
+    if python_batches is not None and perr is None:  # (an error stops the count; it is the answer)
+        assert not fdec.python_whole_file
+        assert fdec.python_batches == python_batches, (fdec.compiled_batches, fdec.python_batches)
     assert [b.num_rows for b in fb] == [b.num_rows for b in pb]
     for a, b in zip(pb, fb):
         b.validate(full=True)
@@ -108,6 +114,9 @@ def rows_of(batches) -> list[dict]:
 # --- a hand-built log with every kind of record -------------------------------------------------
 
 
+UNKNOWN_TYPE_AT: dict[int, int] = {}  # the offset of rich_log's unknown-type record, by its first offset
+
+
 def rich_log(b: PartitionLogBuilder) -> PartitionLogBuilder:
     g = "group-a"
     b.commit(g, "t", 0, 10, T, version=0)
@@ -130,7 +139,8 @@ def rich_log(b: PartitionLogBuilder) -> PartitionLogBuilder:
     b.group_tombstone("gone", T + 15)
     b.record(3, {"group_id": "g848"}, {"epoch": 5}, T + 16)
     key = struct.pack(">h", 99) + struct.pack(">h", 1) + b"u"
-    b.batch([(key, b"\x00\x00whatever", T + 17)])  # unknown record type
+    b.batch([(key, b"\x00\x00whatever", T + 17)])  # unknown record type -> Python
+    UNKNOWN_TYPE_AT[b.segments[0][0]] = b.next_offset - 1
     b.batch(
         [
             (offset_commit_key(g, "t", p), offset_commit_value(100 + p, T, version=3, leader_epoch=2), T + p)
@@ -153,7 +163,7 @@ def rich_log(b: PartitionLogBuilder) -> PartitionLogBuilder:
             (group_key(g), None, T),
             (offset_commit_key(g, "t", 2), offset_commit_value(1, T), T),
         ]
-    )  # mixed batch -> Python
+    )  # mixed batch
     b.batch(
         [(offset_commit_key(g, "t", p), offset_commit_value(p, T, version=4, topic_id=TOPIC_ID), T) for p in range(3)],
         producer_id=44,
@@ -167,9 +177,11 @@ def rich_log(b: PartitionLogBuilder) -> PartitionLogBuilder:
 
 @pytest.fixture(scope="module")
 def rich(tmp_path_factory):
+    """rich_log's batches (the kernels read all but the one of an unknown record type:
+    RICH_PYTHON), then a log-append-time batch."""
     d = tmp_path_factory.mktemp("rich")
     b = rich_log(PartitionLogBuilder(PART, start_offset=1000))
-    # a log-append-time batch, and records with headers (the Python path)
+    # a log-append-time batch
     base = b.next_offset
     b.raw(
         encode_batch(
@@ -187,10 +199,15 @@ def rich(tmp_path_factory):
     return glob.glob(os.path.join(folder, "*.log"))[0]
 
 
+RICH_PYTHON = 1  # the rich log's batches the Python decoder reads: the unknown record type's
+
+
 @pytest.mark.parametrize("zeros", [17, 4096, 70_000])
 def test_preallocated_zeros_after_the_rich_log(rich, zeros):
     data = open(rich, "rb").read()
-    assert_same("pad.log", data=data + bytes(zeros), source_name="pad.log", start_offset=1003)
+    assert_same(
+        "pad.log", python_batches=RICH_PYTHON, data=data + bytes(zeros), source_name="pad.log", start_offset=1003
+    )
     dec, batches, err = _run(True, "pad.log", data=data + bytes(zeros), source_name="pad.log")
     assert err is None and dec.trailing_bytes == zeros
     same_log = [{**r, "segment_file": "pad.log"} for r in rows_of(_run(True, rich)[1])]
@@ -206,21 +223,23 @@ def test_zeros_then_data_after_the_rich_log_same_error(rich):
 
 @pytest.mark.parametrize("chunk_rows", [1, 2, 3, 5, 7, 16, 65536])
 def test_rich_log_every_chunk_size(rich, chunk_rows):
-    assert_same(rich, chunk_rows=chunk_rows)
+    assert_same(rich, python_batches=RICH_PYTHON, chunk_rows=chunk_rows)
 
 
 def test_rich_log_every_start_offset(rich):
     for start in range(995, 1075, 3):
-        assert_same(rich, start_offset=start, chunk_rows=4)
+        assert_same(
+            rich, python_batches=RICH_PYTHON if start <= UNKNOWN_TYPE_AT[1000] else 0, start_offset=start, chunk_rows=4
+        )
     assert_same(rich, start_offset=10**9)
 
 
 def test_rich_log_without_crc_check_and_from_bytes(rich):
     with open(rich, "rb") as f:
         data = f.read()
-    assert_same(rich, verify_crc=False)
+    assert_same(rich, python_batches=RICH_PYTHON, verify_crc=False)
     for buf in (data, bytearray(data), memoryview(data)):
-        assert_same("where", data=buf, source_name="fetch:1000", chunk_rows=6)
+        assert_same("where", python_batches=RICH_PYTHON, data=buf, source_name="fetch:1000", chunk_rows=6)
 
 
 def test_rich_log_rows_hand_checked(rich):
@@ -344,8 +363,9 @@ def test_legacy_magic_0_and_1_between_batches(tmp_path):
     data += encode_batch(8, [(8, T, k, offset_commit_value(9, T))], compression=3)
     path = write_segment(tmp_path, bytes(data))
     for chunk in (1, 3, 100):
-        assert len(rows_of(assert_same(path, chunk_rows=chunk))) == 9
-    assert_same(path, start_offset=5, chunk_rows=2)
+        # the two legacy messages and the two legacy wrappers: the Python decoder's
+        assert len(rows_of(assert_same(path, python_batches=4, chunk_rows=chunk))) == 9
+    assert_same(path, python_batches=4, start_offset=5, chunk_rows=2)
 
 
 # --- bad input: the same error (or quarantine rows) as the Python path ------------------------------
@@ -431,10 +451,10 @@ BAD = _bad_inputs()
 def test_bad_input_same_outcome(tmp_path, name):
     path = write_segment(tmp_path, BAD[name])
     for chunk in (1, 2, 100):
-        assert_same(path, chunk_rows=chunk)
-    assert_same(path, verify_crc=False)
-    assert_same(path, start_offset=2)
-    assert_same(path, quarantine=True, chunk_rows=2)
+        assert_same(path, python_batches=None, chunk_rows=chunk)
+    assert_same(path, python_batches=None, verify_crc=False)
+    assert_same(path, python_batches=None, start_offset=2)
+    assert_same(path, python_batches=None, quarantine=True, chunk_rows=2)
 
 
 def test_bad_input_is_reported_as_before(tmp_path):
@@ -528,8 +548,9 @@ def logs(draw):
 def test_random_commits_same_as_python(log, chunk, start_delta):
     data, first, end = log
     start = max(0, first + start_delta) if start_delta >= 0 else 0
-    assert_same("random.log", data=data, source_name="random.log", chunk_rows=chunk, start_offset=start)
-    assert_same("random.log", quarantine=True, data=data, source_name="random.log", chunk_rows=chunk)
+    kw = {"python_batches": None, "data": data, "source_name": "random.log", "chunk_rows": chunk}
+    assert_same("random.log", start_offset=start, **kw)
+    assert_same("random.log", quarantine=True, **kw)
 
 
 # --- GroupMetadata values: lib.decode.group_kernel against the Python reader ---------------------
@@ -789,9 +810,11 @@ def test_random_group_metadata_same_as_python(values, compression):
     recs += [(group_key(f"g{i}"), v) for i, v in enumerate(values)]
     data = encode_batch(10, [(10 + i, T, k, v) for i, (k, v) in enumerate(recs)], compression=compression)
     data += encode_batch(10 + len(recs), [(10 + len(recs), T, group_key("one"), values[0])])
+    # a batch with a value the kernel hands back goes to the Python decoder whole
+    slow = int(not all(kernel_reads(v) for v in values)) + int(not kernel_reads(values[0]))
     for chunk in (1, 4):
-        assert_same("gm.log", data=data, source_name="gm.log", chunk_rows=chunk)
-    assert_same("gm.log", quarantine=True, data=data, source_name="gm.log")
+        assert_same("gm.log", python_batches=slow, data=data, source_name="gm.log", chunk_rows=chunk)
+    assert_same("gm.log", python_batches=slow, quarantine=True, data=data, source_name="gm.log")
 
 
 def _odd_values() -> dict[str, tuple[bytes, bool]]:
@@ -850,9 +873,10 @@ def test_group_metadata_odd_values(tmp_path, name):
     assert kernel_reads(value) == read_by_kernel
     data = _good(0) + _with_key_and_value(3, group_key("g"), value) + _good(5)
     path = write_segment(tmp_path, data)
+    slow = 0 if read_by_kernel else 1  # its batch
     for chunk in (1, 100):
-        assert_same(path, chunk_rows=chunk)
-    assert_same(path, quarantine=True)
+        assert_same(path, python_batches=slow, chunk_rows=chunk)
+    assert_same(path, python_batches=slow, quarantine=True)
 
 
 # --- KIP-848, share and streams group records: lib.decode.json_kernel against the generic reader ---
@@ -979,7 +1003,9 @@ def reference_json(rtype: int, value: bytes) -> str:
     return json.dumps(decoded[1], separators=(",", ":"), ensure_ascii=False)
 
 
-def assert_same_in_a_log(records: list[tuple[bytes, bytes | None]], compression: int = 0) -> None:
+def assert_same_in_a_log(
+    records: list[tuple[bytes, bytes | None]], compression: int = 0, read_by_kernel: list[bool] | None = None
+) -> None:
     """Both decode paths over the records in one batch after an offset commit, the first again in a
     batch of its own, and a GroupMetadata record after them."""
     recs = [(offset_commit_key("g", "t", 0), offset_commit_value(1, T)), *records]
@@ -987,9 +1013,11 @@ def assert_same_in_a_log(records: list[tuple[bytes, bytes | None]], compression:
     n = 10 + len(recs)
     data += encode_batch(n, [(n, T + 1, *records[0])])
     data += encode_batch(n + 1, [(n + 1, T + 2, group_key("g"), group_metadata_value(members=[]))])
+    # read_by_kernel: per record; a batch with one the kernel hands back goes to Python whole
+    slow = None if read_by_kernel is None else int(not all(read_by_kernel)) + int(not read_by_kernel[0])
     for chunk in (1, 4):
-        assert_same("kip848.log", data=data, source_name="kip848.log", chunk_rows=chunk)
-    assert_same("kip848.log", quarantine=True, data=data, source_name="kip848.log")
+        assert_same("kip848.log", python_batches=slow, data=data, source_name="kip848.log", chunk_rows=chunk)
+    assert_same("kip848.log", python_batches=slow, quarantine=True, data=data, source_name="kip848.log")
 
 
 @settings(
@@ -1004,7 +1032,8 @@ def test_random_modern_group_records_same_as_python(records, compression):
         text = None if value is None else kernel_json(rtype, value)
         if text is not None:  # never more than the generic reader reads itself, and the same text
             assert text == reference_json(rtype, value)
-    assert_same_in_a_log([(key, value) for _, key, value in records], compression)
+    read = [value is None or kernel_json(rtype, value) is not None for rtype, _, value in records]
+    assert_same_in_a_log([(key, value) for _, key, value in records], compression, read)
 
 
 def sample_struct(fields, i: int) -> dict:
@@ -1230,9 +1259,10 @@ def test_modern_group_odd_values(tmp_path, name):
         assert text == reference_json(rtype, value)
     key = modern_key(rtype, "g", "m")
     path = write_segment(tmp_path, _good(0) + _fix_crcs(_with_key_and_value(3, key, value)) + _good(5))
+    slow = 0 if read_by_kernel else 1  # its batch
     for chunk in (1, 100):
-        assert_same(path, chunk_rows=chunk)
-    assert_same(path, quarantine=True)
+        assert_same(path, python_batches=slow, chunk_rows=chunk)
+    assert_same(path, python_batches=slow, quarantine=True)
 
 
 def test_modern_group_values_hand_checked():
@@ -1334,7 +1364,7 @@ def test_string_columns_past_int32_offsets_take_the_wide_path(rich, monkeypatch)
     offsets, as before lib.decode.arrow_kernel: here every column with bytes takes that path."""
     monkeypatch.setattr(fastdecode, "_INT32_MAX", 0)
     for chunk_rows in (5, 65536):
-        assert_same(rich, chunk_rows=chunk_rows)
+        assert_same(rich, python_batches=RICH_PYTHON, chunk_rows=chunk_rows)
 
 
 # --- windows: a segment's entries parsed a window of bytes at a time ------------------------------
@@ -1350,10 +1380,12 @@ def test_rich_log_in_windows_of_any_size(rich, monkeypatch, window, chunk_rows):
     from lib.decode import fast
 
     monkeypatch.setattr(fast, "WINDOW_BYTES", window)
-    assert_same(rich, chunk_rows=chunk_rows)
-    assert_same(rich, start_offset=1011, chunk_rows=chunk_rows)
+    assert_same(rich, python_batches=RICH_PYTHON, chunk_rows=chunk_rows)
+    assert_same(rich, python_batches=RICH_PYTHON, start_offset=1011, chunk_rows=chunk_rows)
     data = open(rich, "rb").read()
-    assert_same("pad.log", data=data + bytes(5000), source_name="pad.log", chunk_rows=chunk_rows)
+    assert_same(
+        "pad.log", python_batches=RICH_PYTHON, data=data + bytes(5000), source_name="pad.log", chunk_rows=chunk_rows
+    )
 
 
 @pytest.mark.parametrize("window", [512, 8192])
@@ -1374,4 +1406,4 @@ def test_bad_inputs_in_windows(monkeypatch):
 
     monkeypatch.setattr(fast, "WINDOW_BYTES", 300)
     for name, data in sorted(BAD.items()):
-        assert_same(name, data=data, source_name=name, chunk_rows=2)
+        assert_same(name, python_batches=None, data=data, source_name=name, chunk_rows=2)

@@ -1513,6 +1513,7 @@ def iter_fast(dec):
     if status != 0 or chunk_rows < 1:
         # odd offsets (or chunk size): the reference decoder, whole file
         rng = _PythonRange(dec, data, 0, len(data), name, None)
+        dec.python_whole_file = True
         yield from rng.run(chunk_rows, chunk_rows)
         dec.records, dec.next_offset, dec.trailing_bytes = rng.sub.records, rng.sub.next_offset, rng.sub.trailing_bytes
         return
@@ -1669,6 +1670,8 @@ def iter_fast(dec):
             yield from add_fast(fast_rows, cur, total_rows)
         del rows, groups, values, fast_rows, w64, w32, w16, extra  # (the chunks pending keep theirs)
     done = np.flatnonzero((kind == FAST) | (kind == COMP))
+    dec.compiled_batches = len(done)
+    dec.python_batches = int((kind == SLOW).sum())
     if len(done) and done[-1] > next_offset_at:
         next_offset = int(last[done[-1]]) + 1
     if not (n and kind[n - 1] == TAIL):
