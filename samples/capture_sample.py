@@ -8,6 +8,7 @@ writes the capture time to samples/NOW.
 
     PYTHONPATH=. .venv/bin/python samples/capture_sample.py
 """
+
 from __future__ import annotations
 
 import os
@@ -28,7 +29,7 @@ def main() -> None:
     work = tempfile.mkdtemp(prefix="capture-")
     broker = KafkaBroker(os.path.join(REPO, ".jars", "kafka4"), work, offsets_partitions=50)
     broker.start()
-    clients = []
+    clients: list = []
     try:
         groups, clients = S.run_scenarios(broker.bootstrap, "sample", kip848=True)
         now_ms = int(time.time() * 1000)

@@ -33,7 +33,9 @@ import random
 import shutil
 import sys
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -138,8 +140,10 @@ class ProducerDef:
     producer_id: int = -1
     linger_ms: int = 5
     max_batch: int = 500
-    rate: object = None  # t -> records/s per partition
-    bulk: object = None  # clock -> [(start ms, records per partition)]: loads at full speed
+    rate: Callable[[int], float] | None = None  # t -> records/s per partition
+    bulk: Callable[[Any], list[tuple[int, int]]] | None = (
+        None  # clock -> [(start ms, records per partition)]: loads at full speed
+    )
     bulk_rate: float = 20000.0  # records/s per partition during a bulk load
     start: int | None = None
     stop: int | None = None
@@ -151,7 +155,7 @@ class TopicDef:
     name: str
     partitions: int
     producers: list
-    value: object  # rng -> bytes
+    value: Callable[[random.Random], bytes]  # rng -> bytes
     keys: int = 0  # keyed records: a pool of this many keys, each on its murmur2 partition
     key_prefix: str = "k"
     segment_ms: int = DEFAULT_SEGMENT_MS
@@ -434,7 +438,8 @@ class View:
         self.log = log
         self.times = list(itertools.accumulate((b.max_ts for b in log.batches), max))
         self.ends = [b.end_offset for b in log.batches]
-        self.stable_times, self.stable_ends = [], []
+        self.stable_times: list[int] = []
+        self.stable_ends: list[int] = []
         open_txn = set()
         for b in log.batches:
             if b.control:
@@ -482,7 +487,7 @@ class GroupDef:
     start: int = 0
     stop: int | None = None  # members leave; no commit after
     membership: tuple = ((0, 1),)  # (time, op): op = n members | "restart" | ("crash", i)
-    runs: object = None  # batch job: clock -> [(start, end)]
+    runs: Callable[[Any], list[tuple[int, int]]] | None = None  # batch job: clock -> [(start, end)]
     commit_all: bool = False  # commitSync(): every assigned partition, changed or not
     static: bool = False
     isolation: str = "read_uncommitted"
@@ -931,7 +936,7 @@ class GroupSim:
         def ids(tps):
             return [{"topicId": self.topic_ids[t], "partitions": ps} for t, ps in by_topic(tps).items()]
 
-        recs = []
+        recs: list[tuple[int, str | None, dict | None]] = []
         for m in members:
             if m.member_id not in old:
                 meta = {
@@ -1248,7 +1253,7 @@ def build(log_dir: str, now_ms: int, end_ms: int, offsets_topic_id: str, seed: i
                 logs[(name, log.partition)] = log
     views = {tp: View(log) for tp, log in logs.items()}
     events = Events()
-    sims = {}
+    sims: dict[str, GroupSim | EosSim] = {}
     ledger: dict = {}
     gdefs = group_defs(c)
     for g in gdefs:  # the exactly-once group first: the ledger topic is its output
@@ -1261,9 +1266,9 @@ def build(log_dir: str, now_ms: int, end_ms: int, offsets_topic_id: str, seed: i
         views[("payments-ledger", log.partition)] = View(log)
     for g in gdefs:
         if g.name not in sims:
-            sim = GroupSim(g, c, views, events, random.Random(f"{seed}:{g.name}"), topic_ids)
-            sim.run()
-            sims[g.name] = sim
+            group_sim = GroupSim(g, c, views, events, random.Random(f"{seed}:{g.name}"), topic_ids)
+            group_sim.run()
+            sims[g.name] = group_sim
     # what retention and DeleteRecords left at NOW
     log_starts = {}
     for (name, p), log in sorted(logs.items()):
@@ -1277,16 +1282,16 @@ def build(log_dir: str, now_ms: int, end_ms: int, offsets_topic_id: str, seed: i
     write_offsets_partitions(log_dir, events, c, offsets_topic_id, topic_ids)
     groups = {}
     for g in gdefs:
-        sim = sims[g.name]
+        done = sims[g.name]
         last = {}
-        for _, offsets in sim.history:
+        for _, offsets in done.history:
             last.update(offsets)
         groups[g.name] = {
             "offsets_partition": partition_for(g.name, OFFSETS_PARTITIONS),
             "topics": g.topics,
             "kind": g.kind,
             "shape": g.shape,
-            "last_commit": sim.history[-1][0] if sim.history else None,
+            "last_commit": done.history[-1][0] if done.history else None,
             "committed": {f"{t}-{p}": o for (t, p), o in sorted(last.items())},
             "lag": {f"{t}-{p}": logs[(t, p)].end_offset - o for (t, p), o in sorted(last.items())},
         }
@@ -1521,7 +1526,7 @@ def make(out_dir: str, capture_dir: str | None = CAPTURE) -> dict:
         now_ms, end_ms, offsets_topic_id = DEFAULT_NOW_MS, DEFAULT_NOW_MS - MIN, topic_id_for(OFFSETS_TOPIC, SEED)
     log_dir = os.path.join(out_dir, "logdir")
     facts = build(log_dir, now_ms, end_ms, offsets_topic_id)
-    if cap:
+    if cap and capture_dir:
         merge_capture(log_dir, capture_dir)
         facts["capture"] = cap
     ends = write_checkpoints(log_dir, facts["log_starts"])

@@ -67,7 +67,7 @@ def committed_offsets(bootstrap: str, group: str) -> dict:
 def broker_view(bootstrap: str, groups: list[str]) -> dict:
     a = AdminClient({"bootstrap.servers": bootstrap})
     listed = list_groups(bootstrap)
-    view = {}
+    view: dict[str, dict | None] = {}
     for g in groups:
         if g not in listed:
             view[g] = None
