@@ -1,6 +1,6 @@
 """What several test modules share (one home; test modules never import each other): the
-repository root, tables as rows, an independent CRC-32C, and the growing log of the
-incremental and crash-recovery tests."""
+repository root, tables as rows, an independent CRC-32C, the growing log of the
+incremental and crash-recovery tests, and the canned SQL audits run over a warehouse."""
 
 from __future__ import annotations
 
@@ -138,3 +138,78 @@ def snapshot(spark, warehouse) -> dict:
     return {
         t: sorted(rows(spark, str(warehouse), t), key=lambda r: tuple(str(r[k]) for k in KEYS[t])) for t in STATE_TABLES
     }
+
+
+def audits_of(spark, wh):
+    """A function running a canned SQL audit over warehouse `wh` (registered as the catalog's
+    current database: set it back to default after)."""
+    from lib.reporting.audit_queries import bind, collect, load_queries, open_catalog, run_query
+
+    open_catalog(spark, wh)
+    queries = load_queries()
+
+    def run(name: str, **params) -> list[dict]:
+        q = queries[name]
+        return collect(run_query(spark, q, bind(q, {k: str(v) for k, v in params.items()})))[1]
+
+    return run
+
+
+def lag_answers(spark, wh, groups: list[str], instants: list[int]) -> dict:
+    """Every answer to "what was G's lag on T/P at instant X" over warehouse `wh`, for the
+    groups at the instants (evenly spaced): {(group, X ms, topic, partition): (committed, end
+    offset, lag records, lag ms)} from lag_at, after checking that lag_history (one bucket per
+    instant), groups_falling_behind (the lags above 0 at each instant) and the report's form
+    (lib.spark.lag_rules.lag_at_instants) give the same."""
+    import datetime as dt
+
+    from lib.spark.delta import read_table
+    from lib.spark.lag_rules import lag_at_instants, lag_timeline
+
+    def iso(ms: int) -> str:
+        return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).isoformat()
+
+    def ms(ts) -> int:
+        return round(ts.timestamp() * 1000)
+
+    def answer(r) -> tuple:
+        return (r["committed_offset"], r["end_offset"], r["lag_records"], r["lag_ms"])
+
+    step = instants[1] - instants[0]
+    assert all(b - a == step for a, b in zip(instants, instants[1:]))
+    run = audits_of(spark, wh)
+    try:
+        at = {
+            (g, x, r["topic"], r["partition"]): answer(r)
+            for g in groups
+            for x in instants
+            for r in run("lag_at", group=g, at=iso(x))
+        }
+        history = {
+            (g, ms(r["at"]), r["topic"], r["partition"]): answer(r)
+            for g in groups
+            for r in run("lag_history", group=g, since=iso(instants[0]), until=iso(instants[-1]), bucket=f"{step}ms")
+        }
+        assert history == at
+        for x in instants:
+            behind = run("groups_falling_behind", now=iso(x), min_records=1, for_at_least="0s")
+            got = {
+                (r["group_id"], r["topic"], r["partition"]): (r["lag_records"], r["lag_ms"])
+                for r in behind
+                if r["group_id"] in groups
+            }
+            want = {(g, t, p): v[2:] for (g, y, t, p), v in at.items() if y == x and v[2] is not None and v[2] > 0}
+            assert got == want, iso(x)
+    finally:
+        spark.catalog.setCurrentDatabase("default")
+    probes = spark.createDataFrame(
+        [(g, dt.datetime.fromtimestamp(x / 1000, dt.UTC)) for g in groups for x in instants],
+        "group_id string, at timestamp",
+    )
+    timeline = lag_timeline(read_table(spark, wh, "group_lag"), read_table(spark, wh, "partition_end_offsets"))
+    report = {
+        (r["group_id"], ms(r["at"]), r["topic"], r["partition"]): answer(r)
+        for r in lag_at_instants(timeline, probes).collect()
+    }
+    assert report == at
+    return at

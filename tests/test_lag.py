@@ -13,6 +13,7 @@ from lib.codec.writer import encode_batch, encode_control_batch
 from lib.replay.partitioning import partition_for
 from lib.source.logdir import find_partitions
 from lib.testdata.logbuilder import PartitionLogBuilder
+from tests.helpers import audits_of
 
 T = 1_763_000_000_000
 S = 1000
@@ -211,25 +212,10 @@ def test_an_incremental_run_adds_the_new_commits_and_interpolates_where_the_reco
     assert len(_rows(spark, inc, "partition_end_offsets")) == 6
 
 
-def _audits_of(spark, wh):
-    """A function running a canned SQL audit over warehouse `wh` (registered as the catalog's
-    current database: set it back to default after)."""
-    from lib.reporting.audit_queries import bind, collect, load_queries, open_catalog, run_query
-
-    open_catalog(spark, wh)
-    queries = load_queries()
-
-    def run(name: str, **params) -> list[dict]:
-        q = queries[name]
-        return collect(run_query(spark, q, bind(q, {k: str(v) for k, v in params.items()})))[1]
-
-    return run
-
-
 @pytest.fixture(scope="module")
 def audit(spark, full_run):
     _, _, wh, _ = full_run
-    yield _audits_of(spark, wh)
+    yield audits_of(spark, wh)
     spark.catalog.setCurrentDatabase("default")
 
 
@@ -407,7 +393,7 @@ def test_lag_where_no_end_offset_is_known_yet_is_null_in_every_answer(spark, lat
         ("g6", "commit", 10, 7, None, None, None, "end_offset_unknown"),
         ("g6", "now", 40, 7, 10, 3, 18_000, "record"),
     ]
-    run = _audits_of(spark, wh)
+    run = audits_of(spark, wh)
     try:
         # (group, at s, committed, end, lag, lag ms)
         want = {

@@ -692,7 +692,7 @@ def _known_topics(p, b, st, w, first, m):
 
 
 @njit_kernel
-def _solve(p, b, st, w):
+def _solve(p, b, st, w):  # noqa: C901 - numba kernel: the assignor's whole pass in one compiled loop
     """Problem p: -> (status, Java exception code, entries in assigned_member/assigned_slot)."""
     first = b.member_offsets[p]
     m = b.member_offsets[p + 1] - first
@@ -995,7 +995,7 @@ def _resolve_claims(p, b, w, first, m, n_slots):
 
 
 @njit_kernel
-def _constrained(st, w, first, m, total, n_slots):
+def _constrained(st, w, first, m, total, n_slots):  # noqa: C901 - numba kernel: Kafka's builder, step for step
     """AbstractStickyAssignor.ConstrainedAssignmentBuilder.build. -> (entries in
     assigned_member/assigned_slot, Java exception code or -1); transferring holds
     partitionsTransferringOwnership."""
@@ -1415,7 +1415,7 @@ def _balance_score(sizes, m, fixed, scratch):
 
 
 @njit_kernel
-def _general(p, b, st, w, first, m, n_known, total):
+def _general(p, b, st, w, first, m, n_known, total):  # noqa: C901 - numba kernel: Kafka's builder, step for step
     """AbstractStickyAssignor.GeneralAssignmentBuilder.build. -> (entries in assigned_member/
     assigned_slot, Java exception code, -1, or _UNCOVERED). Each partition is in at most one
     member's list here (no partition beyond its topic's range), so a list is its owner[]

@@ -201,21 +201,16 @@ class GroupCoordinator:
         assert self.log_dir is not None
         (log,) = find_partitions(self.log_dir, [partition])
         segs = segments_from(log, state.next_offset)
-        task: dict = {
-            "partition": partition,
-            "start_offset": state.next_offset,
-            "segments": [(seg.path, seg.base_offset) for seg in segs],
-        }
         position, base = getattr(state, "next_position", (None, None))
-        if position is not None and segs and base == str(segs[0].base_offset):
-            task["start_position"] = position
+        start_position = position if position is not None and segs and base == str(segs[0].base_offset) else None
         summary: dict = {"records": 0, "next_offset": None, "trailing_bytes": 0, "end_position": None}
 
         def consume(batches):
             for batch in batches:
                 engine.feed(batch, batches.batch_group_metadata)
 
-        read_segments(task, summary, None, consume)
+        segments = [(seg.path, seg.base_offset) for seg in segs]
+        read_segments(partition, state.next_offset, segments, start_position, summary, None, consume)
         state.tail_records += summary["records"]
         if summary["next_offset"] is not None:
             state.next_offset = max(state.next_offset, summary["next_offset"])

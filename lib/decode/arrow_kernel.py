@@ -98,7 +98,7 @@ def _pack(flags, nulls):
 
 
 @njit(cache=True, nogil=True)
-def row_layout(
+def row_layout(  # noqa: C901 - numba kernel: one pass over the rows for every column
     r0,
     r1,
     entry,

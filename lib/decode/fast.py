@@ -291,7 +291,7 @@ def _frame(buf, skip_below, verify_crc, tab):
 
 
 @njit(cache=True, nogil=True)
-def _records(
+def _records(  # noqa: C901 - numba kernel: every record of a window in one compiled loop
     seg,
     extra,
     kind,
@@ -1482,6 +1482,27 @@ def _windows(epos: np.ndarray, etotal: np.ndarray, n: int, limit: int = WINDOW_B
     return list(zip(bounds[:-1], bounds[1:]))
 
 
+def _decompress_window(data, comp, kind, attr, start, stop, src) -> np.ndarray:
+    """The window's compressed entries (`comp`) decompressed into one buffer, returned: each
+    entry's start/stop then point into it (src 1); one that does not decompress turns SLOW
+    (the Python decoder reports it)."""
+    parts = []
+    at = 0
+    mv = memoryview(data)
+    for e, codec, a, b in zip(comp.tolist(), (attr[comp] & 7).tolist(), start[comp].tolist(), stop[comp].tolist()):
+        try:
+            raw = decompress(codec, mv[a:b], 2)
+        except DecodeError:
+            kind[e] = SLOW
+            continue
+        parts.append(raw)
+        src[e] = 1
+        start[e] = at
+        at += len(raw)
+        stop[e] = at
+    return _readonly(np.frombuffer(b"".join(parts), dtype=np.uint8) if parts else np.zeros(0, np.uint8))
+
+
 def iter_fast(dec):
     """SegmentDecoder.__iter__'s fast path (see the module doc)."""
     from lib.codec.segments import read_segment_bytes
@@ -1575,27 +1596,7 @@ def iter_fast(dec):
     # 100 MB segment's whole would be 400 MB of arrays), its chunks cut as the whole's would be
     for e0, e1 in _windows(epos, etotal, n, WINDOW_BYTES):
         clock.lap("records")
-        extra = _readonly(np.zeros(0, np.uint8))
-        comp = e0 + np.flatnonzero(kind[e0:e1] == COMP)
-        if len(comp):
-            parts = []
-            at = 0
-            mv = memoryview(data)
-            for e, codec, a, b in zip(
-                comp.tolist(), (attr[comp] & 7).tolist(), start[comp].tolist(), stop[comp].tolist()
-            ):
-                try:
-                    raw = decompress(codec, mv[a:b], 2)
-                except DecodeError:
-                    kind[e] = SLOW
-                    continue
-                parts.append(raw)
-                src[e] = 1
-                start[e] = at
-                at += len(raw)
-                stop[e] = at
-            if parts:
-                extra = _readonly(np.frombuffer(b"".join(parts), dtype=np.uint8))
+        extra = _decompress_window(data, e0 + np.flatnonzero(kind[e0:e1] == COMP), kind, attr, start, stop, src)
         clock.lap("decompress")
         # the window's entries only (the others as skipped: no rows)
         mine = np.full(n, SKIP, np.int8)

@@ -386,7 +386,7 @@ def _tag_done(stack, d, w, out, fields, text):
 
 
 @njit(cache=True)
-def _value_json(buf, p, end, root, structs, fields, text, out, w, stack, alphabets, hexdigits):
+def _value_json(buf, p, end, root, structs, fields, text, out, w, stack, alphabets, hexdigits):  # noqa: C901 - numba kernel: a schema-driven walk of one value
     """One value, of struct `root`, as JSON at out[w:] (p: after its version; `end`: the end of
     its bytes). Returns (status, w, out)."""
     d = 0

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 
 from lib import storage
 from lib.codec.errors import DecodeError
+from lib.lake.seams import ReplayTask, StateFile, TaskGroup
 from lib.lake.worker_errors import worker_error
 from schemas import tables as T
 
@@ -286,7 +287,7 @@ def row_group_partitions(meta: pq.FileMetaData) -> list[tuple[int | None, int | 
 
 class TaskState:
     """The state tables of one Spark task's partitions. Reads each partition's previous state
-    from the files the driver listed (`sources`: table name -> [{"path", "partition_value"}]):
+    from the files the driver listed (`sources`: table name -> [lib.lake.seams.StateFile]):
     from a flat file, the row groups that may hold the partition; from a partition folder's
     file (a table an older version made partitioned), the whole file. Writes the new state:
     one file per flat table for the whole task, partitions in ascending order, several to a
@@ -294,7 +295,9 @@ class TaskState:
     per partition in a partitioned table (`flat`: table name -> whether it is flat). Holds at
     most a row group per table and file."""
 
-    def __init__(self, warehouse: str, run_id: str, sources: dict[str, list[dict]], flat: dict[str, bool]):
+    def __init__(
+        self, warehouse: str, run_id: str, sources: Mapping[str, Sequence[StateFile]], flat: Mapping[str, bool]
+    ):
         self.warehouse, self.run_id = warehouse, run_id
         self.sources, self.flat = sources, flat
         self._footers: dict[str, tuple[pq.ParquetFile, list[tuple[int | None, int | None]]]] = {}
@@ -319,11 +322,11 @@ class TaskState:
             return None
         parts = []
         for src in sources:
-            if src.get("partition_value") is not None:
-                if int(src["partition_value"]) == partition:
-                    parts.append(self._partition_file(src["path"], table, partition))
+            if src.partition_value is not None:
+                if int(src.partition_value) == partition:
+                    parts.append(self._partition_file(src.path, table, partition))
                 continue
-            part = self._rows_of(src["path"], table, partition)
+            part = self._rows_of(src.path, table, partition)
             if part is not None and part.num_rows:
                 parts.append(part)
         if not parts:
@@ -399,7 +402,7 @@ class TaskState:
             writer = self._appends[table.name] = FileWriter(self.warehouse, table, None, self.run_id)
         writer.write(rows)
 
-    def carry(self, carry: dict[str, list[str]], replayed: list[int]) -> None:
+    def carry(self, carry: Mapping[str, Sequence[str]], replayed: Sequence[int]) -> None:
         """Rows of partitions this run does not replay that sit in files the run replaces
         (files it was told to carry): written again, unchanged, into this task's files."""
         done = set(replayed)
@@ -430,7 +433,7 @@ class TaskState:
         return self.files
 
 
-def replay_group(group: dict) -> dict:
+def replay_group(group: TaskGroup) -> dict:
     """One Spark task: its partitions (`tasks`, see replay_partition), one after another, then
     the rows it must carry. group keys: tasks, warehouse, run_id, state_files {table name:
     [file]}, flat {table name: bool}, carry {table name: [path]}, replayed [partition].
@@ -438,16 +441,16 @@ def replay_group(group: dict) -> dict:
     CPU seconds}} (the task's own steps; each summary has its partition's)."""
     from lib.lake.lag_input import EventWriter
 
-    storage.configure(group.get("object_store"))
-    state = TaskState(group["warehouse"], group["run_id"], group.get("state_files") or {}, group.get("flat") or {})
+    storage.configure(group.object_store)
+    state = TaskState(group.warehouse, group.run_id, group.state_files, group.flat)
     # the commits that took effect, for the lag stage (lib.lake.lag_input)
-    events = EventWriter(group["warehouse"], group["run_id"]) if group.get("lag_input") else None
-    summaries = [replay_partition(task, state, events) for task in group["tasks"]]
+    events = EventWriter(group.warehouse, group.run_id) if group.lag_input else None
+    summaries = [replay_partition(task, state, events) for task in group.tasks]
     t = time.thread_time()
     lag_input = events.close() if events is not None else None
     events_seconds = time.thread_time() - t
     t = time.thread_time()
-    state.carry(group.get("carry") or {}, group.get("replayed") or [])
+    state.carry(group.carry, group.replayed)
     carried = time.thread_time() - t
     files = state.close()
     for s in summaries:
@@ -458,16 +461,15 @@ def replay_group(group: dict) -> dict:
     return {"partitions": summaries, "files": files, "seconds": seconds, "lag_input": lag_input}
 
 
-def replay_partition(task: dict, state: TaskState, events=None) -> dict:
-    """One partition: task keys partition, segments [(path, base_offset)] or bootstrap,
-    start_offset, end_offset, warehouse, run_id, now_ms, retention_ms, quarantine (bool).
-    Its previous state comes from `state`, and its new state goes there. Returns the
+def replay_partition(task: ReplayTask, state: TaskState, events=None) -> dict:
+    """One partition (lib.lake.seams.ReplayTask). Its previous state comes from `state`, and
+    its new state goes there. Returns the
     partition's summary, with the offsets_log (and quarantine) files it wrote."""
     from lib.replay.engine import PartitionReplay
     from lib.replay.groups import GroupReplayError
 
-    p = task["partition"]
-    warehouse, run_id = task["warehouse"], task["run_id"]
+    p = task.partition
+    warehouse, run_id = task.warehouse, task.run_id
     clock = {"read_state": 0.0, "decode": 0.0, "replay": 0.0, "write_log": 0.0, "finish": 0.0, "lag_input": 0.0}
     t = time.thread_time()
 
@@ -479,11 +481,11 @@ def replay_partition(task: dict, state: TaskState, events=None) -> dict:
 
     engine = PartitionReplay(p)
     engine.emit_commit_events = events is not None
-    audit = task.get("audit")
+    audit = task.audit
     if audit is not None:
         from lib.replay.assignment import AssignmentTracker
 
-        engine.audit = AssignmentTracker(audit["floors"], audit["names"])
+        engine.audit = AssignmentTracker(dict(audit.floors), dict(audit.names))
     if state.sources:
         offsets = [state.read(T.GROUP_OFFSETS, p), state.read(T.EXPIRED_OFFSETS, p)]
         group_rows = [state.read(T.CONSUMER_GROUPS, p), state.read(T.EXPIRED_GROUPS, p)]
@@ -503,7 +505,7 @@ def replay_partition(task: dict, state: TaskState, events=None) -> dict:
         flat=state.flat.get(T.OFFSETS_LOG.name, True),
         small=lambda rows: state.write(T.OFFSETS_LOG, p, rows),
     )
-    quarantine: list[dict] | None = [] if task.get("quarantine") else None
+    quarantine: list[dict] | None = [] if task.quarantine else None
     summary: dict = {"records": 0, "next_offset": None, "trailing_bytes": 0, "end_position": None, "fetches": 0}
 
     record_types: dict[tuple[int, bool, bool], int] = {}
@@ -521,13 +523,15 @@ def replay_partition(task: dict, state: TaskState, events=None) -> dict:
                 lap("lag_input")
 
     try:
-        if task.get("bootstrap"):
+        if task.bootstrap:
             _fetch(task, summary, quarantine, consume)
         else:
-            read_segments(task, summary, quarantine, consume)
+            read_segments(
+                task.partition, task.start_offset, task.segments, task.start_position, summary, quarantine, consume
+            )
         log_writer.close()
         lap("write_log")
-        result = engine.finish(task["now_ms"], task["retention_ms"], task.get("topic_names"))
+        result = engine.finish(task.now_ms, task.retention_ms, dict(task.topic_names))
     except DecodeError as e:
         raise worker_error(
             type(e).__name__, e.message, file=e.file, partition=e.partition, offset=e.offset, position=e.position
@@ -621,8 +625,17 @@ def _batch_starts_at(data, pos: int, start_offset: int) -> bool:
     return crc32c.crc32c(data[pos + 21 : pos + 12 + size]) == crc
 
 
-def read_segments(task: dict, summary: dict, quarantine, consume) -> None:
-    """The segments from start_offset on. `start_position` (the byte position in the first
+def read_segments(
+    p: int,
+    start: int,
+    segments: Sequence[tuple[str, int]],
+    start_position: int | None,
+    summary: dict,
+    quarantine,
+    consume,
+) -> None:
+    """The segments (path, base offset) of partition p from offset `start` on.
+    `start_position` (the byte position in the first
     segment where the previous run stopped) lets an incremental run start there, as Kafka's
     offset index lets a fetch start near its offset, instead of stepping over every earlier
     batch header: the read costs what the new records cost."""
@@ -630,10 +643,9 @@ def read_segments(task: dict, summary: dict, quarantine, consume) -> None:
     from lib.codec.segments import is_zero_padding, read_segment_bytes
     from lib.decode import SegmentDecoder
 
-    p, start = task["partition"], task["start_offset"]
-    for i, (path, base) in enumerate(task["segments"]):
+    for i, (path, base) in enumerate(segments):
         data, shift = None, 0
-        pos = task.get("start_position") if i == 0 else None
+        pos = start_position if i == 0 else None
         if pos:
             # from the checkpoint's byte on: a slice of the mapped file, or one range read
             tail = read_segment_bytes(path, pos)
@@ -743,16 +755,17 @@ class LiveTopicRead:
         self.next_offset = offset
 
 
-def _fetch(task: dict, summary: dict, quarantine, consume) -> None:
+def _fetch(task: ReplayTask, summary: dict, quarantine, consume) -> None:
     """The live topic from start_offset to its high watermark as the task began (or
     end_offset if lower)."""
+    assert task.bootstrap is not None
     live = LiveTopicRead(
-        task["bootstrap"],
-        task["partition"],
-        task["start_offset"],
-        task.get("end_offset"),
+        task.bootstrap,
+        task.partition,
+        task.start_offset,
+        task.end_offset,
         quarantine,
-        fetch_max_bytes=task.get("fetch_max_bytes"),
+        fetch_max_bytes=task.fetch_max_bytes,
     )
     consume(live)
     summary["records"] += live.records

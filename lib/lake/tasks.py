@@ -6,8 +6,13 @@ where they run."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
 
-def replay_task(group: dict) -> dict:
+if TYPE_CHECKING:
+    from lib.lake.seams import TaskGroup
+
+
+def replay_task(group: TaskGroup) -> dict:
     """One Spark task of the replay (lib.lake.partition_task.replay_group)."""
     from lib.lake.partition_task import replay_group
 

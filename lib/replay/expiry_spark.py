@@ -5,7 +5,7 @@ periodic cleanup (GroupCoordinatorShard.cleanupGroupMetadata) would decide at `n
 when retention counts, which groups it may delete); the SQL audit `groups_expiring_within`
 selects from them as views (lib.spark.audit_views), the report judges with them
 (`judge_offsets`, `judge_groups`), and the replay engine (PartitionReplay._judge_offsets) is
-their record-by-record twin (tests/test_expiry_parity.py)."""
+their record-by-record twin (tests/test_replay_rules.py, the expiry parity test)."""
 
 from __future__ import annotations
 

@@ -287,26 +287,10 @@ class GroupFold:
                     f"share record for group {self.group_id!r}, which is a {self._type_name()} group"
                 )
             return
-        member = row.get("member_id")
         if tomb:
             g = self._modern(family, create=False) if isinstance(self.group, ModernGroup) else None
-            if g is None:
-                return
-            if rtype in GROUP_TOMBSTONE_TYPES:
-                self.group = None
-            elif rtype in MEMBER_METADATA_TYPES:
-                g.members.pop(member, None)
-                g.current.pop(member, None)
-            elif rtype in CURRENT_ASSIGNMENT_TYPES:
-                g.current.pop(member, None)
-            elif rtype in TARGET_MEMBER_TYPES:
-                g.target.pop(member, None)
-            elif rtype in TARGET_METADATA_TYPES:
-                g.assignment_epoch = -1
-            elif rtype == T.CONSUMER_GROUP_REGULAR_EXPRESSION:
-                g.regexes.pop(_regex_of(row), None)
-            elif rtype == T.STREAMS_GROUP_TOPOLOGY:
-                g.topology = None
+            if g is not None:
+                self._delete(g, rtype, row)
             return
         g = self._modern(family, create=True)
         assert g is not None, "create=True makes the group"
@@ -314,6 +298,31 @@ class GroupFold:
             raise GroupReplayError(
                 f"{family} record of group {self.group_id!r} at offset {row['log_offset']} has no decoded value"
             )
+        self._set(g, rtype, row, value)
+
+    def _delete(self, g: ModernGroup, rtype: int, row: dict) -> None:
+        """A tombstone of a KIP-848, share or streams group record."""
+        member = row.get("member_id")
+        if rtype in GROUP_TOMBSTONE_TYPES:
+            self.group = None
+        elif rtype in MEMBER_METADATA_TYPES:
+            g.members.pop(member, None)
+            g.current.pop(member, None)
+        elif rtype in CURRENT_ASSIGNMENT_TYPES:
+            g.current.pop(member, None)
+        elif rtype in TARGET_MEMBER_TYPES:
+            g.target.pop(member, None)
+        elif rtype in TARGET_METADATA_TYPES:
+            g.assignment_epoch = -1
+        elif rtype == T.CONSUMER_GROUP_REGULAR_EXPRESSION:
+            g.regexes.pop(_regex_of(row), None)
+        elif rtype == T.STREAMS_GROUP_TOPOLOGY:
+            g.topology = None
+
+    @staticmethod
+    def _set(g: ModernGroup, rtype: int, row: dict, value: dict) -> None:
+        """A value of a KIP-848, share or streams group record."""
+        member = row.get("member_id")
         if rtype in GROUP_METADATA_TYPES:
             g.epoch = value.get("epoch", 0)
             g.metadata_hash = value.get("metadataHash", 0)

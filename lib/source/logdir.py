@@ -17,6 +17,9 @@ class LogDirError(Exception):
     """The input is not a usable log directory."""
 
 
+LIVE_SCHEME = "kafka://"  # a live topic source's path: kafka://BOOTSTRAP
+
+
 @dataclass(frozen=True)
 class Segment:
     partition: int
@@ -35,11 +38,16 @@ class PartitionLog:
     high_watermark: int | None = None
     log_start_offset: int | None = None
 
+    @property
+    def bootstrap(self) -> str | None:
+        """The bootstrap servers of a live topic (path kafka://BOOTSTRAP); None for files."""
+        return self.path[len(LIVE_SCHEME) :] if self.path.startswith(LIVE_SCHEME) else None
+
 
 def segments_from(log: PartitionLog, start: int) -> list:
     """The segments holding offsets >= start: all but those that end before it."""
     segs = log.segments
-    if log.path.startswith("kafka://"):
+    if log.bootstrap is not None:
         return segs
     keep = []
     for i, seg in enumerate(segs):
@@ -135,5 +143,5 @@ def live_partitions(bootstrap: str, partitions: list[int] | None = None) -> list
     missing = sorted(set(wanted) - set(available))
     if missing:
         raise LogDirError(f"{TOPIC} partitions {missing} not found at {bootstrap}")
-    source = f"kafka://{bootstrap}"
+    source = f"{LIVE_SCHEME}{bootstrap}"
     return [PartitionLog(p, source, [Segment(p, 0, source, 0)]) for p in wanted]

@@ -96,7 +96,7 @@ def source_signature(log: PartitionLog | TopicPartitionLog) -> str | None:
     """What the input of a partition looks like without reading it: the last segment's base
     offset, size and modification time (None for the live topic, whose end is asked for
     instead). Segments only grow at the end, and older ones are only deleted."""
-    if log.path.startswith("kafka://"):
+    if isinstance(log, PartitionLog) and log.bootstrap is not None:
         return None
     if not log.segments:
         return "empty"

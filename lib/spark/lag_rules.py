@@ -49,15 +49,20 @@ def _ms(col):
 # --- lag at points in time --------------------------------------------------------------------
 
 
-def lag_at_points(points: DataFrame, end_offsets: DataFrame) -> DataFrame:
+def lag_at_points(points: DataFrame, end_offsets: DataFrame, per_group: bool = False) -> DataFrame:
     """points: group_id, topic, partition, at, kind, committed_offset, offsets_partition,
     log_offset, and optionally _asof (the instant whose end offset to take, when not `at`).
     end_offsets: partition_end_offsets rows. Adds end_offset, end_offset_at, topic_id,
-    lag_records, truncated and, for the time lag, the batch that holds the first unconsumed
-    record (batch_* columns) and the interpolated time of that record (interpolated_ms), which
-    `lag_at_bucket_ends` turns into lag_ms."""
+    lag_records and truncated. per_group: the points' partitions' end-offset rows are matched
+    group by group (each group's timeline its own window: a query of one group reads only
+    that group's partitions)."""
     tp = ["topic", "partition"]
-    ends = end_offsets.where(F.col("at").isNotNull()).select(
+    by = ["group_id", *tp] if per_group else tp
+    ends_of = end_offsets
+    if per_group:
+        ends_of = end_offsets.join(points.select(*by).distinct(), tp)
+    ends = ends_of.where(F.col("at").isNotNull()).select(
+        *(["group_id"] if per_group else []),
         *tp,
         F.col("at").alias("_asof"),
         "end_offset",
@@ -70,15 +75,19 @@ def lag_at_points(points: DataFrame, end_offsets: DataFrame) -> DataFrame:
         points = points.withColumn("_asof", F.col("at"))
     # the partition's first known batch: before it was written the end offset was at most its
     # first offset, so a group that had committed exactly that offset had nothing to read
-    log_end = end_offsets.groupBy(*tp).agg(
-        F.max("end_offset").alias("log_end"),
-        F.min_by(F.struct("at", "first_offset"), F.struct("at", "end_offset")).alias("_first"),
+    log_end = (
+        end_offsets.join(points.select(*tp).distinct(), tp, "left_semi")
+        .groupBy(*tp)
+        .agg(
+            F.max("end_offset").alias("log_end"),
+            F.min_by(F.struct("at", "first_offset"), F.struct("at", "end_offset")).alias("_first"),
+        )
     )
     # as of `_asof`: the last end-offset row at or before it (rows first at equal times)
     timeline = ends.withColumn("_end_at", F.col("_asof")).unionByName(
         points.withColumn("_kind", F.lit(1)), allowMissingColumns=True
     )
-    so_far = Window.partitionBy(*tp).orderBy("_asof", "_kind", "end_offset").rowsBetween(Window.unboundedPreceding, 0)
+    so_far = Window.partitionBy(*by).orderBy("_asof", "_kind", "end_offset").rowsBetween(Window.unboundedPreceding, 0)
     asof = (
         timeline.withColumn(
             "_last",
@@ -123,20 +132,24 @@ def first_unconsumed_batches(lagging: DataFrame, end_offsets: DataFrame) -> Data
     interpolated_ms."""
     tp = ["topic", "partition"]
     wanted = lagging.select(*tp, "committed_offset").distinct()
-    rows = end_offsets.select(
-        *tp,
-        F.col("end_offset").alias("_offset"),
-        F.lit(1).alias("_kind"),
-        F.struct(
-            F.col("first_offset").alias("first_offset"),
-            F.col("first_timestamp").alias("first_timestamp"),
-            F.col("timestamp_type").alias("timestamp_type"),
-            F.col("segment_file").alias("segment_file"),
-            F.col("byte_position").alias("byte_position"),
-            F.col("source").alias("source"),
-        ).alias("_batch"),
-        F.struct(F.col("end_offset").alias("e"), _ms(F.col("at")).alias("t")).alias("_point"),
-    ).where(F.col("_point.t").isNotNull())
+    rows = (
+        end_offsets.join(wanted.select(*tp).distinct(), tp, "left_semi")
+        .select(
+            *tp,
+            F.col("end_offset").alias("_offset"),
+            F.lit(1).alias("_kind"),
+            F.struct(
+                F.col("first_offset").alias("first_offset"),
+                F.col("first_timestamp").alias("first_timestamp"),
+                F.col("timestamp_type").alias("timestamp_type"),
+                F.col("segment_file").alias("segment_file"),
+                F.col("byte_position").alias("byte_position"),
+                F.col("source").alias("source"),
+            ).alias("_batch"),
+            F.struct(F.col("end_offset").alias("e"), _ms(F.col("at")).alias("t")).alias("_point"),
+        )
+        .where(F.col("_point.t").isNotNull())
+    )
     # a wanted offset O sorts at O + 1, before the end-offset rows there: the rows before it
     # end at or below O, the first row after it ends above O (it holds O)
     probes = wanted.select(
@@ -221,9 +234,13 @@ def lag_timeline(group_lag: DataFrame, end_offsets: DataFrame, only_groups: Data
             F.col("_c.log_offset").alias("log_offset"),
         )
     )
-    lagged = lag_at_points(points, end_offsets)
+    lagged = lag_at_points(points, end_offsets, per_group=True)
+    # the committed offsets whose first unconsumed record's time may be asked: every commit's
+    # (from the commits, not from `lagged`: a plan that reads it once plans in a fraction)
+    wanted = commits.select("topic", "partition", "committed_offset").distinct()
     known = (
         group_lag.where(F.col("first_unconsumed_timestamp").isNotNull())
+        .join(wanted, ["topic", "partition", "committed_offset"], "left_semi")
         .groupBy("topic", "partition", "committed_offset")
         .agg(
             F.max_by(
@@ -236,7 +253,7 @@ def lag_timeline(group_lag: DataFrame, end_offsets: DataFrame, only_groups: Data
         )
     )
     # where no row knows it: the batch header (the record opens its batch), else interpolated
-    batches = first_unconsumed_batches(lagged.where(F.col("lag_records") > 0), end_offsets)
+    batches = first_unconsumed_batches(wanted, end_offsets)
     from_header = F.col("batch_first_offset") == F.col("committed_offset")
     estimated = batches.select(
         "topic",

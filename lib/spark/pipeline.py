@@ -14,7 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from pyspark.sql import SparkSession
 
@@ -23,6 +23,7 @@ from lib.lake.crash_points import crash_point
 from lib.lake.lag_input import write_manifest
 from lib.lake.lock import WarehouseBusyError, WarehouseLock  # noqa: F401 - re-exported for jobs
 from lib.lake.run_tags import rebuilt_tag, run_tag
+from lib.lake.seams import AuditInput, ReplayTask, StateFile, TaskGroup
 from lib.lake.tasks import replay_task
 from lib.lake.worker_errors import ReplayError as ReplayError
 from lib.lake.worker_errors import describe_worker_error, worker_error_from
@@ -156,7 +157,7 @@ def _topic_logs(logs: list[PartitionLog]) -> list[TopicPartitionLog] | None:
     cluster, or no input)."""
     from lib.source.topic_log import find_topic_partitions
 
-    if not logs or logs[0].path.startswith("kafka://"):
+    if not logs or logs[0].bootstrap is not None:
         return None
     return find_topic_partitions(storage.dirname(logs[0].path))
 
@@ -168,12 +169,18 @@ def _run_lag_locked(
 
     crash_point("lag_start")
     try:
-        source = logs[0].path
-        if source.startswith("kafka://"):  # a live cluster: ListOffsets samples
-            lag = run_live_lag_stage(spark, source[len("kafka://") :], warehouse, result.run_id, result.now_ms, full)
+        bootstrap = logs[0].bootstrap
+        if bootstrap is not None:  # a live cluster: ListOffsets samples
+            lag = run_live_lag_stage(spark, bootstrap, warehouse, result.run_id, result.now_ms, full)
         else:
             lag = run_lag_stage(
-                spark, storage.dirname(source), warehouse, result.run_id, result.now_ms, full, topic_logs=topic_logs
+                spark,
+                storage.dirname(logs[0].path),
+                warehouse,
+                result.run_id,
+                result.now_ms,
+                full,
+                topic_logs=topic_logs,
             )
     except BaseException:
         roll_back_incomplete_runs(spark, warehouse, T.LAG_TABLES, T.LAG_CHECKPOINTS)
@@ -255,55 +262,33 @@ def _run_locked(
         # the exact partitions of the files whose min/max covers one replayed (a footer read each)
         candidates = [f.with_partitions() for f in files if f.may_hold(todo_ids)]
         removed[table.name] = [f for f in candidates if f.may_hold(todo_ids)]
-    audit_task = None
+    audit_input = None
     if audit:
         from lib.spark.assignment import known_topics
 
         floors, names = known_topics(warehouse, topic_logs or [])
-        audit_task = {"floors": floors, "names": {**_topic_names_of(topic_logs), **names}}
-    sized_tasks: list[tuple[int, dict]] = []
-    for pl in todo:
-        p = pl.partition
-        segs = segments_from(pl, start_offsets[p])
-        task: dict = {
-            "partition": p,
-            "start_offset": int(start_offsets[p]),
-            "warehouse": storage.absolute(warehouse),
-            "run_id": run_id,
-            "now_ms": int(now_ms),
-            "retention_ms": int(retention_minutes) * 60_000,
-            "quarantine": result.on_corrupt == "quarantine",
-            "end_offset": (end_offsets or {}).get(p),
-            "audit": audit_task,
-        }
-        if pl.path.startswith("kafka://"):
-            task["bootstrap"] = pl.path[len("kafka://") :]
-            task["fetch_max_bytes"] = fetch_max_bytes
-            task["segments"] = []
-            size = 0
-        else:
-            task["segments"] = [(s.path, s.base_offset) for s in segs]
-            row = prev.rows.get(p) if prev is not None else None
-            if (
-                row
-                and segs
-                and row.get("next_byte_position") is not None
-                and row.get("source_signature")
-                and row["source_signature"].split(":", 1)[0] == str(segs[0].base_offset)
-            ):
-                task["start_position"] = int(row["next_byte_position"])
-            size = sum(s.size for s in segs) - task.get("start_position", 0)
-        sized_tasks.append((size, task))
+        audit_input = AuditInput(floors, {**_topic_names_of(topic_logs), **names})
+    common = ReplayTask(
+        partition=-1,
+        start_offset=0,
+        warehouse=storage.absolute(warehouse),
+        run_id=run_id,
+        now_ms=int(now_ms),
+        retention_ms=int(retention_minutes) * 60_000,
+        quarantine=result.on_corrupt == "quarantine",
+        audit=audit_input,
+        # the topic ids the input names already (a log dir's partition.metadata files): a KIP-848
+        # group's assignment names topics by id only, and a task that finds one unnamed is run again
+        topic_names=_topic_names_of(topic_logs),
+    )
+    sized_tasks = [
+        _replay_task(common, pl, start_offsets[pl.partition], prev, end_offsets, fetch_max_bytes) for pl in todo
+    ]
     packed = _pack(sized_tasks, spark.sparkContext.defaultParallelism)
     # a full run starts every partition from nothing; an incremental one from its last state
-    groups = _group_tasks(packed, warehouse, run_id, todo_ids, layouts, removed, previous_state=prev is not None)
-    # the topic ids the input names already (a log dir's partition.metadata files): a KIP-848
-    # group's assignment names topics by id only, and a task that finds one unnamed is run again
-    known_names = _topic_names_of(topic_logs)
-    for g in groups:
-        g["lag_input"] = lag_input
-        for t in g["tasks"]:
-            t["topic_names"] = known_names
+    groups = _group_tasks(
+        packed, warehouse, run_id, todo_ids, layouts, removed, previous_state=prev is not None, lag_input=lag_input
+    )
     result.stage_seconds["plan"] = time.monotonic() - t0
 
     t0 = time.monotonic()
@@ -396,7 +381,35 @@ def _run_locked(
     result.stage_seconds["commit"] = time.monotonic() - t0
 
 
-def _resolve_topic_names(spark: SparkSession, groups: list[dict], results: list[dict]) -> list[dict]:
+def _replay_task(
+    common: ReplayTask,
+    pl: PartitionLog,
+    start_offset: int,
+    prev: PreviousRun | None,
+    end_offsets: dict[int, int] | None,
+    fetch_max_bytes: int | None,
+) -> tuple[int, ReplayTask]:
+    """The partition's task and its size in bytes to read (0 for a live source)."""
+    p = pl.partition
+    task = replace(common, partition=p, start_offset=int(start_offset), end_offset=(end_offsets or {}).get(p))
+    if pl.bootstrap is not None:
+        return 0, replace(task, bootstrap=pl.bootstrap, fetch_max_bytes=fetch_max_bytes)
+    segs = segments_from(pl, start_offset)
+    row = prev.rows.get(p) if prev is not None else None
+    start_position = None
+    if (
+        row
+        and segs
+        and row.get("next_byte_position") is not None
+        and row.get("source_signature")
+        and row["source_signature"].split(":", 1)[0] == str(segs[0].base_offset)
+    ):
+        start_position = int(row["next_byte_position"])
+    task = replace(task, segments=tuple((s.path, s.base_offset) for s in segs), start_position=start_position)
+    return sum(s.size for s in segs) - (start_position or 0), task
+
+
+def _resolve_topic_names(spark: SparkSession, groups: list[TaskGroup], results: list[dict]) -> list[dict]:
     """KIP-848 assignments name topics by id; names come from offset commits (v4 values), which
     may sit in another offsets partition. A Spark task with a partition whose groups use ids
     that only another partition names is run again with those names (rare: a group assigned a
@@ -411,11 +424,10 @@ def _resolve_topic_names(spark: SparkSession, groups: list[dict], results: list[
     ]
     if not again:
         return results
-    redo = []
-    for i in again:
-        for t in groups[i]["tasks"]:
-            t["topic_names"] = {**(t.get("topic_names") or {}), **names}
-        redo.append(groups[i])
+    redo = [
+        replace(groups[i], tasks=tuple(replace(t, topic_names={**t.topic_names, **names}) for t in groups[i].tasks))
+        for i in again
+    ]
     redone = spark.sparkContext.parallelize(redo, len(redo)).map(replay_task).collect()
     out = list(results)
     for i, r in zip(again, redone):
@@ -430,64 +442,61 @@ def _topic_names_of(topic_logs: list[TopicPartitionLog] | None) -> dict[str, str
 
 
 def _group_tasks(
-    packed: list[list[dict]],
+    packed: list[list[ReplayTask]],
     warehouse: str,
     run_id: str,
     replayed: list[int],
     layouts: dict[str, tuple[str, ...]],
     removed: dict[str, list[DataFile]],
     previous_state: bool,
-) -> list[dict]:
+    lag_input: bool,
+) -> list[TaskGroup]:
     """The Spark tasks' inputs: each gets the state files that may hold its partitions' rows
     (its previous state, if `previous_state`) and the files it must carry: a replaced file of a flat table that may
     hold rows of partitions this run does not replay goes to the task of the first replayed
     partition it may hold, which writes those rows again into its own file."""
     from lib.lake.partition_task import STATE_TABLES
 
-    owner = {t["partition"]: i for i, members in enumerate(packed) for t in members}
+    owner = {t.partition: i for i, members in enumerate(packed) for t in members}
     replayed_set = set(replayed)
-    flat = {name: not cols for name, cols in layouts.items()}
-    groups: list[dict] = []
-    for members in packed:
-        mine = sorted(t["partition"] for t in members)
-        groups.append(
-            {
-                # ascending: the state files' row groups hold partitions in that order
-                "tasks": sorted(members, key=lambda t: t["partition"]),
-                "warehouse": storage.absolute(warehouse),
-                # the driver's object-store settings travel inside the task, never in a log
-                "object_store": storage.settings(),
-                "run_id": run_id,
-                "flat": flat,
-                "replayed": replayed,
-                "carry": {},
-                "state_files": {
-                    table.name: [
-                        {"path": f.absolute, "partition_value": f.partition_value}
-                        for f in removed.get(table.name, [])
-                        if f.may_hold(mine)
-                    ]
-                    for table in (*STATE_TABLES, T.ASSIGNMENT_AUDIT)
-                    if table.name in removed
-                }
-                if previous_state
-                else {},
-            }
-        )
+    carry: list[dict[str, list[str]]] = [{} for _ in packed]
     for name, files in removed.items():
         for f in files:
             if f.partition_value is not None or f.holds_only(replayed_set):
                 continue
             first = next((p for p in replayed if f.may_hold([p])), None)
-            i = owner[first] if first is not None else 0
-            groups[i]["carry"].setdefault(name, []).append(f.absolute)
+            carry[owner[first] if first is not None else 0].setdefault(name, []).append(f.absolute)
+    groups: list[TaskGroup] = []
+    for members, to_carry in zip(packed, carry):
+        mine = sorted(t.partition for t in members)
+        state_files = {
+            table.name: tuple(
+                StateFile(f.absolute, f.partition_value) for f in removed.get(table.name, []) if f.may_hold(mine)
+            )
+            for table in (*STATE_TABLES, T.ASSIGNMENT_AUDIT)
+            if previous_state and table.name in removed
+        }
+        groups.append(
+            TaskGroup(
+                tasks=tuple(sorted(members, key=lambda t: t.partition)),
+                warehouse=storage.absolute(warehouse),
+                run_id=run_id,
+                replayed=tuple(replayed),
+                flat={name: not cols for name, cols in layouts.items()},
+                state_files=state_files,
+                carry={name: tuple(paths) for name, paths in to_carry.items()},
+                # the driver's object-store settings travel inside the task, never in a log
+                object_store=storage.settings(),
+                lag_input=lag_input,
+            )
+        )
     return groups
 
 
 TASK_BYTES = 256 << 20  # a Spark task's share of segment bytes, when partitions are small
 
 
-def _pack(sized_tasks: list[tuple[int, dict]], parallelism: int) -> list[list[dict]]:
+def _pack(sized_tasks: list[tuple[int, ReplayTask]], parallelism: int) -> list[list[ReplayTask]]:
     """Partitions into Spark tasks: a task costs tens of milliseconds to schedule, so small
     partitions share one (each still read whole, in log order, by one worker). One task per
     TASK_BYTES of input and at least two per core (one per core for an input under

@@ -19,6 +19,7 @@ from confluent_kafka.admin import OffsetSpec
 
 from tests.broker import scenarios as S
 from tests.broker.compare import committed_offsets
+from tests.helpers import lag_answers
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark]
 
@@ -216,3 +217,20 @@ def test_sampled_end_offsets_and_lag_from_the_live_cluster(spark, tmp_path, kafk
         if (r["group_id"], r["topic"], r["partition"], r["committed_offset"]) == (BEHIND, TOPIC, 0, 12)
     ]
     assert [(r["end_offset"], r["lag_records"], r["run_id"]) for r in commit] == [(12, 0, second.run_id)]
+
+    # the same lag in every answer (lag_at, lag_history, groups_falling_behind, the report's
+    # form), from before the first sample (the commits came before it: no end offset known,
+    # NULL) to the second run
+    first_commit = min(
+        _ms(r["at"])
+        for r in spark.read.format("delta").load(str(wh / "group_lag")).where("kind = 'commit'").collect()
+        if r["group_id"] == BEHIND
+    )
+    # (the now rows of a live run take the sample made during the run, a moment after its --now:
+    # the last instant here is after the second run, where every answer sees that sample)
+    step = (after2 - first_commit) // 4
+    instants = [first_commit + i * step for i in range(5)]
+    answers = lag_answers(spark, str(wh), [BEHIND, FOLLOWER], instants)
+    before_sample = {k: v for k, v in answers.items() if k[1] < _ms(samples1[(TOPIC, 0)]["at"]) and k[2] == TOPIC}
+    assert before_sample and all(v[1:] == (None, None, None) for v in before_sample.values())
+    assert answers[(BEHIND, instants[-1], TOPIC, 0)][:3] == (12, e2, e2 - 12)
