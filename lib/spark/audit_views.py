@@ -20,13 +20,6 @@ from lib.replay.expiry_spark import EXPIRY_DUE_FUNCTION, group_expiry, offset_ex
 from lib.replay.offsets_spark import offset_effects
 from lib.spark.lag_rules import LAG_MS_AT_FUNCTION, lag_timeline
 
-VIEWS = {
-    "offset_effects": ("offsets_log",),
-    "lag_timeline": ("group_lag", "partition_end_offsets"),
-    "offset_expiry": ("group_offsets", "consumer_groups", "pending_transactional_offsets"),
-    "group_expiry": ("consumer_groups", "pending_transactional_offsets"),
-}
-
 
 def register_views(spark, database: str, tables: list[str]) -> list[str]:
     """Create (or replace) the views whose tables are among `tables` (names in `database`) and
@@ -35,19 +28,27 @@ def register_views(spark, database: str, tables: list[str]) -> list[str]:
     def t(name):
         return spark.table(f"{database}.`{name}`")
 
-    build = {
-        "offset_effects": lambda: offset_effects(t("offsets_log")),
-        "lag_timeline": lambda: lag_timeline(t("group_lag"), t("partition_end_offsets")),
-        "offset_expiry": lambda: offset_expiry(
-            t("group_offsets"), t("consumer_groups"), t("pending_transactional_offsets")
+    # view -> (the tables it reads, its builder)
+    views = {
+        "offset_effects": (("offsets_log",), lambda: offset_effects(t("offsets_log"))),
+        "lag_timeline": (
+            ("group_lag", "partition_end_offsets"),
+            lambda: lag_timeline(t("group_lag"), t("partition_end_offsets")),
         ),
-        "group_expiry": lambda: group_expiry(t("consumer_groups"), t("pending_transactional_offsets")),
+        "offset_expiry": (
+            ("group_offsets", "consumer_groups", "pending_transactional_offsets"),
+            lambda: offset_expiry(t("group_offsets"), t("consumer_groups"), t("pending_transactional_offsets")),
+        ),
+        "group_expiry": (
+            ("consumer_groups", "pending_transactional_offsets"),
+            lambda: group_expiry(t("consumer_groups"), t("pending_transactional_offsets")),
+        ),
     }
     made = []
-    for name, needs in VIEWS.items():
+    for name, (needs, build) in views.items():
         spark.catalog.dropTempView(name)  # a warehouse opened before may have had the table
         if set(needs) <= set(tables):
-            build[name]().createOrReplaceTempView(name)
+            build().createOrReplaceTempView(name)
             made.append(name)
     spark.sql(LAG_MS_AT_FUNCTION)
     spark.sql(EXPIRY_DUE_FUNCTION)
