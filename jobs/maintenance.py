@@ -91,7 +91,7 @@ def main(argv=None) -> int:
 
     from delta.tables import DeltaTable
 
-    from lib.spark.delta import table_path
+    from lib.lake.delta import table_path
     from lib.spark.session import build_session
 
     # VACUUM lists the table's folder with this many tasks (Spark's default: 10000, which costs
@@ -113,7 +113,7 @@ def main(argv=None) -> int:
     try:
         # A replay that died left commits no checkpoint vouches for: undo them before
         # OPTIMIZE stacks commits of its own on top.
-        for r in roll_back_incomplete(spark, args.warehouse):
+        for r in roll_back_incomplete(args.warehouse):
             print(f"rolled back {r['table']}: run {r['run']} died before its checkpoint commit")
         done = _maintain(spark, args, tables, table_path, DeltaTable)
     finally:

@@ -33,7 +33,7 @@ def replay_job(
 
 def rows(spark, warehouse: str, table: str, order_by: tuple = ()) -> list[dict]:
     """A small Delta table as a list of dicts (tests only: fixtures are tiny)."""
-    from lib.spark.delta import table_path
+    from lib.lake.delta import table_path
 
     df = spark.read.format("delta").load(table_path(warehouse, table))
     if order_by:

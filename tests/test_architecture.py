@@ -48,6 +48,9 @@ PYSPARK_FREE = [
     "lib.lake.lag_rows",
     "lib.lake.lag_input",
     "lib.lake.partition_task",
+    "lib.lake.delta",
+    "lib.lake.seams",
+    "lib.lake.worker_errors",
     "lib.coordinator",
 ]
 

@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 import pytest
 
 from lib.assignors.audit import audit_records, what_if_of_row
-from lib.spark.delta import open_delta, table_path
+from lib.lake.delta import open_delta, table_path
 from lib.testdata.logcut import cut_log_dir_at
 from schemas import tables as T
 from tests.helpers import REPO

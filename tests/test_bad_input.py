@@ -228,3 +228,31 @@ def test_same_input_twice_leaves_identical_tables(spark, good_run):
     assert run_job("--input", logs, "--warehouse", wh) == 0
     for t, expected in before.items():
         assert rows(spark, str(wh), t, ("offsets_partition",)) == expected
+
+
+def test_a_workers_error_reaches_the_driver_typed(tmp_path, replay_logdir):
+    """The replay's ReplayError keeps the worker's error as a WorkerError (kind, file,
+    partition, offset, byte position), not only as text."""
+    from lib.lake.worker_errors import ReplayError, WorkerError
+
+    b = PartitionLogBuilder(2).commit("g", "t", 0, 1, T0).commit("g", "t", 0, 2, T0)
+    path = b.write(str(tmp_path / "logs")) + "/00000000000000000000.log"
+    data = bytearray(open(path, "rb").read())
+    second = len(data) // 2  # both batches have the same size
+    data[second + 70] ^= 0xFF  # inside the CRC-covered region of offset 1's batch
+    open(path, "wb").write(bytes(data))
+    with pytest.raises(ReplayError) as caught:
+        replay_logdir(tmp_path / "logs", tmp_path / "wh", NOW)
+    error = caught.value.error
+    assert isinstance(error, WorkerError)
+    assert (error.kind, error.file, error.partition, error.offset, error.position, error.topic) == (
+        "CorruptBatchError",  # the DecodeError's own class
+        path,
+        2,
+        1,
+        second,
+        None,
+    )
+    assert "CRC-32C mismatch" in error.message
+    assert str(caught.value) == error.describe()
+    assert f"(file {path}, partition 2, log offset 1, byte position {second})" in str(caught.value)

@@ -20,9 +20,9 @@ import sys
 
 import pytest
 
+from lib.lake.delta import commit_history, completed_runs, read_committed
 from lib.lake.run_tags import tagged_run
-from lib.spark.delta import commit_history, completed_runs
-from tests.helpers import NOW, STATE_TABLES, phases, replay_job, rows, snapshot
+from tests.helpers import KEYS, NOW, STATE_TABLES, phases, replay_job, rows, snapshot
 
 pytestmark = pytest.mark.spark
 
@@ -73,7 +73,7 @@ def assert_each_table_before_or_after(spark, warehouse, states) -> dict[str, str
     """Every table is wholly at one of the two states, and its newest run commit is the dead
     run's exactly when it is at the after state. Returns table -> "before" / "after"."""
     got = snapshot(spark, warehouse)
-    completed = completed_runs(spark, str(warehouse / "replay_checkpoints"))
+    completed = completed_runs(str(warehouse / "replay_checkpoints"))
     where = {}
     for table in STATE_TABLES:
         if got[table] == states["after"][table] and got[table] != states["before"][table]:
@@ -82,7 +82,7 @@ def assert_each_table_before_or_after(spark, warehouse, states) -> dict[str, str
             where[table] = "before"
         else:
             raise AssertionError(f"{table} is neither the before nor the after state: half-written")
-        history = commit_history(spark, str(warehouse / table))
+        history = commit_history(str(warehouse / table))
         newest_run = next(run for _, meta in history if (run := tagged_run(meta)))
         if states["before"][table] != states["after"][table]:
             assert (newest_run not in completed) == (where[table] == "after"), table
@@ -107,10 +107,15 @@ def test_kill_at_a_crash_point_then_recover(spark, replay_logdir, states, tmp_pa
             assert where[table] == ("after" if table in done else "before"), table
 
     # tables that had nothing to change (empty before and after) get no commit
-    completed = completed_runs(None, str(wh / "replay_checkpoints"))
-    committed_by_dead = {t for t in order if tagged_run(commit_history(None, str(wh / t), 1)[0][1]) not in completed}
+    completed = completed_runs(str(wh / "replay_checkpoints"))
+    committed_by_dead = {t for t in order if tagged_run(commit_history(str(wh / t), 1)[0][1]) not in completed}
     assert committed_by_dead <= done
     assert {t for t in done if states["before"][t] != states["after"][t]} <= committed_by_dead
+    # a reader outside a run (the coordinator's warm start) sees the before state in every table
+    for table in STATE_TABLES:
+        seen = read_committed(str(wh / table), completed)
+        keys = sorted(tuple(str(r[k]) for k in KEYS[table]) for r in (seen.to_pylist() if seen is not None else []))
+        assert keys == [tuple(str(r[k]) for k in KEYS[table]) for r in states["before"][table]], table
     result = replay_logdir(states["log2"], wh, NOW)
     assert result.took_over_lock is not None and result.took_over_lock["owner"].startswith("replay run ")
     rolled = {r["table"] for r in result.rolled_back}

@@ -32,15 +32,15 @@ def _view(rows, at: str) -> list[tuple]:
 
 
 def _engine(spark, wh):
-    from lib.spark.delta import table_path
+    from lib.lake.delta import table_path
 
     rows = spark.read.format("delta").load(table_path(wh, "group_lag")).where("kind = 'commit'").collect()
     return _view(rows, "at")
 
 
 def _spark_form(spark, wh):
+    from lib.lake.delta import table_path
     from lib.reporting.report_builder import applied_commits
-    from lib.spark.delta import table_path
 
     log = spark.read.format("delta").load(table_path(wh, "offsets_log"))
     return _view(applied_commits(log).collect(), "ts")
@@ -139,8 +139,8 @@ def _committed_as_of_agrees(spark, wh, engine, instants):
     their record, whatever their producer); at NOW, against group_offsets (the engine's state)."""
     import datetime as dt
 
+    from lib.lake.delta import table_path
     from lib.reporting.audit_queries import bind, collect, load_queries, open_catalog, run_query
-    from lib.spark.delta import table_path
 
     log = spark.read.format("delta").load(table_path(wh, "offsets_log"))
     tombstones = [

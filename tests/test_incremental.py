@@ -73,7 +73,7 @@ def test_a_log_behind_its_checkpoint_needs_full(spark, replay_logdir, tmp_path):
 def test_a_run_with_nothing_new_changes_no_row(spark, replay_logdir, tmp_path):
     """A new record rewrites only its partition's files, in one commit per table that changed;
     a run with nothing new makes no commit at all."""
-    from lib.spark.delta import commit_history
+    from lib.lake.delta import commit_history
 
     b = (
         PartitionLogBuilder(0)
@@ -96,9 +96,7 @@ def test_a_run_with_nothing_new_changes_no_row(spark, replay_logdir, tmp_path):
     )
 
     def versions():
-        return {
-            t: commit_history(None, str(tmp_path / "wh" / t), 1)[0][0] for t in tables if (tmp_path / "wh" / t).exists()
-        }
+        return {t: commit_history(str(tmp_path / "wh" / t), 1)[0][0] for t in tables if (tmp_path / "wh" / t).exists()}
 
     before = versions()
     result = replay_logdir(tmp_path / "log", tmp_path / "wh", NOW)  # one new offset
@@ -191,7 +189,7 @@ def _offsets(spark, warehouse) -> set:
 
 
 def _files(warehouse, table: str) -> list:
-    from lib.spark.delta import table_files
+    from lib.lake.delta import table_files
 
     listing = table_files(str(warehouse / table))
     assert listing is not None
@@ -313,15 +311,15 @@ def test_an_optimized_state_table_is_read_and_carried(spark, replay_logdir, tmp_
 def test_a_run_that_skips_the_assignment_audit_leaves_its_generations_unaudited(spark, tmp_path):
     """The audit is decided in the replay's pass: generations replayed without it are never
     audited by a later incremental run (a --full run audits the whole log)."""
+    from lib.lake.delta import table_exists
     from lib.source.logdir import find_partitions
-    from lib.spark.delta import table_exists
     from lib.spark.pipeline import run_replay
 
     log, wh = str(tmp_path / "log"), str(tmp_path / "wh")
     b = PartitionLogBuilder(0).group("g", T, members=[consumer_member("m1", ["t"], {"t": [0]})])
     b.write(log)
     first = run_replay(spark, find_partitions(log), wh, NOW, assignments=False)
-    assert first.audit_rows is None and not table_exists(None, f"{wh}/assignment_audit")
+    assert first.audit_rows is None and not table_exists(f"{wh}/assignment_audit")
     b.group("g", T + 1, generation=2, members=[consumer_member("m1", ["t"], {"t": [0]})]).write(log)
     second = run_replay(spark, find_partitions(log), wh, NOW)
     assert second.audit_rows == 1

@@ -81,7 +81,7 @@ def _log_dir(path, with_first_segment=True, extra=()):
 
 
 def _rows(spark, warehouse, table="group_lag"):
-    from lib.spark.delta import table_path
+    from lib.lake.delta import table_path
 
     rows = spark.read.format("delta").load(table_path(warehouse, table)).collect()
     return [r.asDict() for r in rows]
@@ -382,7 +382,7 @@ def test_lag_where_no_end_offset_is_known_yet_is_null_in_every_answer(spark, lat
     ends (lib.spark.lag_rules.lag_at_instants) on the same instants: unknown is NULL everywhere,
     with lag_ms_method end_offset_unknown (the SQL audits answered greatest(NULL, committed) =
     the committed offset: lag 0, caught_up)."""
-    from lib.spark.delta import table_path
+    from lib.lake.delta import table_path
     from lib.spark.lag_rules import lag_at_instants, lag_timeline
 
     wh = late_run

@@ -112,7 +112,7 @@ def wh(spark, replay_logdir, tmp_path_factory):
 
 
 def table(spark, wh, name):
-    from lib.spark.delta import table_path
+    from lib.lake.delta import table_path
 
     return spark.read.format("delta").load(table_path(wh, name))
 

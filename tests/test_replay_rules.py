@@ -684,12 +684,12 @@ def _replay(spark, log_dir, wh, now_ms):
 
 
 def _removed(spark, wh) -> set[tuple]:
-    from lib.spark.delta import table_exists, table_path
+    from lib.lake.delta import table_exists, table_path
 
     out: set[tuple] = set()
     for name, cols in (("expired_offsets", ("group_id", "topic", "partition")), ("expired_groups", ("group_id",))):
         path = table_path(wh, name)
-        if table_exists(spark, path):
+        if table_exists(path):
             for r in spark.read.format("delta").load(path).collect():
                 out.add(("offset", *[r[c] for c in cols]) if len(cols) == 3 else ("group", r["group_id"], None, None))
     return out

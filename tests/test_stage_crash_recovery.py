@@ -20,8 +20,8 @@ import time
 
 import pytest
 
+from lib.lake.delta import commit_history, open_delta, table_exists, table_path
 from lib.lake.run_tags import ROLLBACK_TAG, tagged_run
-from lib.spark.delta import commit_history, open_delta, table_exists, table_path
 from lib.testdata.logcut import cut_log_dir_at
 from schemas import tables as T
 from tests.helpers import REPO, replay_job
@@ -48,7 +48,7 @@ def tables(warehouse) -> dict[str, list[tuple]]:
     out = {}
     for table in T.ALL_TABLES:
         path = table_path(str(warehouse), table)
-        if not table_exists(None, path):
+        if not table_exists(path):
             continue
         data = open_delta(path).to_pyarrow_table()
         names = [n for n in data.column_names if n not in IGNORED]
@@ -59,9 +59,9 @@ def tables(warehouse) -> dict[str, list[tuple]]:
 def assert_every_commit_names_its_run(warehouse) -> None:
     for table in T.ALL_TABLES:
         path = table_path(str(warehouse), table)
-        if not table_exists(None, path):
+        if not table_exists(path):
             continue
-        for version, meta in commit_history(None, path):
+        for version, meta in commit_history(path):
             assert tagged_run(meta) is not None or (meta or "").startswith(ROLLBACK_TAG), (table.name, version, meta)
 
 

@@ -42,16 +42,24 @@ class DecodeError(Exception):
         return self
 
     def __str__(self) -> str:
-        where = []
-        if self.file is not None:
-            where.append(f"file {self.file}")
-        if self.partition is not None:
-            where.append(f"partition {self.partition}")
-        if self.offset is not None:
-            where.append(f"log offset {self.offset}")
-        if self.position is not None:
-            where.append(f"byte position {self.position}")
-        return f"{self.message} ({', '.join(where)})" if where else self.message
+        where = place(self.file, None, self.partition, self.offset, self.position)
+        return f"{self.message} ({where})" if where else self.message
+
+
+def place(file: str | None, topic: str | None, partition: int | None, offset: int | None, position: int | None) -> str:
+    """Where in a log something happened, as every error message names it."""
+    where = []
+    if file is not None:
+        where.append(f"file {file}")
+    if topic is not None:
+        where.append(f"topic {topic}")
+    if partition is not None:
+        where.append(f"partition {partition}")
+    if offset is not None:
+        where.append(f"log offset {offset}")
+    if position is not None:
+        where.append(f"byte position {position}")
+    return ", ".join(where)
 
 
 class CorruptBatchError(DecodeError):

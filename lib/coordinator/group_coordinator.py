@@ -13,10 +13,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Literal, overload
 
-from lib import storage
+from lib.lake.delta import completed_runs, read_committed, table_path
 from lib.replay.groups import GroupFold
 from lib.replay.offsets import PartitionOffsets
 from lib.replay.partitioning import partition_for
+from schemas import tables as T
 
 LOADING, OWNED = "loading", "owned"
 
@@ -41,30 +42,10 @@ class PartitionState:
     load_seconds: float = 0.0
 
 
-def _read_arrow(warehouse: str, table: str, partition: int):
-    """The rows of one offsets partition of a table (delta-rs), as Arrow; None if absent."""
-    import pyarrow as pa
-    from deltalake import DeltaTable
-    from deltalake.exceptions import TableNotFoundError
-
-    path = storage.join(warehouse, table)
-    try:
-        dt = DeltaTable(path, storage_options=storage.delta_options(path))
-    except TableNotFoundError:
-        return None
-    return pa.table(dt.to_pyarrow_table(filters=[("offsets_partition", "=", partition)]))
-
-
-def _read(warehouse: str, table: str, partition: int) -> list[dict]:
-    from deltalake import DeltaTable
-    from deltalake.exceptions import TableNotFoundError
-
-    path = storage.join(warehouse, table)
-    try:
-        dt = DeltaTable(path, storage_options=storage.delta_options(path))
-    except TableNotFoundError:
-        return []
-    return dt.to_pyarrow_table(filters=[("offsets_partition", "=", partition)]).to_pylist()
+def _read_partition(warehouse: str, table: T.Table, partition: int, completed: set[str]):
+    """The rows of one offsets partition of a table as the completed runs left it (delta-rs),
+    as Arrow; None if absent."""
+    return read_committed(table_path(warehouse, table), completed, partition)
 
 
 class GroupCoordinator:
@@ -157,7 +138,11 @@ class GroupCoordinator:
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        checkpoints = _read(warehouse, "replay_checkpoints", partition)
+        # a run that died between its table commits is not seen: its tables are read at the
+        # versions the completed runs left (the next run rolls the dead one back)
+        completed = completed_runs(table_path(warehouse, T.REPLAY_CHECKPOINTS))
+        found = _read_partition(warehouse, T.REPLAY_CHECKPOINTS, partition, completed)
+        checkpoints = found.to_pylist() if found is not None else []
         if not checkpoints:
             return  # never replayed: the whole partition comes from the topic
         state.next_offset = checkpoints[0]["next_log_offset"]
@@ -169,12 +154,15 @@ class GroupCoordinator:
         # not yet written, so expired offsets are loaded too.
         parts = [
             t
-            for t in (_read_arrow(warehouse, name, partition) for name in ("group_offsets", "expired_offsets"))
+            for t in (
+                _read_partition(warehouse, table, partition, completed)
+                for table in (T.GROUP_OFFSETS, T.EXPIRED_OFFSETS)
+            )
             if t is not None
         ]
         committed = pa.concat_tables(parts) if parts else None
-        pending = _read_arrow(warehouse, "pending_transactional_offsets", partition)
-        folds = _read_arrow(warehouse, "group_fold_state", partition)
+        pending = _read_partition(warehouse, T.PENDING_TRANSACTIONAL_OFFSETS, partition, completed)
+        folds = _read_partition(warehouse, T.GROUP_FOLD_STATE, partition, completed)
         engine.load(committed, pending, folds)
         state.loaded_from_tables = sum(t.num_rows for t in (committed, pending, folds) if t is not None)
         if committed is not None and committed.num_rows:
@@ -195,7 +183,7 @@ class GroupCoordinator:
         state.next_offset = live.next_offset
 
     def _replay_tail_from_files(self, partition: int, state: PartitionState, engine) -> None:
-        from lib.lake.partition_task import read_segments
+        from lib.lake.partition_task import ReadProgress, read_segments
         from lib.source.logdir import find_partitions, segments_from
 
         assert self.log_dir is not None
@@ -203,17 +191,17 @@ class GroupCoordinator:
         segs = segments_from(log, state.next_offset)
         position, base = getattr(state, "next_position", (None, None))
         start_position = position if position is not None and segs and base == str(segs[0].base_offset) else None
-        summary: dict = {"records": 0, "next_offset": None, "trailing_bytes": 0, "end_position": None}
+        progress = ReadProgress()
 
         def consume(batches):
             for batch in batches:
                 engine.feed(batch, batches.batch_group_metadata)
 
         segments = [(seg.path, seg.base_offset) for seg in segs]
-        read_segments(partition, state.next_offset, segments, start_position, summary, None, consume)
-        state.tail_records += summary["records"]
-        if summary["next_offset"] is not None:
-            state.next_offset = max(state.next_offset, summary["next_offset"])
+        read_segments(partition, state.next_offset, segments, start_position, progress, None, consume)
+        state.tail_records += progress.records
+        if progress.next_offset is not None:
+            state.next_offset = max(state.next_offset, progress.next_offset)
 
     @staticmethod
     def _take_engine_state(engine, state: PartitionState) -> None:

@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 from lib import storage
 from lib.codec.errors import DecodeError
 from lib.lake.lag_input import NameTable, buckets, read_events
-from lib.lake.lag_plan import LagTask, LagTaskResult, PartitionInput, now_file_prefix
+from lib.lake.lag_plan import now_file_prefix
 from lib.lake.lag_rows import (
     METHODS,
     NO,
@@ -39,7 +39,8 @@ from lib.lake.lag_rows import (
     time_lag,
 )
 from lib.lake.partition_task import FileWriter
-from lib.lake.worker_errors import worker_error
+from lib.lake.seams import LagTask, LagTaskResult, PartitionInput, WrittenFile
+from lib.lake.worker_errors import WorkerError
 from lib.source.topic_scan import TIMESTAMP_TYPES, record_timestamps, scan_partition
 from schemas import tables as T
 
@@ -187,7 +188,7 @@ class _NewRows:
         try:
             scans = scan_partition(tp.log, tp.scan_from)
         except DecodeError as e:
-            raise worker_error(
+            raise WorkerError(
                 type(e).__name__,
                 e.message,
                 file=e.file,
@@ -195,7 +196,7 @@ class _NewRows:
                 offset=e.offset,
                 position=e.position,
                 topic=tp.topic,
-            ) from None
+            ).exception() from None
         running = -1 if tp.running_at_ms is None else int(tp.running_at_ms)
         topic_id = self.names.code(tp.log.topic_id)
         for scan in scans:
@@ -368,7 +369,7 @@ def _earlier_of(inputs: list[PartitionInput | None], names: Names) -> Earlier:
 
 
 def run_lag_task(task: LagTask) -> LagTaskResult:
-    storage.configure(task.object_store)  # type: ignore[arg-type]
+    storage.configure(task.object_store)
     result = LagTaskResult()
     clock = {"lag_read_points": 0.0, "lag_scan": 0.0, "lag_history": 0.0, "lag_compute": 0.0, "lag_lookup": 0.0}
     t = time.thread_time()
@@ -557,7 +558,7 @@ def _look_up(
         try:
             found = record_timestamps(path, lookups, tp.partition)
         except DecodeError as e:
-            raise worker_error(
+            raise WorkerError(
                 type(e).__name__,
                 e.message,
                 file=path,
@@ -565,7 +566,7 @@ def _look_up(
                 offset=e.offset,
                 position=e.position,
                 topic=tp.topic,
-            ) from None
+            ).exception() from None
         for j, ts in zip(js, found):
             if ts is not None:
                 out[j] = ts
@@ -626,11 +627,11 @@ def _dictionary(codes, names: list[str]) -> pa.DictionaryArray:
     return pa.DictionaryArray.from_arrays(indices, pa.array(names, pa.string()))
 
 
-def _write(task: LagTask, rows: pa.Table, prefix: str | None) -> list[dict]:
+def _write(task: LagTask, rows: pa.Table, prefix: str | None) -> list[WrittenFile]:
     return _write_table(task, T.GROUP_LAG, rows, prefix)
 
 
-def _write_table(task: LagTask, table: T.Table, rows: pa.Table, prefix: str | None) -> list[dict]:
+def _write_table(task: LagTask, table: T.Table, rows: pa.Table, prefix: str | None) -> list[WrittenFile]:
     """One file of `rows` (sorted by topic partition), a row group per ROW_GROUP_ROWS."""
     if rows.num_rows == 0:
         return []

@@ -7,8 +7,8 @@ its own per partition, the GroupMetadata rows apart, or a share of the task's fi
 rows are new (_LogWriter); each state table: one file per Spark task, a row group per
 partition), where the driver's commit adds them without rewriting; until that commit
 they are invisible to readers (and VACUUM removes them if the run dies). What goes back to
-the driver is one small summary per partition (counts, the checkpoint) and the files to add,
-with their stats.
+the driver (lib.lake.seams.TaskResult) is one small PartitionSummary per partition (counts,
+the checkpoint) and the WrittenFiles to add, with their stats.
 No pyspark here: the same function runs without Spark (tests, the coordinator)."""
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import json
 import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -25,8 +26,8 @@ import pyarrow.parquet as pq
 
 from lib import storage
 from lib.codec.errors import DecodeError
-from lib.lake.seams import ReplayTask, StateFile, TaskGroup
-from lib.lake.worker_errors import worker_error
+from lib.lake.seams import PartitionSummary, ReplayTask, StateFile, TaskGroup, TaskResult, WrittenFile
+from lib.lake.worker_errors import WorkerError
 from schemas import tables as T
 
 OFFSETS_LOG_FILE_ROWS = 4_000_000  # roll the offsets_log file past this many rows
@@ -124,7 +125,7 @@ class FileWriter:
         # a flat file names the partitions it holds in its footer: the min/max of the Delta
         # log's stats cannot tell {0, 2} from {0, 1, 2}
         self._partitions: set[int] | None = set() if "offsets_partition" in self.schema.names else None
-        self.files: list[dict] = []
+        self.files: list[WrittenFile] = []
         self._writer: pq.ParquetWriter | None = None
         self._path: str | None = None
         self._out: storage.OutputFile | None = None
@@ -202,14 +203,14 @@ class FileWriter:
             "nullCount": dict.fromkeys(self._min, 0),
         }
         self.files.append(
-            {
-                "path": storage.relpath(self._path, self.table_dir),
-                "partition_value": None if self.partition is None else str(self.partition),
-                "size": self._out.size,
-                "rows": self._rows,
-                "modification_time": int(time.time() * 1000),
-                "stats": json.dumps(stats),
-            }
+            WrittenFile(
+                path=storage.relpath(self._path, self.table_dir),
+                size=self._out.size,
+                rows=self._rows,
+                modification_time=int(time.time() * 1000),
+                stats=json.dumps(stats),
+                partition_value=self.partition,
+            )
         )
         self._writer = None
         self._rows = 0
@@ -270,7 +271,7 @@ class _LogWriter:
         self.groups.close()
 
     @property
-    def files(self) -> list[dict]:
+    def files(self) -> list[WrittenFile]:
         return self.plain.files + self.groups.files
 
 
@@ -305,7 +306,7 @@ class TaskState:
         self._writers: dict[str, FileWriter] = {}
         self._appends: dict[str, FileWriter] = {}
         self._held: dict[str, list[pa.Table]] = {}
-        self.files: dict[str, list[dict]] = {}
+        self.files: dict[str, list[WrittenFile]] = {}
 
     def _footer(self, path: str) -> tuple[pq.ParquetFile, list[tuple[int | None, int | None]]]:
         """A file's reader and each row group's offsets_partition (min, max), None if unknown;
@@ -422,7 +423,7 @@ class TaskState:
                     )
                     self.write(table, -1, rows)
 
-    def close(self) -> dict[str, list[dict]]:
+    def close(self) -> dict[str, list[WrittenFile]]:
         for name in list(self._held):
             self._flush(T.TABLES[name])
         for writers in (self._writers, self._appends):
@@ -433,19 +434,16 @@ class TaskState:
         return self.files
 
 
-def replay_group(group: TaskGroup) -> dict:
-    """One Spark task: its partitions (`tasks`, see replay_partition), one after another, then
-    the rows it must carry. group keys: tasks, warehouse, run_id, state_files {table name:
-    [file]}, flat {table name: bool}, carry {table name: [path]}, replayed [partition].
-    Returns {"partitions": [summary], "files": {table name: [file to add]}, "seconds": {step:
-    CPU seconds}} (the task's own steps; each summary has its partition's)."""
+def replay_group(group: TaskGroup) -> TaskResult:
+    """One Spark task: its partitions' ReplayTasks one after another (replay_partition), then
+    the rows it must carry; the state tables' files are shared by its partitions."""
     from lib.lake.lag_input import EventWriter
 
     storage.configure(group.object_store)
     state = TaskState(group.warehouse, group.run_id, group.state_files, group.flat)
     # the commits that took effect, for the lag stage (lib.lake.lag_input)
     events = EventWriter(group.warehouse, group.run_id) if group.lag_input else None
-    summaries = [replay_partition(task, state, events) for task in group.tasks]
+    done = [replay_partition(task, state, events) for task in group.tasks]
     t = time.thread_time()
     lag_input = events.close() if events is not None else None
     events_seconds = time.thread_time() - t
@@ -453,18 +451,24 @@ def replay_group(group: TaskGroup) -> dict:
     state.carry(group.carry, group.replayed)
     carried = time.thread_time() - t
     files = state.close()
-    for s in summaries:
-        for name, fs in s.pop("files").items():
+    for _, written in done:
+        for name, fs in written.items():
             files.setdefault(name, []).extend(fs)
     # the task's shared files (state tables, small partitions' offsets_log) are written here
     seconds = {"carry": carried, "write_task_files": time.thread_time() - t - carried, "lag_input": events_seconds}
-    return {"partitions": summaries, "files": files, "seconds": seconds, "lag_input": lag_input}
+    return TaskResult(
+        partitions=tuple(summary for summary, _ in done),
+        files={name: tuple(fs) for name, fs in files.items()},
+        seconds=seconds,
+        lag_input=lag_input,
+    )
 
 
-def replay_partition(task: ReplayTask, state: TaskState, events=None) -> dict:
-    """One partition (lib.lake.seams.ReplayTask). Its previous state comes from `state`, and
-    its new state goes there. Returns the
-    partition's summary, with the offsets_log (and quarantine) files it wrote."""
+def replay_partition(
+    task: ReplayTask, state: TaskState, events=None
+) -> tuple[PartitionSummary, dict[str, list[WrittenFile]]]:
+    """One partition. Its previous state comes from `state`, and its new state goes there.
+    Returns the partition's summary and the offsets_log (and quarantine) files it wrote."""
     from lib.replay.engine import PartitionReplay
     from lib.replay.groups import GroupReplayError
 
@@ -506,7 +510,7 @@ def replay_partition(task: ReplayTask, state: TaskState, events=None) -> dict:
         small=lambda rows: state.write(T.OFFSETS_LOG, p, rows),
     )
     quarantine: list[dict] | None = [] if task.quarantine else None
-    summary: dict = {"records": 0, "next_offset": None, "trailing_bytes": 0, "end_position": None, "fetches": 0}
+    progress = ReadProgress()
 
     record_types: dict[tuple[int, bool, bool], int] = {}
 
@@ -524,26 +528,26 @@ def replay_partition(task: ReplayTask, state: TaskState, events=None) -> dict:
 
     try:
         if task.bootstrap:
-            _fetch(task, summary, quarantine, consume)
+            _fetch(task, progress, quarantine, consume)
         else:
             read_segments(
-                task.partition, task.start_offset, task.segments, task.start_position, summary, quarantine, consume
+                task.partition, task.start_offset, task.segments, task.start_position, progress, quarantine, consume
             )
         log_writer.close()
         lap("write_log")
         result = engine.finish(task.now_ms, task.retention_ms, dict(task.topic_names))
     except DecodeError as e:
-        raise worker_error(
+        raise WorkerError(
             type(e).__name__, e.message, file=e.file, partition=e.partition, offset=e.offset, position=e.position
-        ) from None
+        ).exception() from None
     except GroupReplayError as e:
-        raise worker_error(
+        raise WorkerError(
             "GroupReplayError",
             "group replay failed as Kafka's loader would: " + str(e),
             partition=getattr(e, "partition", p),
             offset=getattr(e, "offset", None),
-        ) from None
-    files = {T.OFFSETS_LOG.name: log_writer.files}
+        ).exception() from None
+    files: dict[str, list[WrittenFile]] = {T.OFFSETS_LOG.name: log_writer.files}
     for table in STATE_TABLES:
         state.write(table, p, result[table.name])
     audit_rows = _write_audit(state, p, result) if audit is not None else 0
@@ -554,22 +558,22 @@ def replay_partition(task: ReplayTask, state: TaskState, events=None) -> dict:
         w.close()
         files[T.QUARANTINED_RECORDS.name] = w.files
     lap("finish")
-    return {
-        "partition": p,
-        "records": summary["records"],
-        "record_types": [(t, c, b, n) for (t, c, b), n in record_types.items()],
-        "audit_rows": audit_rows,
-        "next_offset": summary["next_offset"],
-        "trailing_bytes": summary["trailing_bytes"],
-        "end_position": summary["end_position"],
-        "fetches": summary["fetches"],
-        "quarantined": len(quarantine or ()),
-        "expiry_changes_at": result["expiry_changes_at"],
-        "topic_names": engine.topic_names,
-        "unresolved_topic_ids": result["unresolved_topic_ids"],
-        "files": files,
-        "seconds": clock,
-    }
+    summary = PartitionSummary(
+        partition=p,
+        records=progress.records,
+        record_types=tuple((t, c, b, n) for (t, c, b), n in record_types.items()),
+        audit_rows=audit_rows,
+        next_offset=progress.next_offset,
+        trailing_bytes=progress.trailing_bytes,
+        end_position=progress.end_position,
+        fetches=progress.fetches,
+        quarantined=len(quarantine or ()),
+        expiry_changes_at=result["expiry_changes_at"],
+        topic_names=dict(engine.topic_names),
+        unresolved_topic_ids=tuple(result["unresolved_topic_ids"]),
+        seconds=clock,
+    )
+    return summary, files
 
 
 def _write_audit(state: TaskState, p: int, result: dict) -> int:
@@ -625,12 +629,23 @@ def _batch_starts_at(data, pos: int, start_offset: int) -> bool:
     return crc32c.crc32c(data[pos + 21 : pos + 12 + size]) == crc
 
 
+@dataclass
+class ReadProgress:
+    """What a read of a partition's log has covered so far (read_segments, a live fetch)."""
+
+    records: int = 0
+    next_offset: int | None = None  # the offset after the last record read
+    trailing_bytes: int = 0  # bytes after the last whole batch of a segment
+    end_position: int | None = None  # the byte of the last segment where the read stopped
+    fetches: int = 0  # Fetch requests (a live source)
+
+
 def read_segments(
     p: int,
     start: int,
     segments: Sequence[tuple[str, int]],
     start_position: int | None,
-    summary: dict,
+    progress: ReadProgress,
     quarantine,
     consume,
 ) -> None:
@@ -676,12 +691,12 @@ def read_segments(
                 for row in quarantine[first_quarantined:]:
                     row["byte_position"] += shift
         size = shift + (len(data) if data is not None else storage.getsize(path))
-        summary["records"] += decoder.records
-        summary["trailing_bytes"] += decoder.trailing_bytes
-        summary["end_position"] = size - decoder.trailing_bytes
+        progress.records += decoder.records
+        progress.trailing_bytes += decoder.trailing_bytes
+        progress.end_position = size - decoder.trailing_bytes
         # started past the checkpoint's batch: nothing read there means the log ends at the checkpoint
         nxt = max(base, decoder.next_offset or (start if shift else 0))
-        summary["next_offset"] = nxt if summary["next_offset"] is None else max(summary["next_offset"], nxt)
+        progress.next_offset = nxt if progress.next_offset is None else max(progress.next_offset, nxt)
 
 
 class LiveTopicRead:
@@ -755,7 +770,7 @@ class LiveTopicRead:
         self.next_offset = offset
 
 
-def _fetch(task: ReplayTask, summary: dict, quarantine, consume) -> None:
+def _fetch(task: ReplayTask, progress: ReadProgress, quarantine, consume) -> None:
     """The live topic from start_offset to its high watermark as the task began (or
     end_offset if lower)."""
     assert task.bootstrap is not None
@@ -768,6 +783,6 @@ def _fetch(task: ReplayTask, summary: dict, quarantine, consume) -> None:
         fetch_max_bytes=task.fetch_max_bytes,
     )
     consume(live)
-    summary["records"] += live.records
-    summary["fetches"] += live.fetches
-    summary["next_offset"] = live.next_offset
+    progress.records += live.records
+    progress.fetches += live.fetches
+    progress.next_offset = live.next_offset

@@ -1,14 +1,23 @@
-"""What crosses between the driver and the replay's Spark workers, typed: the driver plans
+"""What crosses between the driver and its Spark workers, typed. The replay: the driver plans
 ReplayTasks (one offsets partition each), packs them into TaskGroups (one Spark task each) and
-ships those; lib.lake.partition_task runs them. Frozen: a worker never changes its input, and
-the driver makes a changed copy (dataclasses.replace) to run a task again."""
+ships those; lib.lake.partition_task runs them and sends back a TaskResult (a PartitionSummary
+per partition, the WrittenFiles to commit). The lag stage: LagTasks of PartitionInputs, run by
+lib.lake.lag_task, back as LagTaskResults. Errors: lib.lake.worker_errors.WorkerError. Inputs
+are frozen: a worker never changes them, and the driver makes a changed copy
+(dataclasses.replace) to run a task again."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from lib.storage import ObjectStoreSettings
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from lib.source.topic_log import ScanStart, TopicPartitionLog
 
 
 @dataclass(frozen=True)
@@ -66,3 +75,114 @@ class TaskGroup:
     carry: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     object_store: ObjectStoreSettings | None = None  # the driver's settings: never in a log
     lag_input: bool = False
+
+
+@dataclass(frozen=True)
+class WrittenFile:
+    """A Parquet file a worker wrote into a table's folder; the driver's commit adds it."""
+
+    path: str  # relative to the table's folder, as in the Delta log
+    size: int
+    rows: int
+    modification_time: int  # ms
+    stats: str  # Delta's JSON statistics (numRecords, minValues, maxValues, nullCount)
+    partition_value: int | None = None  # its offsets_partition, in a table partitioned by it
+
+
+@dataclass(frozen=True)
+class PartitionSummary:
+    """What replaying one offsets partition found: the driver's checkpoint row and counters."""
+
+    partition: int
+    records: int
+    record_types: tuple[tuple[int, bool, bool, int], ...]  # (record type, control, undecoded, count)
+    audit_rows: int
+    next_offset: int | None  # the offset after the last record read (None: none read)
+    trailing_bytes: int  # bytes after the last whole batch (a segment being written)
+    end_position: int | None  # the byte of the last segment where the read stopped
+    fetches: int  # Fetch requests (a live source)
+    quarantined: int
+    expiry_changes_at: int | None  # ms: the next instant an expiry verdict changes
+    topic_names: Mapping[str, str]  # topic id -> name the partition's records name
+    unresolved_topic_ids: tuple[str, ...]  # ids its groups' assignments use and nothing named
+    seconds: Mapping[str, float]  # CPU seconds by step
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    """One Spark task's outcome: its partitions' summaries, the files to add by table, its own
+    steps' CPU seconds and its lag input file (lib.lake.lag_input; None without the lag stage)."""
+
+    partitions: tuple[PartitionSummary, ...]
+    files: Mapping[str, tuple[WrittenFile, ...]]
+    seconds: Mapping[str, float]
+    lag_input: str | None = None
+
+
+# --- the lag stage (lib.spark.lag plans, lib.lake.lag_task runs) ---------------------------------
+
+
+@dataclass(frozen=True)
+class EarlierRows:
+    """What a topic partition's lag checkpoint says of its rows in the table (see
+    lib.lake.lag_rows.Earlier): the last row's time, end offset and topic id, the largest end
+    offset, and the first row's time and first offset."""
+
+    last_at_ms: int | None
+    last_end: int
+    last_topic_id: str | None
+    log_end: int
+    first_at_ms: int | None
+    first_offset: int | None
+
+
+@dataclass(frozen=True)
+class PartitionInput:
+    """One consumed topic partition of a lag task: where its log is, where its last scan
+    stopped, and what the lag_checkpoints row says of its rows in group_lag."""
+
+    topic: str
+    partition: int
+    log: TopicPartitionLog | None  # its folder in the log dir; None when absent (or live)
+    scan_from: ScanStart | None  # where its last scan stopped; None: from the start
+    scan: bool  # its input changed since: read its new batches
+    running_at_ms: int | None  # the checkpoint's `at`: new rows' `at` never go below it
+    in_table: bool  # the table holds earlier rows of it
+    earlier: EarlierRows | None  # None with in_table: unknown (its rows are read)
+    samples: pa.Table | None = None  # a live cluster's new rows (partition_end_offsets schema)
+    source_signature: str | None = None
+    previous: dict | None = None  # its lag_checkpoints row, carried when nothing is read
+
+
+@dataclass(frozen=True)
+class LagTask:
+    """One Spark task of the lag stage: a range of buckets of topic partitions, the commits to
+    read (the run's lag input), the instants of the now rows, the files of the tables before."""
+
+    warehouse: str
+    run_id: str
+    object_store: ObjectStoreSettings | None
+    bucket_lo: int
+    bucket_hi: int
+    partitions: tuple[PartitionInput, ...]  # of these buckets with anything to read or a point
+    event_files: tuple[str, ...]  # the lag input to read commits from
+    watermarks: dict[int, int] | None  # offsets partition -> first applied offset to take
+    now_ms: int
+    now_asof_ms: int  # the instant whose end offsets the now rows take (a live sample's, if later)
+    live_offset_files: tuple[str, ...]  # group_offsets' data files
+    history_files: tuple[str, ...]  # partition_end_offsets' data files before this stage
+
+
+@dataclass
+class LagTaskResult:
+    """A lag task's files to add (partition_end_offsets, group_lag), its lag_checkpoints rows,
+    counters and CPU seconds by step (filled in as the task goes, hence not frozen)."""
+
+    end_offset_files: list[WrittenFile] = field(default_factory=list)
+    lag_files: list[WrittenFile] = field(default_factory=list)
+    checkpoints: list[dict] = field(default_factory=list)
+    batches: int = 0
+    lag_rows: int = 0
+    history_partitions: int = 0
+    lookups: int = 0
+    seconds: dict = field(default_factory=dict)

@@ -9,10 +9,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from lib.lake.seams import TaskGroup
+    from lib.lake.seams import TaskGroup, TaskResult
 
 
-def replay_task(group: TaskGroup) -> dict:
+def replay_task(group: TaskGroup) -> TaskResult:
     """One Spark task of the replay (lib.lake.partition_task.replay_group)."""
     from lib.lake.partition_task import replay_group
 

@@ -1,48 +1,80 @@
-"""Errors raised inside a Spark Python worker, carried to the driver as text.
+"""Errors raised inside a Spark Python worker, carried to the driver with their kind and place.
 
-A worker's exception reaches the driver only as the text of a Spark exception; a marked JSON
-payload keeps the error's kind and its location (file, partition, offset, position)."""
+A worker's exception reaches the driver only as the text of a Spark exception: a WorkerError
+travels there as marked JSON and is read back (WorkerError.found_in) into the same dataclass,
+which the driver's ReplayError keeps."""
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from lib.codec.errors import place
 
 ERROR_MARKER = "OFFSETS_LAKE_WORKER_ERROR:"
 
 
-def worker_error(kind: str, message: str, **where) -> RuntimeError:
-    """An exception whose text carries a machine-readable description through Spark."""
-    payload = {"kind": kind, "message": message, **where}
-    return RuntimeError(ERROR_MARKER + json.dumps(payload) + ERROR_MARKER)
+@dataclass(frozen=True)
+class WorkerError:
+    """What stopped a worker (kind: the exception class, e.g. DecodeError) and where: the
+    segment file, the offsets partition, the log offset of the batch and its byte position."""
 
+    kind: str
+    message: str
+    file: str | None = None
+    partition: int | None = None
+    offset: int | None = None
+    position: int | None = None
+    topic: str | None = None  # a consumed topic's partition (the lag stage); None: the offsets topic
 
-def worker_error_from(exc: BaseException) -> dict | None:
-    """The error a Python worker reported (see worker_error), found in a Spark exception's text."""
-    text = str(exc)
-    start = text.find(ERROR_MARKER)
-    if start < 0:
-        return None
-    start += len(ERROR_MARKER)
-    end = text.find(ERROR_MARKER, start)
-    try:
-        return json.loads(text[start:end])
-    except ValueError:
-        return None
+    def exception(self) -> RuntimeError:
+        """The exception a worker raises: its text carries this error through Spark."""
+        return RuntimeError(ERROR_MARKER + json.dumps(dataclasses.asdict(self)) + ERROR_MARKER)
+
+    @classmethod
+    def found_in(cls, exc: BaseException) -> WorkerError | None:
+        """The error a worker raised (exception()), read from a Spark exception's text."""
+        text = str(exc)
+        start = text.find(ERROR_MARKER)
+        if start < 0:
+            return None
+        start += len(ERROR_MARKER)
+        end = text.find(ERROR_MARKER, start)
+        try:
+            payload = json.loads(text[start:end])
+            return cls(**payload)
+        except (ValueError, TypeError):
+            return None
+
+    def describe(self) -> str:
+        """One line naming what happened and where."""
+        return (
+            f"{self.kind}: {self.message} ({place(self.file, self.topic, self.partition, self.offset, self.position)})"
+        )
 
 
 class ReplayError(Exception):
-    """A run that stopped on bad input; the message names file, partition and offset."""
+    """A run that stopped on bad input; the message names file, partition and offset, and
+    `error` holds them (None for an error the driver found itself)."""
+
+    def __init__(self, message: str, error: WorkerError | None = None):
+        super().__init__(message)
+        self.error = error
 
 
-def describe_worker_error(info: dict) -> str:
-    """A worker's error (worker_error_from) as one line naming where it happened."""
-    where = []
-    if info.get("file") is not None:
-        where.append(f"file {info['file']}")
-    if info.get("partition") is not None:
-        where.append(f"partition {info['partition']}")
-    if info.get("offset") is not None:
-        where.append(f"log offset {info['offset']}")
-    if info.get("position") is not None:
-        where.append(f"byte position {info['position']}")
-    return f"{info.get('kind', 'DecodeError')}: {info['message']} ({', '.join(where)})"
+@contextlib.contextmanager
+def raising_worker_errors() -> Iterator[None]:
+    """Around a Spark job: a worker's WorkerError comes out as a ReplayError that keeps it;
+    any other failure as it was."""
+    try:
+        yield
+    except ReplayError:
+        raise
+    except Exception as e:
+        error = WorkerError.found_in(e)
+        if error is None:
+            raise
+        raise ReplayError(error.describe(), error) from None

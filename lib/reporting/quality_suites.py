@@ -220,11 +220,11 @@ def table_frame(
 
 
 def check_inputs(spark, warehouse: str, suites) -> None:
-    from lib.spark.delta import table_exists
+    from lib.lake.delta import table_exists
 
     if not storage.isdir(warehouse):
         raise QualityInputError(f"warehouse {warehouse} does not exist")
-    missing = [s.name for s in suites if not table_exists(spark, storage.join(warehouse, s.name))]
+    missing = [s.name for s in suites if not table_exists(storage.join(warehouse, s.name))]
     if missing:
         raise QualityInputError(
             f"warehouse {warehouse} has no Delta table {', '.join(missing)} (run jobs.replay_offsets first)"
@@ -353,10 +353,10 @@ def run_suites(
     else:
         # the lag stage's tables exist only where the input held consumed topics, and
         # assignment_audit only in warehouses a run of this version wrote
-        from lib.spark.delta import table_exists
+        from lib.lake.delta import table_exists
 
         lag = {t.name for t in T.LAG_TABLES} | {T.ASSIGNMENT_AUDIT.name}
-        suites = [s for s in Q.ALL_SUITES if s.name not in lag or table_exists(spark, storage.join(warehouse, s.name))]
+        suites = [s for s in Q.ALL_SUITES if s.name not in lag or table_exists(storage.join(warehouse, s.name))]
     check_inputs(spark, warehouse, suites)
     for name in ("great_expectations", "py4j"):
         logging.getLogger(name).setLevel(logging.ERROR)

@@ -241,11 +241,12 @@ def collect_report(
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
+    from lib.lake.delta import table_exists, table_path
     from lib.replay.expiry_spark import judge_groups, judge_offsets
-    from lib.spark.delta import read_table, table_exists, table_path
+    from lib.spark.delta import read_table
 
     def table(name):
-        if not table_exists(spark, table_path(warehouse, name)):
+        if not table_exists(table_path(warehouse, name)):
             return None
         return read_table(spark, warehouse, name)
 

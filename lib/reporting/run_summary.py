@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lib import storage
-from lib.spark.delta import open_delta, read_small_table, table_exists, table_files, table_path
+from lib.lake.delta import open_delta, read_small_table, table_exists, table_files, table_path
 from schemas import tables as T
 from schemas.records import RECORD_TYPES
 
@@ -19,7 +19,7 @@ LIMIT = 50
 
 def _table(warehouse: str, table: T.Table, columns: list[str] | None = None) -> pa.Table | None:
     path = table_path(warehouse, table)
-    if not table_exists(None, path):
+    if not table_exists(path):
         return None
     return open_delta(path).to_pyarrow_table(columns=columns)
 
@@ -153,7 +153,7 @@ def assignment_summary(warehouse: str, limit: int = 8) -> dict:
     from lib.assignors.audit import why_flagged
 
     path = table_path(warehouse, T.ASSIGNMENT_AUDIT)
-    if not table_exists(None, path):
+    if not table_exists(path):
         return {"verdicts": {}, "groups": 0, "flagged": []}
     dataset = open_delta(path).to_pyarrow_dataset()
     flat = ["group_id", "log_offset", "offsets_partition", "verdict"]

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from lib import storage
@@ -42,6 +43,25 @@ class PartitionLog:
     def bootstrap(self) -> str | None:
         """The bootstrap servers of a live topic (path kafka://BOOTSTRAP); None for files."""
         return self.path[len(LIVE_SCHEME) :] if self.path.startswith(LIVE_SCHEME) else None
+
+    @property
+    def signature(self) -> str | None:
+        """What the input looks like without reading it (segments_signature); None for the
+        live topic, whose end is asked for instead."""
+        return None if self.bootstrap is not None else segments_signature(self.segments)
+
+
+def segments_signature(segments: Sequence[Segment]) -> str:
+    """A partition's segment files as seen without reading them: the last segment's base
+    offset, size and modification time ("empty" without segments). Segments only grow at the
+    end, and older ones are only deleted."""
+    if not segments:
+        return "empty"
+    last = segments[-1]
+    # as listed (an object store's listing has them; a hand-made Segment may not)
+    size, mtime_ns = (last.size, last.mtime_ns) if last.mtime_ns else storage.stat(last.path)
+    # size for appends, modification time for anything rewritten in place
+    return f"{last.base_offset}:{size}:{mtime_ns}"
 
 
 def segments_from(log: PartitionLog, start: int) -> list:

@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass, field
 
 from lib import storage
-from lib.source.logdir import PartitionLog, Segment, read_offset_checkpoint
+from lib.source.logdir import Segment, read_offset_checkpoint, segments_signature
 
 # <topic>-<partition>; a topic name is [a-zA-Z0-9._-]{1,249}
 _PARTITION_DIR = re.compile(r"^([a-zA-Z0-9._-]+)-(\d+)$")
@@ -27,6 +27,11 @@ class TopicPartitionLog:
     topic_id: str | None = None  # from partition.metadata (Kafka 2.8+)
     high_watermark: int | None = None
     log_start_offset: int | None = None
+
+    @property
+    def signature(self) -> str:
+        """What the partition's files look like without reading them (segments_signature)."""
+        return segments_signature(self.segments)
 
 
 def read_topic_id(folder: str, listed: set[str] | None = None) -> str | None:
@@ -90,18 +95,3 @@ class ScanStart:
     next_offset: int
     segment_base_offset: int | None = None
     next_byte_position: int | None = None
-
-
-def source_signature(log: PartitionLog | TopicPartitionLog) -> str | None:
-    """What the input of a partition looks like without reading it: the last segment's base
-    offset, size and modification time (None for the live topic, whose end is asked for
-    instead). Segments only grow at the end, and older ones are only deleted."""
-    if isinstance(log, PartitionLog) and log.bootstrap is not None:
-        return None
-    if not log.segments:
-        return "empty"
-    last = log.segments[-1]
-    # as listed (an object store's listing has them; a hand-made Segment may not)
-    size, mtime_ns = (last.size, last.mtime_ns) if last.mtime_ns else storage.stat(last.path)
-    # size for appends, modification time for anything rewritten in place
-    return f"{last.base_offset}:{size}:{mtime_ns}"

@@ -10,8 +10,8 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from lib.assignors.audit import why_flagged  # noqa: F401 - the report's
+from lib.lake.delta import open_delta, table_exists, table_path
 from lib.source.topic_log import TopicPartitionLog
-from lib.spark.delta import open_delta, table_exists, table_path
 from schemas import tables as T
 
 
@@ -26,7 +26,7 @@ def known_topics(warehouse: str, topic_logs: list[TopicPartitionLog]) -> tuple[d
         floors[log.topic] = max(floors.get(log.topic, 0), log.partition + 1)
     for table in (T.GROUP_OFFSETS, T.EXPIRED_OFFSETS):
         path = table_path(warehouse, table)
-        if not table_exists(None, path):
+        if not table_exists(path):
             continue
         offsets = open_delta(path).to_pyarrow_table(columns=["topic", "partition", "topic_id"])
         for r in offsets.group_by(["topic"]).aggregate([("partition", "max")]).to_pylist():

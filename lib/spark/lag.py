@@ -36,13 +36,7 @@ from pyspark.sql import SparkSession
 
 from lib import storage
 from lib.lake.crash_points import crash_point
-from lib.lake.lag_input import BUCKETS, bucket_of, manifest_files, read_index, remove_lag_input, runs_with_input
-from lib.lake.lag_plan import LagTask, PartitionInput, earlier_rows, now_file_at
-from lib.lake.run_tags import run_tag
-from lib.lake.tasks import lag_task
-from lib.lake.worker_errors import ReplayError, describe_worker_error, worker_error_from
-from lib.source.topic_log import ScanStart, find_topic_partitions, source_signature
-from lib.spark.delta import (
+from lib.lake.delta import (
     commit_files,
     open_delta,
     overwrite_small_table,
@@ -51,6 +45,13 @@ from lib.spark.delta import (
     table_files,
     table_path,
 )
+from lib.lake.lag_input import BUCKETS, bucket_of, manifest_files, read_index, remove_lag_input, runs_with_input
+from lib.lake.lag_plan import earlier_rows, now_file_at
+from lib.lake.run_tags import run_tag
+from lib.lake.seams import LagTask, PartitionInput, WrittenFile
+from lib.lake.tasks import lag_task
+from lib.lake.worker_errors import raising_worker_errors
+from lib.source.topic_log import ScanStart, find_topic_partitions
 from schemas import tables as T
 
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -69,7 +70,7 @@ def live_partitions(warehouse: str) -> set[tuple[str, int]]:
     """The topic partitions with a live committed offset (group_offsets, a small table read
     with delta-rs)."""
     path = table_path(warehouse, T.GROUP_OFFSETS)
-    if not table_exists(None, path):
+    if not table_exists(path):
         return set()
     data = open_delta(path).to_pyarrow_table(columns=["topic", "partition"])
     return set(zip(data["topic"].to_pylist(), data["partition"].to_pylist()))
@@ -101,7 +102,7 @@ class _Plan:
 
 
 def _plan(warehouse: str, run_id: str, full: bool) -> _Plan:
-    from lib.spark.delta import completed_runs
+    from lib.lake.delta import completed_runs
 
     prev_rows = _previous_checkpoints(warehouse, full)
     offsets_rows = [r for (topic, _), r in prev_rows.items() if topic == OFFSETS_TOPIC]
@@ -110,7 +111,7 @@ def _plan(warehouse: str, run_id: str, full: bool) -> _Plan:
     if full:
         runs = [run_id] if run_id in inputs else []
     else:
-        completed = completed_runs(None, table_path(warehouse, T.REPLAY_CHECKPOINTS))
+        completed = completed_runs(table_path(warehouse, T.REPLAY_CHECKPOINTS))
         runs = sorted(r for r in inputs if r in completed)
     files: list[str] = []
     partitions: set[tuple[str, int]] = set()
@@ -187,7 +188,7 @@ def run_lag_stage(
         start = None
         if prev is not None and log is not None and prev.get("topic_id") == log.topic_id:
             start = ScanStart(prev["next_offset"], prev.get("segment_base_offset"), prev.get("next_byte_position"))
-        signature = source_signature(log) if log is not None else None
+        signature = log.signature if log is not None else None
         scan = log is not None and (start is None or prev is None or prev.get("source_signature") != signature)
         changed |= scan
         inputs.append(
@@ -214,13 +215,8 @@ def run_lag_stage(
     # 1. the tasks: end offsets and lag rows
     t0 = time.monotonic()
     tasks = _tasks(spark, warehouse, run_id, now_ms, max(now_ms, sampled_at or now_ms), inputs, plan, full)
-    try:
+    with raising_worker_errors():
         outcomes = spark.sparkContext.parallelize(tasks, len(tasks)).map(lag_task).collect() if tasks else []
-    except Exception as e:
-        info = worker_error_from(e)
-        if info is None:
-            raise
-        raise ReplayError(describe_worker_error(info)) from None
     result.partitions_scanned = sum(1 for tp in inputs if tp.scan or tp.samples is not None)
     result.batches = sum(o.batches for o in outcomes)
     result.lag_rows = sum(o.lag_rows for o in outcomes)
@@ -326,7 +322,7 @@ TASK_COMMITS = 1_000_000  # commits a lag task holds at most, about
 _SPARK_FILE = re.compile(r"^part-\d{5}-")
 
 
-def _commit_group_lag(warehouse: str, run_id: str, now_ms: int, full: bool, files: list[dict]) -> None:
+def _commit_group_lag(warehouse: str, run_id: str, now_ms: int, full: bool, files: list[WrittenFile]) -> None:
     """group_lag: the new rows' files added; a full stage replaces every file, another the now
     rows of an earlier stage at the same --now (files named for it; in a table an earlier
     version wrote, those rows are deleted first, in a commit of their own)."""

@@ -6,7 +6,7 @@ the tables' folders, invisible until committed. Everything that can fail on bad 
 there, before any commit, so bad input leaves every table as it was. The driver then commits
 the files table by table (delta-rs, no copy), each commit naming the run and its checkpoint,
 and the replay_checkpoints commit last: that commit is the run's commit point. A run that dies
-between table commits is rolled back by the next run (lib.spark.delta.roll_back_incomplete_runs),
+between table commits is rolled back by the next run (lib.lake.delta.roll_back_incomplete_runs),
 which then redoes the work. One run at a time writes a warehouse (lib.lake.lock)."""
 
 from __future__ import annotations
@@ -20,17 +20,7 @@ from pyspark.sql import SparkSession
 
 from lib import storage
 from lib.lake.crash_points import crash_point
-from lib.lake.lag_input import write_manifest
-from lib.lake.lock import WarehouseBusyError, WarehouseLock  # noqa: F401 - re-exported for jobs
-from lib.lake.run_tags import rebuilt_tag, run_tag
-from lib.lake.seams import AuditInput, ReplayTask, StateFile, TaskGroup
-from lib.lake.tasks import replay_task
-from lib.lake.worker_errors import ReplayError as ReplayError
-from lib.lake.worker_errors import describe_worker_error, worker_error_from
-from lib.replay.expiry import DEFAULT_RETENTION_MINUTES
-from lib.source.logdir import PartitionLog, segments_from
-from lib.source.topic_log import TopicPartitionLog, source_signature
-from lib.spark.delta import (
+from lib.lake.delta import (
     DataFile,
     commit_files,
     overwrite_small_table,
@@ -40,6 +30,16 @@ from lib.spark.delta import (
     table_layout,
     table_path,
 )
+from lib.lake.lag_input import write_manifest
+from lib.lake.lock import WarehouseBusyError, WarehouseLock  # noqa: F401 - re-exported for jobs
+from lib.lake.run_tags import rebuilt_tag, run_tag
+from lib.lake.seams import AuditInput, ReplayTask, StateFile, TaskGroup, TaskResult
+from lib.lake.tasks import replay_task
+from lib.lake.worker_errors import ReplayError as ReplayError
+from lib.lake.worker_errors import raising_worker_errors
+from lib.replay.expiry import DEFAULT_RETENTION_MINUTES
+from lib.source.logdir import PartitionLog, segments_from
+from lib.source.topic_log import TopicPartitionLog
 from lib.spark.lag import LagResult
 from schemas import tables as T
 
@@ -129,7 +129,7 @@ def run_replay(
     with WarehouseLock(warehouse, f"replay run {run_id}", lock_wait_seconds) as lock:
         result = RunResult(run_id, [pl.partition for pl in logs], now_ms, retention_minutes, on_corrupt=on_corrupt)
         result.took_over_lock = lock.took_over
-        result.rolled_back = roll_back_incomplete(spark, warehouse)
+        result.rolled_back = roll_back_incomplete(warehouse)
         # the consumed topics' partitions beside the offsets partitions, listed once a run (7,500
         # folders of a busy log dir take a second); None for a live cluster
         topic_logs = _topic_logs(logs)
@@ -144,11 +144,11 @@ def run_replay(
         return result
 
 
-def roll_back_incomplete(spark: SparkSession | None, warehouse: str) -> list[dict]:
+def roll_back_incomplete(warehouse: str) -> list[dict]:
     """Undo what runs that died left without their commit points: the replay's tables (commit
     point replay_checkpoints) and the lag stage's (lag_checkpoints)."""
-    return roll_back_incomplete_runs(spark, warehouse, T.REPLAY_TABLES, T.REPLAY_CHECKPOINTS) + (
-        roll_back_incomplete_runs(spark, warehouse, T.LAG_TABLES, T.LAG_CHECKPOINTS)
+    return roll_back_incomplete_runs(warehouse, T.REPLAY_TABLES, T.REPLAY_CHECKPOINTS) + (
+        roll_back_incomplete_runs(warehouse, T.LAG_TABLES, T.LAG_CHECKPOINTS)
     )
 
 
@@ -183,7 +183,7 @@ def _run_lag_locked(
                 topic_logs=topic_logs,
             )
     except BaseException:
-        roll_back_incomplete_runs(spark, warehouse, T.LAG_TABLES, T.LAG_CHECKPOINTS)
+        roll_back_incomplete_runs(warehouse, T.LAG_TABLES, T.LAG_CHECKPOINTS)
         raise
     result.stage_seconds.update(lag.stage_seconds)
     return lag
@@ -193,7 +193,7 @@ def _unchanged(log: PartitionLog, row: dict | None, now_ms: int, retention_minut
     """A partition whose input and expiry judgement cannot have changed since its checkpoint."""
     if row is None or row.get("source_signature") is None:
         return False
-    if row["source_signature"] != source_signature(log) or row.get("retention_minutes") != retention_minutes:
+    if row["source_signature"] != log.signature or row.get("retention_minutes") != retention_minutes:
         return False
     judged = row.get("judged_at_ms")
     changes = row.get("expiry_changes_at_ms")
@@ -292,43 +292,38 @@ def _run_locked(
     result.stage_seconds["plan"] = time.monotonic() - t0
 
     t0 = time.monotonic()
-    try:
+    with raising_worker_errors():
         results = spark.sparkContext.parallelize(groups, len(groups)).map(replay_task).collect()
         results = _resolve_topic_names(spark, groups, results)
-    except Exception as e:
-        info = worker_error_from(e)
-        if info is None:
-            raise
-        raise ReplayError(describe_worker_error(info)) from None
-    summaries = [s for r in results for s in r["partitions"]]
-    by_partition = {s["partition"]: s for s in summaries}
-    ends = {p: max(start_offsets[p], s["next_offset"] or 0) for p, s in by_partition.items()}
+    summaries = [s for r in results for s in r.partitions]
+    by_partition = {s.partition: s for s in summaries}
+    ends = {p: max(start_offsets[p], s.next_offset or 0) for p, s in by_partition.items()}
     log_ends = {
         pl.partition: (
-            by_partition[pl.partition]["next_offset"]
-            if by_partition[pl.partition]["next_offset"] is not None
+            next_offset
+            if (next_offset := by_partition[pl.partition].next_offset) is not None
             else (pl.segments[-1].base_offset if pl.segments else 0)
         )
         for pl in todo
     }
     _check_not_behind(todo, log_ends, prev)
     if lag_input:
-        write_manifest(warehouse, run_id, [r["lag_input"] for r in results if r.get("lag_input")])
+        write_manifest(warehouse, run_id, [r.lag_input for r in results if r.lag_input])
     crash_point("after_decode")
     result.stage_seconds["read_replay_write"] = time.monotonic() - t0
-    for s in [*summaries, *results]:
-        for step, seconds in s["seconds"].items():
+    for seconds_by_step in [s.seconds for s in summaries] + [r.seconds for r in results]:
+        for step, seconds in seconds_by_step.items():
             key = f"worker_{step}"
             result.stage_seconds[key] = result.stage_seconds.get(key, 0.0) + seconds
-    result.records = sum(s["records"] for s in summaries)
-    result.quarantined = sum(s["quarantined"] for s in summaries)
+    result.records = sum(s.records for s in summaries)
+    result.quarantined = sum(s.quarantined for s in summaries)
     if audit:
-        result.audit_rows = sum(s["audit_rows"] for s in summaries)
+        result.audit_rows = sum(s.audit_rows for s in summaries)
     for s in summaries:
-        for rtype, control, bad, n in s["record_types"]:
+        for rtype, control, bad, n in s.record_types:
             kind = (rtype, control, bad)
             result.record_types[kind] = result.record_types.get(kind, 0) + n
-    result.fetches = sum(s.get("fetches", 0) for s in summaries)
+    result.fetches = sum(s.fetches for s in summaries)
     crash_point("before_commit")
 
     t0 = time.monotonic()
@@ -343,16 +338,16 @@ def _run_locked(
             {
                 "offsets_partition": p,
                 "next_log_offset": int(ends[p]),
-                "records_read": int(s["records"]),
+                "records_read": int(s.records),
                 "high_watermark": pl.high_watermark,
-                "trailing_bytes": int(s["trailing_bytes"]),
+                "trailing_bytes": int(s.trailing_bytes),
                 "run_id": run_id,
                 "finished_at": finished,
-                "source_signature": source_signature(pl),
+                "source_signature": pl.signature,
                 "judged_at_ms": int(now_ms),
                 "retention_minutes": int(retention_minutes),
-                "expiry_changes_at_ms": s["expiry_changes_at"],
-                "next_byte_position": s.get("end_position"),
+                "expiry_changes_at_ms": s.expiry_changes_at,
+                "next_byte_position": s.end_position,
             }
         )
     tag = run_tag(run_id)
@@ -367,7 +362,7 @@ def _run_locked(
                 commit_files(
                     path,
                     table,
-                    [f for r in results for f in r["files"].get(table.name, [])],
+                    [f for r in results for f in r.files.get(table.name, ())],
                     rebuilt_tag(run_id, todo_ids) if table is T.OFFSETS_LOG and table.name in removed else tag,
                     remove=removed.get(table.name, []),
                     partition_by=layouts.get(table.name),
@@ -376,7 +371,7 @@ def _run_locked(
             crash_point(f"after_commit:{table.name}")
     except BaseException:
         # A commit failed (a conflict, a full disk): take back what this run committed.
-        roll_back_incomplete_runs(spark, warehouse, T.REPLAY_TABLES, T.REPLAY_CHECKPOINTS)
+        roll_back_incomplete_runs(warehouse, T.REPLAY_TABLES, T.REPLAY_CHECKPOINTS)
         raise
     result.stage_seconds["commit"] = time.monotonic() - t0
 
@@ -409,7 +404,7 @@ def _replay_task(
     return sum(s.size for s in segs) - (start_position or 0), task
 
 
-def _resolve_topic_names(spark: SparkSession, groups: list[TaskGroup], results: list[dict]) -> list[dict]:
+def _resolve_topic_names(spark: SparkSession, groups: list[TaskGroup], results: list[TaskResult]) -> list[TaskResult]:
     """KIP-848 assignments name topics by id; names come from offset commits (v4 values), which
     may sit in another offsets partition. A Spark task with a partition whose groups use ids
     that only another partition names is run again with those names (rare: a group assigned a
@@ -417,11 +412,9 @@ def _resolve_topic_names(spark: SparkSession, groups: list[TaskGroup], results: 
     whole task is redone. Its first files are left unreferenced (VACUUM removes them)."""
     names: dict[str, str] = {}
     for r in results:
-        for s in r["partitions"]:
-            names.update(s["topic_names"])
-    again = [
-        i for i, r in enumerate(results) if any(set(s["unresolved_topic_ids"]) & set(names) for s in r["partitions"])
-    ]
+        for s in r.partitions:
+            names.update(s.topic_names)
+    again = [i for i, r in enumerate(results) if any(set(s.unresolved_topic_ids) & set(names) for s in r.partitions)]
     if not again:
         return results
     redo = [

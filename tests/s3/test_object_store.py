@@ -174,12 +174,12 @@ def test_a_corrupt_segment_in_a_bucket_fails_as_on_local_disk(spark, logs, s3_se
     assert errors["s3"] == errors["local"]
     assert "LOG_DIR/__consumer_offsets-0/00000000000000000000.log" in errors["s3"]
     from lib import storage
-    from lib.spark.delta import table_exists
+    from lib.lake.delta import table_exists
     from schemas.tables import ALL_TABLES
 
     # no table was created (another task's files, never committed, are invisible), lock released
     for wh in (str(tmp_path / "wh"), "s3a://lake-broken/wh"):
-        assert [t.name for t in ALL_TABLES if table_exists(None, storage.join(wh, t.name))] == []
+        assert [t.name for t in ALL_TABLES if table_exists(storage.join(wh, t.name))] == []
         assert not storage.exists(storage.join(wh, "_writer.lock"))
 
 
