@@ -13,9 +13,10 @@ lib.replay       Kafka's rules: offsets, transactions, tombstones, groups, expir
                  the compiled one-partition engine; the Spark-expression twins (*_spark.py)
 lib.source       where logs come from: a broker's log dir, an archive, the live topic
 lib.lake         the Delta tables without Spark: one partition's task (read, replay, write its
-                 files), the writer lock, worker errors
+                 files), the Delta reads and commits, the typed seams, the writer lock, worker errors
 lib.coordinator  the JVM-free group coordinator: warm start from the tables, then the tail
-lib.spark        SparkSession, the run (plan, tasks, commits), Delta history and roll-back
+lib.restore      a group's offsets put back as of an instant: the plan, the cluster's side
+lib.spark        SparkSession, the run (plan, tasks, commits), the audits' views
 lib.reporting    audits, quality suites, the HTML report (Spark SQL)
 lib.testdata     log builders and generators for tests, the bench and the sample; kernel
                  warm-up; never imported by the layers above

@@ -496,6 +496,39 @@ ASSIGNMENT_AUDIT = Suite(
     ),
 )
 
+OFFSET_RESTORES = Suite(
+    T.OFFSET_RESTORES,
+    tuple(
+        _generic(T.OFFSET_RESTORES)
+        + [
+            Check(
+                "mode_known",
+                "ExpectColumnValuesToBeInSet",
+                {"column": "mode", "value_set": list(T.RESTORE_MODES)},
+                ERROR,
+                ", ".join(T.RESTORE_MODES),
+            ),
+            Check(
+                "action_known",
+                "ExpectColumnValuesToBeInSet",
+                {"column": "action", "value_set": list(T.RESTORE_ACTIONS)},
+                ERROR,
+                "an action of lib.restore.plan",
+            ),
+            _non_negative("partition", ERROR, "topic partitions are numbered from 0"),
+            Check(
+                "executed_as_applied",
+                "ExpectColumnPairValuesToBeEqual",
+                {"column_A": "after_offset", "column_B": "applied_offset", "ignore_row_if": "either_value_is_missing"},
+                WARNING,
+                "OffsetFetch after an executed restore answered what was committed (else something committed since)",
+                column="after_offset",
+            ),
+        ]
+    ),
+    (),
+)
+
 ALL_SUITES = (
     OFFSETS_LOG,
     GROUP_OFFSETS,
@@ -510,6 +543,7 @@ ALL_SUITES = (
     PARTITION_END_OFFSETS,
     GROUP_LAG,
     LAG_CHECKPOINTS,
+    OFFSET_RESTORES,
 )
 SUITES = {s.name: s for s in ALL_SUITES}
 

@@ -436,6 +436,52 @@ ASSIGNMENT_AUDIT = Table(
     key=("group_id", "offsets_partition", "log_offset"),
 )
 
+# what a restore did with a partition (lib.restore.plan decides) and how the run ended
+RESTORE_ACTIONS = (
+    "restore",  # committed the target
+    "unchanged",  # the group was there already
+    "no_offset_then",  # no offset at the instant (never committed, or deleted): left as it is
+    "below_log_start",  # the target's records are gone: needs the operator's decision
+    "above_log_end",  # the log is shorter than the target (recreated, truncated): needs a decision
+    "not_in_cluster",  # the partition does not exist now
+    "skipped",  # outside the log, and the operator said skip
+)
+RESTORE_MODES = ("dry_run", "executed", "refused")
+
+OFFSET_RESTORES = Table(
+    "offset_restores",
+    "Every run of jobs.restore_offsets, one row per topic partition: who put which group back to its "
+    "offsets as of which instant, what the group had before, what was committed and what OffsetFetch "
+    "answered after. Dry runs and refusals are recorded too.",
+    (
+        C("restore_id", "STRING", "one id per run of the job", False),
+        C("run_by", "STRING", "the OS user who ran it", False),
+        C("run_at", "TIMESTAMP", "when the job asked the cluster (before it committed)", False),
+        C("bootstrap_servers", "STRING", "the cluster", False),
+        C("group_id", "STRING", "the group whose history was read", False),
+        C("to_group", "STRING", "the group the offsets were committed to (--to-group; else group_id)", False),
+        C("as_of", "TIMESTAMP", "the instant the group was put back to", False),
+        C("mode", "STRING", "dry_run, executed, or refused (the group had members, or a decision was missing)", False),
+        C("topic", "STRING", "", False),
+        C("partition", "INT", "", False),
+        C(
+            "action",
+            "STRING",
+            "restore, unchanged, no_offset_then, below_log_start, above_log_end, not_in_cluster or skipped "
+            "(lib.restore.plan)",
+            False,
+        ),
+        C("before_offset", "BIGINT", "to_group's committed offset when the job ran (null: none)"),
+        C("target_offset", "BIGINT", "group_id's effective committed offset at as_of (null: none then)"),
+        C("applied_offset", "BIGINT", "what the job committed (null: nothing; differs from target when clamped)"),
+        C("after_offset", "BIGINT", "OffsetFetch after the commit (executed runs)"),
+        C("log_start_offset", "BIGINT", "the partition's log start when the job ran"),
+        C("log_end_offset", "BIGINT", "the partition's log end when the job ran"),
+        C("note", "STRING", "why, for a partition that was not restored"),
+    ),
+    key=("restore_id", "topic", "partition"),
+)
+
 # In commit order: replay_checkpoints last, since its commit is a run's commit point.
 REPLAY_TABLES = (
     OFFSETS_LOG,
@@ -451,7 +497,9 @@ REPLAY_TABLES = (
 )
 # The lag stage's, after the replay's: lag_checkpoints last, its own commit point.
 LAG_TABLES = (PARTITION_END_OFFSETS, GROUP_LAG, LAG_CHECKPOINTS)
-ALL_TABLES = REPLAY_TABLES + LAG_TABLES
+# Written by jobs.restore_offsets, not by a replay.
+RESTORE_TABLES = (OFFSET_RESTORES,)
+ALL_TABLES = REPLAY_TABLES + LAG_TABLES + RESTORE_TABLES
 TABLES = {t.name: t for t in ALL_TABLES}
 
 # An offset commit that took effect (Kafka 4.x): a non-transactional one at its own record; a

@@ -23,8 +23,9 @@ ALLOWED = {
     "source": {"codec", "decode"} | BOTTOM,
     "lake": {"codec", "decode", "replay", "source", "assignors"} | BOTTOM,
     "coordinator": {"codec", "decode", "replay", "source", "lake", "assignors"} | BOTTOM,
+    "restore": {"codec", "decode", "replay", "source", "lake"} | BOTTOM,
     "spark": {"codec", "decode", "replay", "source", "lake", "assignors"} | BOTTOM,
-    "reporting": {"codec", "decode", "replay", "source", "lake", "spark", "cli", "assignors"} | BOTTOM,
+    "reporting": {"codec", "decode", "replay", "source", "lake", "spark", "cli", "assignors", "restore"} | BOTTOM,
     "testdata": {"codec", "decode", "replay", "source", "assignors", "lake"} | BOTTOM,
     "cli": set(),
 }
@@ -52,6 +53,8 @@ PYSPARK_FREE = [
     "lib.lake.seams",
     "lib.lake.worker_errors",
     "lib.coordinator",
+    "lib.restore.plan",
+    "lib.restore.cluster",
 ]
 
 

@@ -294,6 +294,16 @@ def read_small_table(path: str):
 
 def overwrite_small_table(path: str, table: Table, rows, tag: str) -> None:
     """Replace a small unpartitioned table's content with `rows` (Arrow) in one commit."""
+    commit_files(path, table, [_write_small_file(path, table, rows)], tag, overwrite_all=True)
+
+
+def append_small_table(path: str, table: Table, rows, tag: str) -> None:
+    """Add `rows` (Arrow) to a small unpartitioned table in one commit (creating it)."""
+    commit_files(path, table, [_write_small_file(path, table, rows)], tag)
+
+
+def _write_small_file(path: str, table: Table, rows) -> WrittenFile:
+    """`rows` as one Parquet file in the table's folder, not yet committed."""
     import uuid
 
     import pyarrow.parquet as pq
@@ -302,10 +312,9 @@ def overwrite_small_table(path: str, table: Table, rows, tag: str) -> None:
     out = storage.OutputFile(storage.join(path, name))
     pq.write_table(rows.select(table.column_names).cast(table.arrow_schema), out.sink, compression="snappy")
     out.close()
-    written = WrittenFile(
+    return WrittenFile(
         name, out.size, rows.num_rows, int(time.time() * 1000), json.dumps({"numRecords": rows.num_rows})
     )
-    commit_files(path, table, [written], tag, overwrite_all=True)
 
 
 def committed_version(path: str, completed: set[str]) -> int | None:

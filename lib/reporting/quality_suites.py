@@ -351,12 +351,13 @@ def run_suites(
     if tables:
         suites = [Q.SUITES[n] for n in tables]
     else:
-        # the lag stage's tables exist only where the input held consumed topics, and
-        # assignment_audit only in warehouses a run of this version wrote
+        # the lag stage's tables exist only where the input held consumed topics,
+        # assignment_audit only in warehouses a run of this version wrote, offset_restores
+        # once a restore ran
         from lib.lake.delta import table_exists
 
-        lag = {t.name for t in T.LAG_TABLES} | {T.ASSIGNMENT_AUDIT.name}
-        suites = [s for s in Q.ALL_SUITES if s.name not in lag or table_exists(storage.join(warehouse, s.name))]
+        optional = {t.name for t in (*T.LAG_TABLES, *T.RESTORE_TABLES, T.ASSIGNMENT_AUDIT)}
+        suites = [s for s in Q.ALL_SUITES if s.name not in optional or table_exists(storage.join(warehouse, s.name))]
     check_inputs(spark, warehouse, suites)
     for name in ("great_expectations", "py4j"):
         logging.getLogger(name).setLevel(logging.ERROR)

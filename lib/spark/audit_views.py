@@ -10,7 +10,8 @@ in the warehouse):
   (lib.spark.lag_rules.lag_timeline; group_lag, partition_end_offsets);
 - offset_expiry, group_expiry: what the cleanup may expire or delete, and from when retention
   counts (lib.replay.expiry_spark; group_offsets, consumer_groups,
-  pending_transactional_offsets).
+  pending_transactional_offsets);
+- restores: the restores jobs.restore_offsets executed (offset_restores; empty without it).
 Functions: lag_ms_at(lag_records, truncated, first_unconsumed_at, at) and
 expiry_due(expire_timestamp, retention_base, retention_ms)."""
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 from lib.replay.expiry_spark import EXPIRY_DUE_FUNCTION, group_expiry, offset_expiry
 from lib.replay.offsets_spark import offset_effects
 from lib.spark.lag_rules import LAG_MS_AT_FUNCTION, lag_timeline
+from schemas import tables as T
 
 
 def register_views(spark, database: str, tables: list[str]) -> list[str]:
@@ -50,6 +52,10 @@ def register_views(spark, database: str, tables: list[str]) -> list[str]:
         if set(needs) <= set(tables):
             build().createOrReplaceTempView(name)
             made.append(name)
+    # the restores jobs.restore_offsets executed (empty before the first: offset_rewinds joins it)
+    restores = t("offset_restores") if "offset_restores" in tables else spark.createDataFrame([], T.OFFSET_RESTORES.ddl)
+    restores.where("mode = 'executed'").createOrReplaceTempView("restores")
+    made.append("restores")
     spark.sql(LAG_MS_AT_FUNCTION)
     spark.sql(EXPIRY_DUE_FUNCTION)
     return made

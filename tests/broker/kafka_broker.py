@@ -167,6 +167,14 @@ def _run_tool(
     return proc
 
 
+def consumer_groups_tool(jar_dir: str, bootstrap: str, args: list[str]) -> str:
+    """Kafka's own kafka-consumer-groups (ConsumerGroupCommand) with `args`; its stdout."""
+    main = _find_class(
+        jar_dir, ["org.apache.kafka.tools.consumer.group.ConsumerGroupCommand", "kafka.admin.ConsumerGroupCommand"]
+    )
+    return _run_tool(jar_dir, main, ["--bootstrap-server", bootstrap, *args]).stdout
+
+
 JAVA_ASSIGNORS = {
     "range": "org.apache.kafka.clients.consumer.RangeAssignor",
     "roundrobin": "org.apache.kafka.clients.consumer.RoundRobinAssignor",
