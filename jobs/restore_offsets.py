@@ -62,6 +62,9 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="a target beyond the log end (topic recreated or truncated): refuse, skip, or clamp to the log end",
     )
     p.add_argument(
+        "--cluster-timeout-s", type=float, default=30.0, help="how long to wait for the cluster (default 30)"
+    )
+    p.add_argument(
         "--allow-stale", action="store_true", help="answer even when the warehouse's last replay is older than TIME"
     )
     add_conf_argument(p)
@@ -88,7 +91,7 @@ def main(argv=None) -> int:
     from lib.restore.cluster import ClusterError, ClusterGroups
 
     try:
-        cluster = ClusterGroups(args.bootstrap_servers)
+        cluster = ClusterGroups(args.bootstrap_servers, timeout_ms=int(args.cluster_timeout_s * 1000))
     except ClusterError as e:
         return fail(str(e))
     with cluster:

@@ -56,6 +56,7 @@ class ClusterGroups:
                 bootstrap_servers=bootstrap_servers,
                 client_id="offsets-lake-restore",
                 request_timeout_ms=timeout_ms,
+                bootstrap_timeout_ms=timeout_ms,
             )
         except KafkaError as e:
             raise ClusterError(f"cannot reach the cluster at {bootstrap_servers}: {e}") from None

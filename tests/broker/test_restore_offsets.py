@@ -1,5 +1,5 @@
 """jobs.restore_offsets on a real broker with real clients: groups moved away from where they
-were (reset to earliest with Kafka's admin API, deleted, moved past records DeleteRecords
+were (reset to earliest with Kafka's own kafka-consumer-groups, deleted, moved past records DeleteRecords
 removed) are put back as of an instant before, and OffsetFetch then answers exactly what the
 broker answered at that instant; an active group is refused and left as it was; the exported
 CSV, applied with Kafka's own kafka-consumer-groups, gives the same offsets."""
@@ -32,19 +32,11 @@ def _instant() -> int:
     return at
 
 
-def _reset_to_earliest(bootstrap: str, group: str, topic: str, partitions: int) -> None:
-    """What an operator does by mistake: kafka-python's admin reset_group_offsets (OffsetCommit
-    of ListOffsets EARLIEST), as kafka-consumer-groups --reset-offsets --to-earliest does."""
-    from kafka import KafkaAdminClient
-    from kafka import TopicPartition as KTP
-    from kafka.admin import OffsetSpec
-
-    a = KafkaAdminClient(bootstrap_servers=bootstrap)
-    try:
-        done = a.reset_group_offsets(group, {KTP(topic, p): OffsetSpec.EARLIEST for p in range(partitions)})
-    finally:
-        a.close()
-    assert all(r["error"].__name__ == "NoError" for r in done.values()), done
+def _reset_to_earliest(jar_dir: str, bootstrap: str, group: str, topic: str) -> None:
+    """What an operator does by mistake, with Kafka's own tool (its Java AdminClient):
+    kafka-consumer-groups --reset-offsets --to-earliest --execute."""
+    args = ["--group", group, "--topic", topic, "--reset-offsets", "--to-earliest", "--execute"]
+    consumer_groups_tool(jar_dir, bootstrap, args)
 
 
 def _replay(spark, bootstrap: str, wh) -> None:
@@ -95,7 +87,7 @@ def kafka4_story(spark, kafka4, tmp_path_factory):
     c.close()
     story["reset_before"] = committed_offsets(b, "restore-reset")
     story["reset_at"] = _instant()
-    _reset_to_earliest(b, "restore-reset", "restore-orders", 3)
+    _reset_to_earliest(kafka4.jar_dir, b, "restore-reset", "restore-orders")
 
     # deleted with DeleteGroups
     S.standalone_commit(b, "restore-deleted", "restore-orders", {0: 3, 1: 4, 2: 5}, metadata="kept")
@@ -119,7 +111,7 @@ def kafka4_story(spark, kafka4, tmp_path_factory):
     member.close()
     story["eos_before"] = committed_offsets(b, "restore-eos")
     story["eos_at"] = _instant()
-    _reset_to_earliest(b, "restore-eos", "restore-eos-t", 3)
+    _reset_to_earliest(kafka4.jar_dir, b, "restore-eos", "restore-eos-t")
 
     # moved on past records that DeleteRecords removed since
     S.standalone_commit(b, "restore-truncated", "restore-trunc-t", {0: 5, 1: 6})
@@ -180,7 +172,7 @@ def test_a_group_reset_to_earliest_is_put_back_and_the_csv_does_the_same(kafka4_
     assert _offsets(b, "restore-reset") == before
 
     # and --execute gives the same offsets, with their metadata and leader epochs
-    _reset_to_earliest(b, "restore-reset", "restore-orders", 3)
+    _reset_to_earliest(s["jar_dir"], b, "restore-reset", "restore-orders")
     rc, printed, err = _restore(capsys, s["wh"], b, "restore-reset", s["reset_at"], "--execute")
     assert rc == 0, err
     assert printed["mode"] == "executed"
@@ -231,6 +223,51 @@ def test_a_target_below_the_log_start_needs_a_decision(kafka4_story, capsys):
     )
     assert rc == 0, err
     assert _offsets(b, "restore-truncated") == {("restore-trunc-t", 0): 12, ("restore-trunc-t", 1): 6}
+
+
+def test_into_another_group_leaves_the_group_as_it_is(kafka4_story, capsys):
+    s, b = kafka4_story, kafka4_story["bootstrap"]
+    before = committed_offsets(b, "restore-deleted")
+    rc, printed, err = _restore(
+        capsys, s["wh"], b, "restore-deleted", s["deleted_at"], "--execute", "--to-group", "restore-canary"
+    )
+    assert rc == 0, err
+    assert printed["to_group"] == "restore-canary"
+    assert committed_offsets(b, "restore-canary") == s["deleted_before"]
+    assert committed_offsets(b, "restore-deleted") == before
+
+
+@pytest.mark.parametrize(
+    ("group", "as_of", "extra", "message"),
+    [
+        (
+            "restore-nobody",
+            "reset_at",
+            (),
+            "unknown group 'restore-nobody': the warehouse holds no offset commit of it",
+        ),
+        ("restore-reset", 1_000, (), "--as-of 1970-01-01T00:00:01Z is before the warehouse's history"),
+        ("restore-truncated", "later", (), "the warehouse is behind: its last replay finished at"),
+        (
+            "restore-reset",
+            "reset_at",
+            ("--bootstrap-servers", "127.0.0.1:1", "--cluster-timeout-s", "2"),
+            "cannot reach the cluster at 127.0.0.1:1",
+        ),
+    ],
+)
+def test_what_the_warehouse_or_the_cluster_cannot_answer_stops_the_job(
+    kafka4_story, capsys, group, as_of, extra, message
+):
+    s, b = kafka4_story, kafka4_story["bootstrap"]
+    at = {"reset_at": s["reset_at"], "later": _now_ms() + 3_600_000}.get(as_of, as_of)
+    before = committed_offsets(b, "restore-reset")
+    rc, _, err = _restore(capsys, s["wh"], b, group, at, "--execute", *extra)
+    assert rc == 2 and f"restore_offsets: error: {message}" in err, err
+    assert committed_offsets(b, "restore-reset") == before
+    if as_of == "later":
+        rc, printed, err = _restore(capsys, s["wh"], b, group, at, "--allow-stale")
+        assert rc == 0 and printed["mode"] == "dry_run", err
 
 
 def test_every_run_is_recorded_in_the_warehouse(kafka4_story, spark):
@@ -285,7 +322,7 @@ def test_restore_on_kafka_3_9(spark, kafka39, tmp_path, capsys):
     S.standalone_commit(b, "restore39-app", "restore39", {0: 8, 1: 9}, metadata="m")
     before = committed_offsets(b, "restore39-app")
     at = _instant()
-    _reset_to_earliest(b, "restore39-app", "restore39", 2)
+    _reset_to_earliest(kafka39.jar_dir, b, "restore39-app", "restore39")
     _replay(spark, b, tmp_path / "wh")
     rc, _, err = _restore(capsys, tmp_path / "wh", b, "restore39-app", at, "--execute")
     assert rc == 0, err
