@@ -126,6 +126,7 @@ def _restore(args, overrides, as_of_ms: int, topics, to_group: str, cluster) -> 
         storage.write_bytes(args.export_csv, reset_offsets_csv(plan).encode())
 
     mode, refusal, after = "dry_run", None, {}
+    applying = to_apply(plan)
     if args.execute:
         if not group_now.restorable:
             members = ", ".join(f"{m.member_id} ({m.client_id}@{m.client_host})" for m in group_now.members)
@@ -142,9 +143,9 @@ def _restore(args, overrides, as_of_ms: int, topics, to_group: str, cluster) -> 
             mode = "refused"
         else:
             mode = "executed"
-            errors = {tp: e for tp, e in cluster.commit(to_group, to_apply(plan)).items() if e is not None}
+            errors = {tp: e for tp, e in cluster.commit(to_group, applying).items() if e is not None}
             fetched = cluster.committed(to_group)
-            after = {tp: fetched[tp].offset for tp in to_apply(plan) if tp in fetched}
+            after = {tp: fetched[tp].offset for tp in applying if tp in fetched}
             if errors:
                 refusal = "the cluster refused the commit of " + ", ".join(
                     f"{t}-{p}: {e}" for (t, p), e in errors.items()
@@ -155,7 +156,7 @@ def _restore(args, overrides, as_of_ms: int, topics, to_group: str, cluster) -> 
         print(f"restore_offsets: refused: {refusal}", file=sys.stderr)
         return EXIT_REFUSED
     if mode == "executed":
-        wrong = {tp: off for tp, off in after.items() if off != to_apply(plan)[tp].offset}
+        wrong = {tp: off for tp, off in after.items() if off != applying[tp].offset}
         if wrong:
             return fail(f"OffsetFetch after the commit does not answer what was committed: {wrong}", EXIT_REFUSED)
     return 0
