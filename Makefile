@@ -27,13 +27,28 @@ help:
 	@echo "make lint   - ruff (lint and format check) and mypy over the tree"
 	@echo "make report - set up, write the HTML report of ./$(WAREHOUSE) (replays the sample first if it is empty)"
 	@echo "make bench  - set up, generate a log of RECORDS records and measure the replay"
+	@echo "make serve  - set up, then serve the warehouse read-only over Spark Connect and JDBC (loopback)"
+	@echo "make bench-endpoint - one canned audit through the endpoint against a cold jobs.audit"
 	@echo "make bench-scale - the full replay's rate on a 50M-record log"
 	@echo "make bench-cluster - the full replay locally and on a two-worker Spark cluster, from disk and from S3"
 	@echo "make soak   - set up, run the property tests (tests/test_fuzz.py) with SOAK_SCALE x more examples"
 	@echo "make setup  - virtualenv at $(VENV) and JVM jars in $(JARS)/ (idempotent)"
 	@echo "make airflow-venv - Airflow 3 in its own virtualenv at .venv-airflow (idempotent)"
 
-setup: venv jars s3-jars kafka-jars numba-cache bytecode
+setup: venv jars s3-jars kafka-jars jvm-extension prometheus numba-cache bytecode
+
+# The SQL endpoint's read-only guard and its JDBC token check (conf/jvm/src), compiled against
+# pyspark's jars into the folder of jars every session loads.
+.PHONY: jvm-extension
+jvm-extension: $(JARS)/spark/offsets-lake-jvm.jar
+$(JARS)/spark/offsets-lake-jvm.jar: $(wildcard conf/jvm/src/offsetslake/*.java) conf/jvm/build.sh $(JARS)/spark/.stamp $(VENV)/.stamp
+	bash conf/jvm/build.sh $@ $(PY)
+
+# Prometheus and its Pushgateway, for the metrics tests: Debian's packages (conf/prometheus/install.sh;
+# a no-op once installed).
+.PHONY: prometheus
+prometheus:
+	@bash conf/prometheus/install.sh >/dev/null
 
 # The repository's modules compiled once (every Spark worker of every run imports them; where
 # PYTHONDONTWRITEBYTECODE is set, as on CI's machines, Python would compile them in each process)
@@ -102,6 +117,11 @@ $(JARS)/kafka39/.stamp: conf/maven/pom.xml
 	$(MVN) -P kafka39 dependency:copy-dependencies -DoutputDirectory=$(CURDIR)/$(JARS)/kafka39
 	@touch $@
 
+# The read-only SQL endpoint (Spark Connect and JDBC, loopback) over the warehouse `make run` made.
+.PHONY: serve
+serve: setup
+	$(PY) -m jobs.serve --warehouse $(WAREHOUSE)
+
 run: setup
 	$(PY) -m jobs.replay_offsets --input $(SAMPLE) --warehouse $(WAREHOUSE) --full $(if $(SAMPLE_NOW),--now $(SAMPLE_NOW),)
 
@@ -118,6 +138,10 @@ bench: setup
 	$(PY) -m jobs.bench --records $(RECORDS)
 
 # The full replay's rate on a 50M-record log (cost linear in the log: within 10% of the 10M rate).
+.PHONY: bench-endpoint
+bench-endpoint: setup
+	$(PY) -m jobs.bench_endpoint
+
 .PHONY: bench-scale
 bench-scale: setup
 	$(PY) -m jobs.bench --records 50000000 --scale-only

@@ -4,6 +4,7 @@
     python -m jobs.audit --warehouse WH QUERY_NAME [--param name=value ...] [--format table|json|csv]
     python -m jobs.audit --warehouse WH --sql "SELECT ..." [--param name=value ...]
     python -m jobs.audit --warehouse WH            # interactive SQL prompt
+    python -m jobs.audit --remote sc://HOST:PORT QUERY_NAME ...   # through jobs.serve's endpoint
 
 Exit code 0 on success, 2 on bad input (unknown query or parameter, bad value, missing
 warehouse, SQL that fails)."""
@@ -28,6 +29,7 @@ from lib.reporting.audit_queries import (
     open_catalog,
     parse_param_args,
     run_query,
+    spark_message,
     sql,
     warehouse_tables,
 )
@@ -39,6 +41,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="audit", description=__doc__.splitlines()[0])
     p.add_argument("query", nargs="?", help="canned query name (see --list)")
     p.add_argument("--warehouse", help="folder of the Delta tables (a path or s3a://bucket/prefix)")
+    p.add_argument(
+        "--remote",
+        metavar="sc://HOST:PORT",
+        help="ask jobs.serve's endpoint (Spark Connect URL, ;token=... if it wants one) instead of starting Spark",
+    )
     p.add_argument("--list", action="store_true", help="list the canned queries and their parameters")
     p.add_argument("--sql", help="run this SQL statement instead of a canned query")
     p.add_argument(
@@ -81,8 +88,12 @@ def main(argv=None) -> int:
             bound = bind(query, raw)
         elif args.sql is None and raw:
             raise AuditError("--param needs a query name or --sql")
+        if args.remote:
+            if args.warehouse or args.conf or args.master:
+                raise AuditError("--remote asks the endpoint's warehouse and Spark: no --warehouse, --conf or --master")
+            return remote(args, query, bound, raw)
         if not args.warehouse:
-            raise AuditError("--warehouse is required")
+            raise AuditError("--warehouse is required (or --remote sc://HOST:PORT)")
         if not storage.is_remote(args.warehouse):  # fail fast; an object store's settings need the session
             warehouse_tables(args.warehouse)
         overrides = spark_overrides(args.conf, args.master)
@@ -101,6 +112,33 @@ def main(argv=None) -> int:
             columns, rows = collect(sql(spark, args.sql, dict(raw)))
         else:
             return interactive(spark, args.warehouse, sys.stdin, sys.stdout, queries, args.format)
+    except AuditError as e:
+        return fail(str(e))
+    print(format_rows(columns, rows, args.format))
+    return 0
+
+
+def remote(args: argparse.Namespace, query, bound: dict, raw: dict) -> int:
+    """The same answer, from a running jobs.serve over Spark Connect."""
+    from pyspark.errors import PySparkException
+    from pyspark.sql import SparkSession
+
+    from lib.reporting.audit_queries import inline_query, inline_sql
+    from lib.reporting.endpoint import attach
+
+    try:
+        spark = SparkSession.builder.remote(args.remote).getOrCreate()
+        quiet_sql_errors()
+        attach(spark)
+    except (PySparkException, ValueError) as e:  # bad URL, endpoint down, wrong token
+        return fail(f"endpoint {args.remote}: {spark_message(e)}")
+    try:
+        if query is not None:
+            columns, rows = collect(sql(spark, inline_query(query, bound)))
+        elif args.sql is not None:
+            columns, rows = collect(sql(spark, inline_sql(args.sql, {k: ("string", v) for k, v in raw.items()})))
+        else:
+            return interactive(spark, args.remote, sys.stdin, sys.stdout, load_queries(), args.format, inline=True)
     except AuditError as e:
         return fail(str(e))
     print(format_rows(columns, rows, args.format))

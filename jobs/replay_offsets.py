@@ -95,6 +95,12 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="leave the lag stage for a later run: the commits this run replays are kept for it (the lag "
         "input), and the next run without this flag computes their lag",
     )
+    p.add_argument(
+        "--pushgateway",
+        metavar="HOST:PORT",
+        help="push the run's Prometheus metrics (lag, group states, the run's figures) to this Pushgateway",
+    )
+    p.add_argument("--metrics-file", metavar="PATH", help="write them as a node_exporter textfile (*.prom)")
     p.add_argument("--quiet", action="store_true", help="print only the one-line result")
     return p.parse_args(argv)
 
@@ -160,9 +166,29 @@ def main(argv=None) -> int:
     if summary is not None and result.audit_rows is not None:
         summary["assignments"] = assignment_summary(args.warehouse)
     print_summary(args, result, summary, wall)
+    export_metrics(args, result, wall)
     if args.check:
         return run_checks(spark, args, result.partitions)
     return 0
+
+
+def export_metrics(args, result, wall: float) -> None:
+    """The run's Prometheus metrics (lib.reporting.metrics). The tables are written by now, so a
+    Pushgateway that cannot be reached is a warning, not a failed run."""
+    if not (args.pushgateway or args.metrics_file):
+        return
+    from lib.reporting.metrics import RunFigures, push, write_textfile
+
+    run = RunFigures(result.now_ms, time.time(), wall, result.records, result.quarantined, len(result.partitions))
+    for target, export in ((args.metrics_file, write_textfile), (args.pushgateway, push)):
+        if not target:
+            continue
+        try:
+            samples = export(args.warehouse, run, target)
+            if not args.quiet:
+                print(f"metrics: {samples} samples to {target}")
+        except OSError as e:  # urllib's URLError and HTTPError are OSErrors
+            print(f"replay_offsets: warning: metrics not written to {target}: {e}", file=sys.stderr)
 
 
 def run_checks(spark, args, partitions) -> int:

@@ -23,6 +23,7 @@ import base64
 import csv
 import datetime as dt
 import decimal
+import functools
 import io
 import json
 import os
@@ -245,6 +246,59 @@ def bind(query: Query, raw: dict[str, str], now_ms: int | None = None) -> dict:
     return {p.name: coerce(p, raw.get(p.name), now_ms) for p in query.params}
 
 
+# --- values as literals (Spark Connect) ---------------------------------------------------
+SQL_TYPES = {"string": "STRING", "int": "INT", "timestamp": "TIMESTAMP", "duration": "INTERVAL DAY TO SECOND"}
+
+
+@functools.cache
+def sql_tokens() -> re.Pattern:
+    """Comments, quoted text, parameter markers (group 1) and table names after FROM / JOIN
+    (groups 2, 3), so that only the latter two are rewritten."""
+    from schemas.tables import ALL_TABLES
+
+    names = "|".join(sorted((t.name for t in ALL_TABLES), key=len, reverse=True))
+    return re.compile(
+        r"--[^\n]*|'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|`[^`]*`|(?<![:\w]):([A-Za-z_]\w*)"
+        rf"|\b((?i:FROM|JOIN)\s+)({names})\b"
+    )
+
+
+def sql_literal(type_: str, value) -> str:
+    """A bound value (audit_queries.coerce's) as a SQL literal of its type."""
+    if value is None:
+        return f"CAST(NULL AS {SQL_TYPES[type_]})"
+    if type_ == "string":
+        return "'" + str(value).replace("\\", "\\\\").replace("'", "\\'") + "'"
+    if type_ == "int":
+        return str(int(value))
+    if type_ == "timestamp":
+        micros = (value - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)) // dt.timedelta(microseconds=1)
+        return f"timestamp_micros({micros})"
+    micros = value // dt.timedelta(microseconds=1)
+    return f"make_dt_interval(0, 0, 0, {micros // 1_000_000}.{micros % 1_000_000:06d})"
+
+
+def inline_query(query: Query, bound: dict) -> str:
+    """The query's SQL with each marker replaced by its bound value as a typed literal. For
+    Spark Connect, where a parameterised statement loses its arguments in Delta's SQL parser
+    (delta-io/delta#7640, as in audit_queries.PARAMETER_MODE, with no legacy mode to fall
+    back on); the values are typed, never text from the user pasted into SQL."""
+    return inline_sql(query.sql, {p.name: (p.type, bound[p.name]) for p in query.params})
+
+
+def inline_sql(text: str, values: dict[str, tuple[str, object]]) -> str:
+    """`text` with each marker `:name` replaced by the literal of values[name] = (type, value)."""
+
+    def token(m: re.Match) -> str:
+        if m.group(1) is None:
+            return m.group(0)
+        if m.group(1) not in values:
+            raise AuditError(f"no value for the parameter marker :{m.group(1)}")
+        return sql_literal(*values[m.group(1)])
+
+    return sql_tokens().sub(token, text)
+
+
 # --- the session's catalog ----------------------------------------------------------------
 def warehouse_tables(warehouse: str) -> list[str]:
     """The Delta tables present in the warehouse folder; AuditError when there are none."""
@@ -441,9 +495,16 @@ HELP = r"""Statements end with ';'. Tables: offsets_log, group_offsets, ... (\d 
 
 
 def interactive(
-    spark, warehouse: str, stdin, stdout, queries: dict[str, Query] | None = None, fmt: str = "table"
+    spark,
+    warehouse: str,
+    stdin,
+    stdout,
+    queries: dict[str, Query] | None = None,
+    fmt: str = "table",
+    inline: bool = False,
 ) -> int:
-    """A SQL prompt over the registered tables. Errors are printed and the prompt goes on."""
+    """A SQL prompt over the registered tables. Errors are printed and the prompt goes on.
+    `inline`: bind a canned query's values as literals (a Spark Connect session)."""
     tty = stdin.isatty()
     if tty:
         try:
@@ -499,7 +560,11 @@ def interactive(
                 try:
                     name, *pairs = rest.split()
                     q = get_query(name, queries)
-                    execute(q.sql, bind(q, parse_param_args(pairs)))
+                    bound = bind(q, parse_param_args(pairs))
+                    if inline:
+                        execute(inline_query(q, bound))
+                    else:
+                        execute(q.sql, bound)
                 except ValueError:
                     say("error: \\run NAME [param=value ...]")
                 except AuditError as e:

@@ -98,26 +98,30 @@ def summarize(warehouse: str, partitions: list[int], record_types: dict[tuple[in
     }
 
 
-def lag_summary(warehouse: str, now_ms: int, limit: int = 12) -> list[dict]:
-    """The live offsets furthest behind at now (group_lag kind now), most behind in time
-    first: read from the files of this --now's rows only."""
+def now_lag_rows(warehouse: str, now_ms: int) -> pa.Table | None:
+    """group_lag's rows of kind now at this --now (the files of that --now only, when the table
+    keeps them apart)."""
     from lib.lake.lag_plan import now_file_at
 
     path = table_path(warehouse, T.GROUP_LAG)
     listing = table_files(path)
     if listing is None:
-        return []
+        return None
     files = [f.absolute for f in listing[1] if now_file_at(f.path) == now_ms]
     if files:
-        parts = [storage.open_parquet(f).read(use_threads=False) for f in files]
-        rows = pa.concat_tables(parts)
-    else:  # a table an earlier version wrote (its files mix both kinds of rows)
-        import pyarrow.dataset as ds
+        return pa.concat_tables([storage.open_parquet(f).read(use_threads=False) for f in files])
+    import pyarrow.dataset as ds
 
-        at = pa.scalar(now_ms * 1000, pa.timestamp("us", tz="UTC"))
-        rows = (
-            open_delta(path).to_pyarrow_dataset().to_table(filter=(ds.field("kind") == "now") & (ds.field("at") == at))
-        )
+    at = pa.scalar(now_ms * 1000, pa.timestamp("us", tz="UTC"))
+    return open_delta(path).to_pyarrow_dataset().to_table(filter=(ds.field("kind") == "now") & (ds.field("at") == at))
+
+
+def lag_summary(warehouse: str, now_ms: int, limit: int = 12) -> list[dict]:
+    """The live offsets furthest behind at now (group_lag kind now), most behind in time
+    first: read from the files of this --now's rows only."""
+    rows = now_lag_rows(warehouse, now_ms)
+    if rows is None:
+        return []
     rows = rows.filter(pc.greater(rows.column("lag_records"), 0))
     if rows.num_rows == 0:
         return []
