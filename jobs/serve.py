@@ -36,6 +36,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--connect-port", type=int, default=15002, help="Spark Connect's port (default 15002)")
     p.add_argument("--jdbc-port", type=int, default=10000, help="the Thrift JDBC/ODBC server's port (default 10000)")
     p.add_argument("--token-file", help=f"file holding the token clients must give (or ${TOKEN_ENV})")
+    p.add_argument(
+        "--refresh-seconds",
+        type=float,
+        default=2.0,
+        help="how often to look for new commits of the tables behind the kept rule views (default 2)",
+    )
     p.add_argument("--ready-file", help="write the endpoint's URLs here as JSON once it answers (for scripts)")
     add_conf_argument(p)
     return p.parse_args(argv)
@@ -73,7 +79,7 @@ def main(argv=None) -> int:
     spark = build_session("offsets-lake-endpoint", overrides, object_store=storage.is_remote(args.warehouse))
     jvm = spark._jvm
     try:
-        attached = publish(spark, args.warehouse)
+        attached, refresher = publish(spark, args.warehouse)
     except AuditError as e:
         spark.stop()
         return fail(str(e))
@@ -82,7 +88,10 @@ def main(argv=None) -> int:
         # Hive builds the CUSTOM provider from a new HiveConf, which reads system properties only
         jvm.java.lang.System.setProperty("hive.server2.custom.authentication.class", THRIFT_AUTHENTICATOR)
     jvm.org.apache.spark.sql.hive.thriftserver.HiveThriftServer2.startWithContext(spark._jsparkSession.sqlContext())
-    jvm.offsetslake.ReadOnlyGuard.lock()  # from here on, no session may write or change the catalog
+    # from here on, no session may write or change the catalog; this thread (the one refreshing
+    # the kept views) still may replace its global temporary views
+    jvm.offsetslake.ReadOnlyGuard.exemptThisThread()
+    jvm.offsetslake.ReadOnlyGuard.lock()
     print(f"offsets-lake SQL endpoint over {args.warehouse} (read-only), up in {time.monotonic() - started:.1f} s")
     print(f"  Spark Connect: {address.connect_url}")
     print(f"  JDBC/ODBC:     {address.jdbc_url}" + ("  (password: the token)" if token else ""))
@@ -99,7 +108,12 @@ def main(argv=None) -> int:
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    stop.wait()
+    while not stop.wait(args.refresh_seconds):
+        try:
+            for snap in refresher.refresh():
+                print(f"refreshed {snap.view}: {snap.rows} rows in {snap.seconds:.1f} s", flush=True)
+        except Exception as e:  # a failed refresh keeps the previous snapshot and retries
+            print(f"serve: warning: refreshing the views failed, serving the previous ones: {e}", file=sys.stderr)
     print("offsets-lake SQL endpoint: stopping", flush=True)
     spark.stop()
     return 0

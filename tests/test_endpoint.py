@@ -62,7 +62,8 @@ def warehouse(spark, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def endpoint(warehouse, tmp_path_factory):
-    server = E.start(warehouse, str(tmp_path_factory.mktemp("serve")), token="tk-" + secrets.token_hex(12))
+    conf = ("spark.master=local[2]", "spark.sql.shuffle.partitions=2")
+    server = E.launch(warehouse, str(tmp_path_factory.mktemp("serve")), "tk-" + secrets.token_hex(12), conf)
     yield server
     assert E.stop(server) == 0, server.log_tail()
 
@@ -162,21 +163,37 @@ def _count(spark, warehouse: str, table: str) -> int:
     return spark.read.format("delta").load(os.path.join(warehouse, table)).count()
 
 
-def test_a_replay_committing_beside_the_server_shows_in_the_next_query(spark, endpoint, warehouse):
+def test_a_replay_committing_beside_the_server_shows_in_the_next_query(spark, endpoint, warehouse, local_audit):
+    import time
+
+    from lib.reporting.endpoint import table_version
     from lib.spark.pipeline import run_replay
 
     count = "SELECT count(*) AS n FROM offsets_lake.group_lag WHERE kind = 'now'"
     before = _count_through_both(endpoint, count)
     assert before == (_now_rows(spark, warehouse),) * 2
     run_replay(spark, find_partitions(SAMPLE), warehouse, NOW + HOUR)  # a later --now: new lag rows
+    # the tables: at once
     after = _count_through_both(endpoint, count)
     assert after == (_now_rows(spark, warehouse),) * 2
     assert after[0] > before[0]
-    # the rule views see it too: lag_at at the new instant answers from the new rows
-    got = E.remote_audit(
-        endpoint.connect_url, "lag_at", "--param", "group=email-notifier", "--param", f"at={iso(NOW + HOUR)}"
-    )
-    assert got.returncode == 0 and "(0 rows)" not in got.stdout, got.stderr[-2000:]
+    # the kept rule views: once the server has seen the commit (it looks every 2 s)
+    wanted = f"group_lag@{table_version(warehouse, 'group_lag')}"
+    versions = "SELECT table_versions FROM global_temp.endpoint_views WHERE view = 'lag_timeline'"
+    deadline = time.monotonic() + 180
+    while True:
+        shown = E.remote_audit(endpoint.connect_url, "--sql", versions, "--format", "json")
+        assert shown.returncode == 0, shown.stderr[-2000:]
+        if wanted in json.loads(shown.stdout)[0]["table_versions"]:
+            break
+        assert time.monotonic() < deadline, f"lag_timeline still shows {shown.stdout}, not {wanted}"
+        time.sleep(2)
+    params = {"group": "email-notifier", "at": iso(NOW + HOUR)}
+    got = E.remote_audit(endpoint.connect_url, "lag_at", *_args(params), "--format", "json")
+    assert got.returncode == 0, got.stderr[-2000:]
+    expected = local_audit("lag_at", params, "json")
+    assert got.stdout == expected
+    assert any(r["end_offset_at"] for r in json.loads(expected))
 
 
 def _now_rows(spark, warehouse: str) -> int:

@@ -104,7 +104,7 @@ def test_the_textfile_holds_the_same_samples(spark, run):
 
 def test_an_unreachable_pushgateway_is_a_warning_and_the_run_stands(spark, tmp_path, capsys):
     from jobs import replay_offsets
-    from tests.endpoint_server import free_port
+    from lib.reporting.endpoint_process import free_port
 
     code = replay_offsets.main(
         ["--input", SAMPLE, "--warehouse", str(tmp_path / "wh"), "--now", str(NOW), "--quiet"]
@@ -113,3 +113,23 @@ def test_an_unreachable_pushgateway_is_a_warning_and_the_run_stands(spark, tmp_p
     assert code == 0
     err = capsys.readouterr().err
     assert "warning: metrics not written to 127.0.0.1:" in err and "Connection refused" in err
+
+
+def test_every_panel_of_the_grafana_dashboard_queries_series_the_run_pushed(servers, run):
+    """conf/grafana/offsets-lake.json: each panel's PromQL, its variables set to "all", is valid
+    for Prometheus and names only metrics of lib.reporting.metrics.METRICS, and answers."""
+    import json
+    import re
+
+    from lib.reporting.metrics import METRICS, PREFIX
+
+    _, prometheus = servers
+    with open(os.path.join(REPO, "conf", "grafana", "offsets-lake.json")) as f:
+        dashboard = json.load(f)
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    assert len(exprs) >= 10
+    for expr in exprs:
+        named = set(re.findall(r"\b(offsets_lake_\w+)", expr))
+        assert named and named <= {PREFIX + m for m in METRICS}, expr
+        promql = expr.replace("$warehouse", ".*").replace("$group", ".*")
+        assert P.query(prometheus, promql), expr

@@ -23,15 +23,13 @@ from lib.spark.lag_rules import LAG_MS_AT_FUNCTION, lag_timeline
 from schemas import tables as T
 
 
-def register_views(spark, database: str, tables: list[str]) -> list[str]:
-    """Create (or replace) the views whose tables are among `tables` (names in `database`) and
-    the functions. Returns the names of the views created."""
+def view_builders(spark, database: str) -> dict:
+    """view -> (the tables it reads, a function building its DataFrame) over `database`."""
 
     def t(name):
         return spark.table(f"{database}.`{name}`")
 
-    # view -> (the tables it reads, its builder)
-    views = {
+    return {
         "offset_effects": (("offsets_log",), lambda: offset_effects(t("offsets_log"))),
         "lag_timeline": (
             ("group_lag", "partition_end_offsets"),
@@ -46,14 +44,23 @@ def register_views(spark, database: str, tables: list[str]) -> list[str]:
             lambda: group_expiry(t("consumer_groups"), t("pending_transactional_offsets")),
         ),
     }
+
+
+def register_views(spark, database: str, tables: list[str]) -> list[str]:
+    """Create (or replace) the views whose tables are among `tables` (names in `database`) and
+    the functions. Returns the names of the views created."""
     made = []
-    for name, (needs, build) in views.items():
+    for name, (needs, build) in view_builders(spark, database).items():
         spark.catalog.dropTempView(name)  # a warehouse opened before may have had the table
         if set(needs) <= set(tables):
             build().createOrReplaceTempView(name)
             made.append(name)
     # the restores jobs.restore_offsets executed (empty before the first: offset_rewinds joins it)
-    restores = t("offset_restores") if "offset_restores" in tables else spark.createDataFrame([], T.OFFSET_RESTORES.ddl)
+    restores = (
+        spark.table(f"{database}.`offset_restores`")
+        if "offset_restores" in tables
+        else spark.createDataFrame([], T.OFFSET_RESTORES.ddl)
+    )
     restores.where("mode = 'executed'").createOrReplaceTempView("restores")
     made.append("restores")
     spark.sql(LAG_MS_AT_FUNCTION)

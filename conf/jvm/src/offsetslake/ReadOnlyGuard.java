@@ -19,14 +19,24 @@ public final class ReadOnlyGuard {
     // volatile: lock() runs on a py4j thread, the checks on Connect/Thrift handler threads.
     private static volatile boolean locked = false;
 
+    // The server's own thread: jobs.serve keeps its rule views computed, replacing global
+    // temporary views after lock(). Clients' statements run on Connect and Thrift handler
+    // threads, never on this one (pyspark pins each Python thread to one JVM thread).
+    private static final ThreadLocal<Boolean> SERVER_THREAD = ThreadLocal.withInitial(() -> false);
+
     private ReadOnlyGuard() {}
 
     public static void lock() {
         locked = true;
     }
 
+    /** Exempts the calling thread (the endpoint's own, through py4j) from the lock. */
+    public static void exemptThisThread() {
+        SERVER_THREAD.set(true);
+    }
+
     public static boolean isLocked() {
-        return locked;
+        return locked && !SERVER_THREAD.get();
     }
 
     /**
