@@ -259,3 +259,24 @@ def test_the_token_is_required(endpoint):
     wrong = E.beeline(endpoint.jdbc_url, ["SELECT 1"], "wrong")
     assert wrong.returncode != 0
     assert "SELECT 1" not in wrong.stdout and wrong.stdout.strip() != "1"
+
+
+def test_bad_input_starts_nothing(tmp_path, capsys, monkeypatch):
+    from jobs import serve
+
+    monkeypatch.delenv(serve.TOKEN_ENV, raising=False)
+    assert serve.main(["--warehouse", str(tmp_path / "nowhere")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    wh = os.path.join(REPO, "samples", "days")  # a folder, but no Delta table in it
+    assert serve.main(["--warehouse", wh]) == 2
+    assert "holds none of the Delta tables" in capsys.readouterr().err
+    empty = tmp_path / "token"
+    empty.write_text("\n")
+    (tmp_path / "wh" / "group_offsets" / "_delta_log").mkdir(parents=True)
+    for args, message in (
+        (["--host", "0.0.0.0"], "--host 0.0.0.0 is not loopback: give a token"),
+        (["--token-file", str(empty)], "is empty"),
+        (["--token-file", str(tmp_path / "missing")], "No such file or directory"),
+    ):
+        assert serve.main(["--warehouse", str(tmp_path / "wh"), *args]) == 2
+        assert message in capsys.readouterr().err
