@@ -62,19 +62,38 @@ class RunFigures:
     partitions: int
 
 
-def build_registry(warehouse: str, run: RunFigures, registry=None, const_labels: dict[str, str] | None = None):
+class _Samples:
+    """A prometheus_client collector of the run's samples, one family per metric: what a run
+    computed once, exported as it is (Gauge children, with a lock each, cost 7x more on a
+    warehouse of 135K series)."""
+
+    def __init__(self, const_labels: dict[str, str]):
+        self.extra = const_labels
+        self.values: dict[str, dict[tuple, float]] = {name: {} for name in METRICS}
+
+    def put(self, name: str, value: float, **labels) -> None:
+        # keyed by the label values: a series set twice keeps its last value, as a Gauge would
+        self.values[name][tuple(labels[k] for k in METRICS[name][0])] = value
+
+    def collect(self):
+        from prometheus_client.core import GaugeMetricFamily
+
+        extra = list(self.extra.values())
+        for name, (labels, doc) in METRICS.items():
+            family = GaugeMetricFamily(PREFIX + name, doc, labels=[*labels, *self.extra])
+            for key, value in self.values[name].items():
+                family.add_metric([*key, *extra], value)
+            yield family
+
+
+def build_registry(warehouse: str, run: RunFigures, const_labels: dict[str, str] | None = None):
     """A prometheus_client CollectorRegistry holding every metric of METRICS for this run."""
-    from prometheus_client import CollectorRegistry, Gauge
+    from prometheus_client import CollectorRegistry
 
-    registry = CollectorRegistry() if registry is None else registry
-    extra = dict(const_labels or {})
-    gauges = {
-        name: Gauge(PREFIX + name, doc, [*labels, *extra], registry=registry) for name, (labels, doc) in METRICS.items()
-    }
-
-    def put(name: str, value: float, **labels) -> None:
-        g = gauges[name]
-        (g.labels(**labels, **extra) if labels or extra else g).set(value)
+    samples = _Samples(dict(const_labels or {}))
+    registry = CollectorRegistry()
+    registry.register(samples)
+    put = samples.put
 
     lag = now_lag_rows(warehouse, run.now_ms)
     if lag is not None and lag.num_rows:
