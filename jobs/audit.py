@@ -129,7 +129,7 @@ def remote(args: argparse.Namespace, query, bound: dict, raw: dict) -> int:
     try:
         spark = SparkSession.builder.remote(args.remote).getOrCreate()
         quiet_sql_errors()
-        attach(spark)
+        attach(spark, audit_functions=False)  # the audit's own SQL goes, not its function
     except (PySparkException, ValueError) as e:  # bad URL, endpoint down, wrong token
         return fail(f"endpoint {args.remote}: {spark_message(e)}")
     try:

@@ -105,15 +105,27 @@ def main(argv=None) -> int:
             json.dump(ready, f)
         os.replace(tmp, args.ready_file)
 
-    stop = threading.Event()
+    stop, refreshing = threading.Event(), threading.Event()
+
+    def on_signal(*_) -> None:
+        stop.set()
+        if refreshing.is_set():  # a refresh of a large warehouse takes minutes: leave it
+            raise KeyboardInterrupt
+
     for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
-    while not stop.wait(args.refresh_seconds):
-        try:
-            for snap in refresher.refresh():
-                print(f"refreshed {snap.view}: {snap.rows} rows in {snap.seconds:.1f} s", flush=True)
-        except Exception as e:  # a failed refresh keeps the previous snapshot and retries
-            print(f"serve: warning: refreshing the views failed, serving the previous ones: {e}", file=sys.stderr)
+        signal.signal(sig, on_signal)
+    try:
+        while not stop.wait(args.refresh_seconds):
+            refreshing.set()
+            try:
+                for snap in refresher.refresh():
+                    print(f"kept {snap.view}: {snap.rows} rows, computed in {snap.seconds:.1f} s", flush=True)
+            except Exception as e:  # a failed refresh keeps the previous snapshot and retries
+                print(f"serve: warning: refreshing the views failed, serving the previous ones: {e}", file=sys.stderr)
+            finally:
+                refreshing.clear()
+    except KeyboardInterrupt:
+        pass
     print("offsets-lake SQL endpoint: stopping", flush=True)
     spark.stop()
     return 0

@@ -144,14 +144,14 @@ class Attached:
 def session_script(views: list[str], queries: dict[str, Query]) -> str:
     """One SQL script (one round trip) that makes a session answer as the server's: database
     offsets_lake, the rule views (over the global temporary views the server published), the
-    rule functions and each canned audit as a table function."""
+    rule functions and each of `queries` as a table function."""
     from lib.replay.expiry_spark import EXPIRY_DUE_FUNCTION
     from lib.spark.lag_rules import LAG_MS_AT_FUNCTION
 
     statements = [f"USE {DATABASE}"]
     statements += [f"CREATE OR REPLACE TEMPORARY VIEW `{v}` AS SELECT * FROM global_temp.`{v}`" for v in views]
     statements += [LAG_MS_AT_FUNCTION, EXPIRY_DUE_FUNCTION]
-    statements += [audit_function_sql(q) for q in queries.values() if has_function_form(q)]
+    statements += [audit_function_sql(q) for q in queries.values()]
     return "BEGIN\n" + ";\n".join(statements) + ";\nEND"
 
 
@@ -182,7 +182,8 @@ class ViewRefresher:
     reads. Recomputing them per query cost 8-11 s of Spark jobs for a lag_at on the ten-day
     sample; a kept view answers in a fraction of a second. The tables themselves are read at
     query time; a view follows a commit once `refresh` has seen it (jobs.serve asks every
-    --refresh-seconds), and global_temp.endpoint_views says which versions each view shows."""
+    --refresh-seconds), and global_temp.endpoint_views says which versions each view shows
+    (a view not in it yet is still evaluated from the tables at each query)."""
 
     def __init__(self, spark, warehouse: str, tables: list[str]):
         from lib.spark.audit_views import view_builders
@@ -229,25 +230,33 @@ class ViewRefresher:
 
 
 def publish(spark, warehouse: str, queries: dict[str, Query] | None = None) -> tuple[Attached, ViewRefresher]:
-    """The server's own session: register the warehouse (audit_queries.open_catalog), compute
-    the rule views into global temporary views for every session (ViewRefresher), and attach."""
+    """The server's own session: register the warehouse (audit_queries.open_catalog), publish
+    the rule views as global temporary views for every session, evaluated from the tables at
+    each query until ViewRefresher.refresh has computed them (on a large warehouse that takes
+    minutes: the endpoint answers meanwhile), and attach."""
     from lib.reporting.audit_queries import open_catalog
 
     tables = open_catalog(spark, warehouse)
     refresher = ViewRefresher(spark, warehouse, tables)
-    refresher.refresh()
+    for view in refresher.views:
+        spark.table(view).createOrReplaceGlobalTempView(view)  # open_catalog's live views
     # restores: jobs.restore_offsets' small table, read at query time
     spark.table("restores").createOrReplaceGlobalTempView("restores")
     return attach(spark, queries), refresher
 
 
-def attach(spark, queries: dict[str, Query] | None = None) -> Attached:
+def attach(spark, queries: dict[str, Query] | None = None, audit_functions: bool = True) -> Attached:
     """Make a session of the endpoint (a Spark Connect client's, or the server's own) answer
-    what jobs.audit answers. Creates temporary objects only; three round trips."""
+    what jobs.audit answers. Creates temporary objects only; four round trips.
+    audit_functions=False leaves out the canned audits' table functions (jobs.audit --remote
+    sends the audit's own SQL): making them resolves every table they read, most of a second
+    attach's cost."""
     from lib.spark.assignment import register_what_if
 
     queries = load_queries() if queries is None else queries
-    tables = tuple(sorted(t.name for t in spark.catalog.listTables(DATABASE) if not t.isTemporary))
+    # SHOW TABLES, not catalog.listTables: that one loads every Delta table's log
+    listed = spark.sql(f"SHOW TABLES IN {DATABASE}").collect()
+    tables = tuple(sorted(r.tableName for r in listed if not r.isTemporary))
     if not tables:
         raise AuditError(f"the endpoint's database {DATABASE} holds no table")
     published = spark.sql("SHOW VIEWS IN global_temp").collect()
@@ -256,6 +265,6 @@ def attach(spark, queries: dict[str, Query] | None = None) -> Attached:
     # assignor_what_if is a Python function, which a script cannot make; the audits' functions
     # that call it are checked against it as they are made
     register_what_if(spark)
-    spark.sql(session_script(views, queries)).collect()
-    functions = tuple(q.name for q in queries.values() if has_function_form(q))
-    return Attached(tables, tuple(views), functions)
+    made = {n: q for n, q in queries.items() if has_function_form(q)} if audit_functions else {}
+    spark.sql(session_script(views, made)).collect()
+    return Attached(tables, tuple(views), tuple(made))

@@ -22,6 +22,14 @@ from lib.replay.offsets_spark import offset_effects
 from lib.spark.lag_rules import LAG_MS_AT_FUNCTION, lag_timeline
 from schemas import tables as T
 
+# view -> the tables it reads
+VIEW_TABLES = {
+    "offset_effects": ("offsets_log",),
+    "lag_timeline": ("group_lag", "partition_end_offsets"),
+    "offset_expiry": ("group_offsets", "consumer_groups", "pending_transactional_offsets"),
+    "group_expiry": ("consumer_groups", "pending_transactional_offsets"),
+}
+
 
 def view_builders(spark, database: str) -> dict:
     """view -> (the tables it reads, a function building its DataFrame) over `database`."""
@@ -29,21 +37,15 @@ def view_builders(spark, database: str) -> dict:
     def t(name):
         return spark.table(f"{database}.`{name}`")
 
-    return {
-        "offset_effects": (("offsets_log",), lambda: offset_effects(t("offsets_log"))),
-        "lag_timeline": (
-            ("group_lag", "partition_end_offsets"),
-            lambda: lag_timeline(t("group_lag"), t("partition_end_offsets")),
+    build = {
+        "offset_effects": lambda: offset_effects(t("offsets_log")),
+        "lag_timeline": lambda: lag_timeline(t("group_lag"), t("partition_end_offsets")),
+        "offset_expiry": lambda: offset_expiry(
+            t("group_offsets"), t("consumer_groups"), t("pending_transactional_offsets")
         ),
-        "offset_expiry": (
-            ("group_offsets", "consumer_groups", "pending_transactional_offsets"),
-            lambda: offset_expiry(t("group_offsets"), t("consumer_groups"), t("pending_transactional_offsets")),
-        ),
-        "group_expiry": (
-            ("consumer_groups", "pending_transactional_offsets"),
-            lambda: group_expiry(t("consumer_groups"), t("pending_transactional_offsets")),
-        ),
+        "group_expiry": lambda: group_expiry(t("consumer_groups"), t("pending_transactional_offsets")),
     }
+    return {view: (needs, build[view]) for view, needs in VIEW_TABLES.items()}
 
 
 def register_views(spark, database: str, tables: list[str]) -> list[str]:
