@@ -44,12 +44,18 @@ class ServerError(RuntimeError):
 
 
 @dataclass(frozen=True)
-class PushgatewayServer:
+class _Running:
+    """What both servers have: where they answer, log and keep files, and their process."""
+
     url: str  # http://127.0.0.1:PORT
     port: int
     log_path: str
     workdir: str
     binary: str
+
+
+@dataclass(frozen=True)
+class PushgatewayServer(_Running):
     proc: subprocess.Popen[bytes] = field(repr=False, compare=False)
 
     @property
@@ -59,12 +65,7 @@ class PushgatewayServer:
 
 
 @dataclass(frozen=True)
-class PrometheusServer:
-    url: str  # http://127.0.0.1:PORT
-    port: int
-    log_path: str
-    workdir: str
-    binary: str
+class PrometheusServer(_Running):
     config_path: str
     tsdb_path: str
     scrape_target: str  # host:port of the Pushgateway it scrapes
