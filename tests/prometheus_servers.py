@@ -17,7 +17,6 @@ import atexit
 import json
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -27,6 +26,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import requests
+
+from lib.ports import free_port
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 INSTALL_HINT = "bash conf/prometheus/install.sh"
@@ -99,13 +100,6 @@ def binaries_available() -> bool:
     except ServerError:
         return False
     return True
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def log_tail(path: str, lines: int = LOG_TAIL_LINES) -> str:

@@ -104,7 +104,7 @@ def test_the_textfile_holds_the_same_samples(spark, run):
 
 def test_an_unreachable_pushgateway_is_a_warning_and_the_run_stands(spark, tmp_path, capsys):
     from jobs import replay_offsets
-    from lib.reporting.endpoint_process import free_port
+    from lib.ports import free_port
 
     code = replay_offsets.main(
         ["--input", SAMPLE, "--warehouse", str(tmp_path / "wh"), "--now", str(NOW), "--quiet"]

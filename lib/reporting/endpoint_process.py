@@ -6,11 +6,12 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
+
+from lib.ports import free_port
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -27,12 +28,6 @@ class ServerProcess:
     def log_tail(self, lines: int = 40) -> str:
         with open(self.log_path, encoding="utf-8", errors="replace") as f:
             return "".join(f.readlines()[-lines:])
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def job_env() -> dict:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -104,6 +105,16 @@ def probe(env: dict, *args: str, timeout: int = 1200) -> dict:
     out = json.loads(results[-1][len("RESULT ") :])
     out["log"] = done.stdout + done.stderr
     return out
+
+
+def failed_tries(log: str, before: int = 6000, after: int = 3000) -> str:
+    """The log around each try that failed (Airflow's "Task failed" line, with the command's
+    output before it), for an assertion's message: a retried task's first failure is far from
+    the end of the log, which shows only the try that succeeded."""
+    marks = [m.start() for m in re.finditer(r"Task failed with exception|Bash command failed", log)]
+    if not marks:
+        return log[-before:]
+    return "\n[...]\n".join(log[max(0, i - before) : i + after] for i in marks[:2])
 
 
 def delta_rows(warehouse, table: str, version: int | None = None) -> list:
@@ -265,7 +276,7 @@ def incremental_run(airflow_env, tmp_path_factory):
 
 def test_incremental_dag_replays_the_sample(incremental_run):
     out, warehouse, _ = incremental_run
-    assert out["tasks"]["replay"]["state"] == "success", out["log"][-6000:]
+    assert out["tasks"]["replay"]["state"] == "success", failed_tries(out["log"])
     assert f"--now {SAMPLE_NOW} " in out["log"]
     counts = {t: len(delta_rows(warehouse, t)) for t in TABLES if t != "group_fold_state"}
     partitions = len(glob.glob(os.path.join(SAMPLE, "__consumer_offsets-*")))
@@ -288,7 +299,7 @@ def test_incremental_dag_replays_the_sample(incremental_run):
     assert out["tasks"] == {
         "replay": {"state": "success", "try_number": 1},
         "quality": {"state": "success", "try_number": 1},
-    }, out["log"][-6000:]
+    }, failed_tries(out["log"])
     assert out["state"] == "success"
 
 
@@ -305,7 +316,7 @@ def test_maintenance_dag_keeps_contents_and_time_travel(incremental_run, tmp_pat
         "",
         json.dumps({"tables": ",".join(compacted)}),
     )
-    assert out["tasks"] == {"optimize_and_vacuum": {"state": "success", "try_number": 1}}, out["log"][-6000:]
+    assert out["tasks"] == {"optimize_and_vacuum": {"state": "success", "try_number": 1}}, failed_tries(out["log"])
     assert "spark-submit --master 'local[2]'" in out["log"]
     for t in compacted:
         assert f"{t}: optimize " in out["log"]

@@ -32,6 +32,8 @@ import uuid
 import zipfile
 from typing import IO
 
+from lib.ports import free_port
+
 JAVA = os.environ.get("JAVA", shutil.which("java") or "java")
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HEAP = "512m"
@@ -233,12 +235,6 @@ def dump_log_segments(jar_dir: str, files: list[str]) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _random_cluster_id() -> str:
     """A cluster id as `kafka-storage random-uuid` makes: 16 random bytes, base64url, no padding,
     and (like Kafka's Uuid.randomUuid) never starting with "-", which would read as an option."""
@@ -304,9 +300,9 @@ class KafkaBroker:
         t0 = time.monotonic()
         os.makedirs(os.path.dirname(self.server_log), exist_ok=True)
         if self.port is None:  # a restart keeps its ports: the KRaft quorum records them
-            self.port, self.controller_port = _free_port(), _free_port()
+            self.port, self.controller_port = free_port(), free_port()
             while self.controller_port == self.port:
-                self.controller_port = _free_port()
+                self.controller_port = free_port()
         self._write_properties()
         if not os.path.exists(os.path.join(self.log_dir, "meta.properties")):
             self._format_storage()

@@ -9,18 +9,13 @@ import socket
 import subprocess
 import time
 
+from lib.ports import free_port
 from lib.storage import ObjectStoreSettings
 from tests.helpers import REPO
 
 ACCESS_KEY = "offsets-lake-test"
 SECRET_KEY = "offsets-lake-test-secret"
 REGION = "us-east-1"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def s3proxy_jar(folder: str = "s3proxy") -> str:
