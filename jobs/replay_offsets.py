@@ -129,10 +129,10 @@ def main(argv=None) -> int:
 
     from lib.reporting.run_summary import assignment_summary, lag_summary, summarize
     from lib.spark.pipeline import ReplayError, WarehouseBusyError, run_replay
-    from lib.spark.session import REPLAY_DEFAULTS, build_session
+    from lib.spark.session import REPLAY_DEFAULTS, build_context
 
     started = time.monotonic()
-    spark = build_session("replay_offsets", overrides, REPLAY_DEFAULTS, object_store=object_store)
+    spark = build_context("replay_offsets", overrides, REPLAY_DEFAULTS, object_store=object_store)
     if logs is None:
         try:
             logs = find_partitions(args.input, partitions)
@@ -168,7 +168,7 @@ def main(argv=None) -> int:
     print_summary(args, result, summary, wall)
     export_metrics(args, result, wall)
     if args.check:
-        return run_checks(spark, args, result.partitions)
+        return run_checks(spark.session(), args, result.partitions)
     return 0
 
 

@@ -12,7 +12,7 @@ import sys
 REPO = pathlib.Path(__file__).resolve().parent.parent
 
 # layer -> what it may import from lib (schemas is the shared vocabulary of every layer)
-BOTTOM = {"storage", "numba_cache"}  # modules every layer may use; they import nothing of lib
+BOTTOM = {"storage", "numba_cache", "ports"}  # modules every layer may use; they import nothing of lib
 ALLOWED = {
     "storage": set(),
     "numba_cache": set(),

@@ -52,6 +52,7 @@ from lib.lake.seams import LagTask, PartitionInput, WrittenFile
 from lib.lake.tasks import lag_task
 from lib.lake.worker_errors import raising_worker_errors
 from lib.source.topic_log import ScanStart, find_topic_partitions
+from lib.spark.session import SparkJobs
 from schemas import tables as T
 
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -127,7 +128,7 @@ def _plan(warehouse: str, run_id: str, full: bool) -> _Plan:
 
 
 def run_lag_stage(
-    spark: SparkSession,
+    spark: SparkSession | SparkJobs,
     log_dir: str | None,
     warehouse: str,
     run_id: str,
@@ -259,7 +260,7 @@ def _in_table(prev: dict | None) -> bool:
 
 
 def _tasks(
-    spark: SparkSession,
+    spark: SparkSession | SparkJobs,
     warehouse: str,
     run_id: str,
     now_ms: int,
@@ -381,7 +382,7 @@ def _commit_checkpoints(
 
 
 def run_live_lag_stage(
-    spark: SparkSession, bootstrap_servers: str, warehouse: str, run_id: str, now_ms: int, full: bool
+    spark: SparkSession | SparkJobs, bootstrap_servers: str, warehouse: str, run_id: str, now_ms: int, full: bool
 ) -> LagResult:
     """The lag stage after a replay run from a live cluster (see the module's doc): the
     partitions groups commit on are sampled with ListOffsets (LATEST; the newest record's

@@ -41,6 +41,7 @@ from lib.replay.expiry import DEFAULT_RETENTION_MINUTES
 from lib.source.logdir import PartitionLog, segments_from
 from lib.source.topic_log import TopicPartitionLog
 from lib.spark.lag import LagResult
+from lib.spark.session import SparkJobs
 from schemas import tables as T
 
 
@@ -74,7 +75,7 @@ class PreviousRun:
     rows: dict[int, dict] = field(default_factory=dict)  # partition -> its checkpoint row
 
 
-def previous_run(spark: SparkSession | None, warehouse: str, partitions: list[int]) -> PreviousRun | None:
+def previous_run(spark: SparkSession | SparkJobs | None, warehouse: str, partitions: list[int]) -> PreviousRun | None:
     """Read with delta-rs: a small table, and no Spark job for a run that may have nothing to do."""
     table = read_small_table(table_path(warehouse, T.REPLAY_CHECKPOINTS))
     if table is None:
@@ -96,7 +97,7 @@ def new_run_id() -> str:
 
 
 def run_replay(
-    spark: SparkSession,
+    spark: SparkSession | SparkJobs,
     logs: list[PartitionLog],
     warehouse: str,
     now_ms: int,
@@ -163,7 +164,7 @@ def _topic_logs(logs: list[PartitionLog]) -> list[TopicPartitionLog] | None:
 
 
 def _run_lag_locked(
-    spark: SparkSession, logs, warehouse: str, result: RunResult, full: bool, topic_logs: list | None = None
+    spark: SparkSession | SparkJobs, logs, warehouse: str, result: RunResult, full: bool, topic_logs: list | None = None
 ):
     from lib.spark.lag import run_lag_stage, run_live_lag_stage
 
@@ -201,7 +202,7 @@ def _unchanged(log: PartitionLog, row: dict | None, now_ms: int, retention_minut
 
 
 def _run_locked(
-    spark: SparkSession,
+    spark: SparkSession | SparkJobs,
     logs: list[PartitionLog],
     warehouse: str,
     result: RunResult,
@@ -404,7 +405,9 @@ def _replay_task(
     return sum(s.size for s in segs) - (start_position or 0), task
 
 
-def _resolve_topic_names(spark: SparkSession, groups: list[TaskGroup], results: list[TaskResult]) -> list[TaskResult]:
+def _resolve_topic_names(
+    spark: SparkSession | SparkJobs, groups: list[TaskGroup], results: list[TaskResult]
+) -> list[TaskResult]:
     """KIP-848 assignments name topics by id; names come from offset commits (v4 values), which
     may sit in another offsets partition. A Spark task with a partition whose groups use ids
     that only another partition names is run again with those names (rare: a group assigned a

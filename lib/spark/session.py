@@ -1,11 +1,18 @@
-"""Builds the SparkSession the jobs and tests share: Delta enabled, jars from the local
-.jars/spark folder fetched by `make setup` (no download at run time), UTC everywhere."""
+"""Builds the SparkSession the jobs and tests share, and the replay's SparkContext (SparkJobs):
+Delta enabled, jars from the local .jars/spark folder fetched by `make setup` (no download at
+run time), UTC everywhere."""
 
 from __future__ import annotations
 
 import glob
 import os
 import sys
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEFAULT_CONF = os.path.join(REPO_ROOT, "conf", "spark.conf")
@@ -111,12 +118,62 @@ def build_session(
     defaults: dict[str, str] | None = None,
     object_store: bool = False,
 ):
-    """Settings precedence: `overrides` (the job's --conf), then what spark-submit already
-    set (--master, --conf ...), then conf/spark.conf, then the job's `defaults`, then
-    JOB_DEFAULTS. `object_store`: the job reads or writes s3a:// paths (hadoop-aws on the
-    class path, fs.s3a.* from the AWS environment where not given)."""
-    from pyspark import SparkConf
+    """A SparkSession with Delta. Settings precedence: `overrides` (the job's --conf), then
+    what spark-submit already set (--master, --conf ...), then conf/spark.conf, then the
+    job's `defaults`, then JOB_DEFAULTS. `object_store`: the job reads or writes s3a:// paths
+    (hadoop-aws on the class path, fs.s3a.* from the AWS environment where not given)."""
     from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder
+    for key, value in _settings(app_name, overrides, defaults, object_store).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    configure_object_store(spark)
+    return spark
+
+
+@dataclass(frozen=True)
+class SparkJobs:
+    """The replay's Spark: a SparkContext, with the same settings as build_session's, and no
+    SparkSession. The replay runs RDD jobs of Python tasks and commits with delta-rs; building
+    a session's SQL state (the Delta extension, the catalog, the SQL conf) cost every run about
+    4 s before its first task, for nothing it used. `session()` makes one when asked (--check)."""
+
+    sparkContext: SparkContext
+
+    def session(self) -> SparkSession:
+        from pyspark.sql import SparkSession
+
+        # on the running context: its conf holds the Delta extension and catalog settings
+        return SparkSession.builder.getOrCreate()
+
+    def stop(self) -> None:
+        self.sparkContext.stop()
+
+
+def build_context(
+    app_name: str = "offsets-lake",
+    overrides: dict[str, str] | None = None,
+    defaults: dict[str, str] | None = None,
+    object_store: bool = False,
+) -> SparkJobs:
+    """build_session's settings, for a SparkContext alone (SparkJobs)."""
+    from pyspark import SparkConf, SparkContext
+
+    settings = _settings(app_name, overrides, defaults, object_store)
+    jobs = SparkJobs(SparkContext.getOrCreate(SparkConf().setAll(list(settings.items()))))
+    jobs.sparkContext.setLogLevel("WARN")
+    configure_object_store(jobs)
+    return jobs
+
+
+def _settings(
+    app_name: str, overrides: dict[str, str] | None, defaults: dict[str, str] | None, object_store: bool
+) -> dict[str, str]:
+    """The settings a session or context is built with (build_session's precedence); sets the
+    environment the Python workers need."""
+    from pyspark import SparkConf
 
     # Python workers must use this interpreter, or they cannot import pyarrow and lib.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -174,10 +231,4 @@ def build_session(
         extra = os.pathsep.join(found)
         for key in ("spark.driver.extraClassPath", "spark.executor.extraClassPath"):
             conf[key] = os.pathsep.join(p for p in (conf.get(key, ""), extra) if p)
-    builder = SparkSession.builder.appName(app_name).config("spark.jars", jars)
-    for key, value in conf.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")
-    configure_object_store(spark)
-    return spark
+    return {"spark.app.name": app_name, "spark.jars": jars, **conf}
