@@ -15,7 +15,7 @@ import argparse
 import sys
 
 from lib import storage
-from lib.cli import add_conf_argument, failer, spark_overrides
+from lib.cli import add_conf_argument, exit_now, failer, spark_overrides
 from lib.reporting.audit_queries import (
     FORMATS,
     AuditError,
@@ -146,4 +146,4 @@ def remote(args: argparse.Namespace, query, bound: dict, raw: dict) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from lib.cli import add_fetch_max_bytes_argument, fetch_max_bytes_error, parse_partitions
+from lib.cli import add_fetch_max_bytes_argument, exit_now, fetch_max_bytes_error, parse_partitions
 
 
 def main(argv=None) -> int:
@@ -59,4 +59,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())

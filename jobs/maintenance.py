@@ -22,7 +22,7 @@ import sys
 import time
 
 from lib import storage
-from lib.cli import add_conf_argument, failer, spark_overrides
+from lib.cli import add_conf_argument, exit_now, failer, spark_overrides
 
 fail = failer("maintenance", nothing_changed=True)
 
@@ -157,4 +157,4 @@ def _maintain(spark, args, tables, table_path, DeltaTable) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())

@@ -10,10 +10,9 @@ Exit 0: no error-level expectation failed (warnings are reported only); 1: one d
 from __future__ import annotations
 
 import argparse
-import sys
 
 from lib import storage
-from lib.cli import add_conf_argument, failer, parse_partitions, spark_overrides
+from lib.cli import add_conf_argument, exit_now, failer, parse_partitions, spark_overrides
 from schemas.quality_checks import DEFAULT_PARTITION_COUNT
 
 fail = failer("quality")
@@ -66,4 +65,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())

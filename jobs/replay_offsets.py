@@ -16,6 +16,7 @@ from lib.cli import (
     EXIT_BUSY,
     add_conf_argument,
     add_fetch_max_bytes_argument,
+    exit_now,
     failer,
     fetch_max_bytes_error,
     format_duration_ms,
@@ -320,4 +321,4 @@ def _print_lag(result, s: dict) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())

@@ -10,7 +10,7 @@ import argparse
 import sys
 
 from lib import storage
-from lib.cli import add_conf_argument, failer, parse_time_ms, spark_overrides
+from lib.cli import add_conf_argument, exit_now, failer, parse_time_ms, spark_overrides
 from lib.replay.expiry import DEFAULT_RETENTION_MINUTES
 
 fail = failer("report")
@@ -58,4 +58,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())

@@ -30,7 +30,7 @@ import time
 import uuid
 
 from lib import storage
-from lib.cli import add_conf_argument, failer, format_ms, parse_time_ms, spark_overrides
+from lib.cli import add_conf_argument, exit_now, failer, format_ms, parse_time_ms, spark_overrides
 from lib.restore.plan import CHOICES, REFUSE, PartitionPlan, blocking, plan_restore, reset_offsets_csv, to_apply
 
 EXIT_REFUSED = 3
@@ -238,4 +238,4 @@ def _num(value) -> str:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())

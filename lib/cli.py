@@ -4,11 +4,32 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import logging
+import os
 import sys
 from collections.abc import Callable
+from typing import NoReturn
 
 EXIT_BAD_INPUT = 2  # bad arguments or bad input: nothing was changed
 EXIT_BUSY = 75  # EX_TEMPFAIL: another run holds the warehouse; retrying later is right
+
+
+def exit_now(code: int | None) -> NoReturn:
+    """Ends a job's process with `code` once its output is flushed, without Python's teardown.
+    Arrow's thread pools can still hold a live worker when the interpreter's static destructors
+    run just after a Parquet or Delta read, and a joinable std::thread destroyed then aborts the
+    process: "terminate called without an active exception", exit -6, after a replay had
+    printed its summary and committed every table (CI, and the first run of a fresh clone;
+    apache/arrow#39862). By then nothing of the job's is left to tear down: its tables are
+    committed and the warehouse lock released; the Spark JVM exits on its own when this
+    process's end closes its stdin."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe: nothing more can be said
+            pass
+    logging.shutdown()
+    os._exit(int(code or 0))
 
 
 def failer(job: str, *, nothing_changed: bool = False) -> Callable[..., int]:
