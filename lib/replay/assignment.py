@@ -369,7 +369,8 @@ class AssignmentTracker:
 
     def _flush(self) -> None:
         """The audits waiting, in log order: the classic ones in one batch, then the KIP-848
-        ones (none raised a known count; if the batch raised one, they are redone in turn)."""
+        ones (none raised a known count; if the batch raised one that one of them reads, they
+        are redone in turn)."""
         if not self._pending:
             return
         pending, self._pending, self._pending_kind = self._pending, [], {}
@@ -379,10 +380,15 @@ class AssignmentTracker:
             return
         known, previous = dict(self.known), self._previous
         table = self._audit_batch([e for e in pending if e[0] != _CONSUMER])
-        if self.known == known:
+        raised = {t for t, n in self.known.items() if known.get(t) != n}
+        epochs: list[Generation] = [gen for kind, _, gen in pending if kind == _CONSUMER]  # type: ignore[misc]
+        # a KIP-848 epoch reads the known counts of its members' subscribed topics only
+        # (audit_generation): counts the classic batch raised elsewhere leave its row as it is in
+        # log order (and the epochs waiting raise none: consumer_epoch)
+        if not any(t in raised for gen in epochs for m in gen.members for t in m.topics):
             self.outcome.closed.append(table)
-            for _, _, gen in (e for e in pending if e[0] == _CONSUMER):
-                self._audit_consumer(gen)  # type: ignore[arg-type]
+            for gen in epochs:
+                self._audit_consumer(gen)
             return
         # a classic generation raised a count a KIP-848 one after it reads: in turn, then
         self.known.clear()
