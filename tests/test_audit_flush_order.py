@@ -3,17 +3,19 @@ waiting with them (lib.replay.assignment._flush). A classic generation over afte
 log order may raise a topic's known partition count: the epoch's row must still show the count
 as it was at its own record (audit_generation in log order, as audit_records does it). The rows
 are checked against that reference, for a raise of a topic the epoch subscribes to (the epochs
-are audited again in turn) and of a topic it does not (their rows stand)."""
+are audited again in turn) and of a topic it does not (their rows stand). The epochs waiting are
+audited as one batch of the kernels: the same rows, previous owners and counts as one by one."""
 
 from __future__ import annotations
 
+import random
 from types import SimpleNamespace
 
 import pyarrow as pa
 import pytest
 
 from lib.assignors.audit import CONSUMER, AuditMember, Generation, audit_generation, classic_generation
-from lib.assignors.fast_audit import GROUP_METADATA_TYPE
+from lib.assignors.fast_audit import GROUP_METADATA_TYPE, audit_rows_table
 from lib.replay.assignment import AssignmentTracker
 
 FLOORS = {"x": 2, "y": 2}
@@ -96,3 +98,56 @@ def test_an_epoch_waiting_reads_the_counts_of_its_own_record(raised):
         key=lambda t: t["topic"],
     )
     assert tracker.known == {**FLOORS, raised: 6}
+
+
+def random_epochs(rng: random.Random, n: int) -> list[Generation]:
+    """KIP-848 epochs of a few groups in log order: members with or without instance and rack
+    ids, subscriptions over a few topics, targets within and beyond them (a partition of a topic
+    the member does not subscribe to), some members sharing a partition or an instance id."""
+    epochs = []
+    for i in range(n):
+        group = f"g{rng.randrange(4)}"
+        members = []
+        for k in range(rng.randrange(1, 5)):
+            topics = tuple(sorted(rng.sample(["a", "b", "c", "d"], rng.randrange(0, 3))))
+            pool = [*topics, *(["d"] if rng.random() < 0.1 else [])]
+            assignment = tuple((t, p) for t in pool for p in sorted(rng.sample(range(6), rng.randrange(0, 4))))
+            members.append(
+                AuditMember(
+                    member_id=f"m{rng.randrange(6)}-{k}",
+                    topics=topics,
+                    assignment=assignment,
+                    group_instance_id=rng.choice([None, None, f"i{rng.randrange(3)}"]),
+                    client_id=rng.choice([None, "c"]),
+                    rack_id=rng.choice([None, "r1"]),
+                )
+            )
+        members.sort(key=lambda m: m.member_id)
+        epochs.append(
+            Generation(group, CONSUMER, i, 1000 + i, rng.choice([None, "uniform", "range"]), tuple(members),
+                       PARTITION, 100 + i, protocol_type=CONSUMER)
+        )  # fmt: skip
+    return epochs
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_epochs_in_one_batch_audit_as_one_by_one(seed):
+    """AssignmentTracker._audit_epochs (the kernels, in one batch) gives the rows, the previous
+    owners and the known counts _audit_consumer (audit_generation) gives epoch by epoch."""
+    rng = random.Random(seed)
+    epochs = random_epochs(rng, 40)
+    carried = {"g0": {"members": [{"member_id": "x", "instance": "i1", "assignment": [["a", 1], ["b", 0]]}]}}
+    batched, single = AssignmentTracker({"a": 3, "b": 5}), AssignmentTracker({"a": 3, "b": 5})
+    for tracker in (batched, single):
+        tracker.load("g0", {"previous": carried["g0"]})
+        tracker._apply_newer()
+    batched._audit_epochs(epochs)
+    for gen in epochs:
+        single._audit_consumer(gen)
+    single._apply_newer()
+    got = sorted((r for t in batched.outcome.closed for r in t.to_pylist()), key=lambda r: r["log_offset"])
+    want = sorted(audit_rows_table(single._consumer_rows).to_pylist(), key=lambda r: r["log_offset"])
+    assert len(got) == len(epochs)
+    assert got == want
+    assert batched._previous.states() == single._previous.states()
+    assert batched.known == single.known

@@ -9,7 +9,9 @@ the order ``lib.replay.assignment.AssignmentTracker`` audits them, each its last
 value) against ``Previous`` (per group, the owners of its previous audited generation's
 partitions) and ``known`` (partitions per topic known before the batch; raised in log order, as
 the tracker raises it), and returns the rows as an Arrow table (ASSIGNMENT_AUDIT) and the
-Previous after the batch.
+Previous after the batch. A KIP-848 target assignment epoch goes the same way as a row whose
+value ``epoch_value`` makes of it (``epochs``): its row is audit_generation's for the epoch (no
+assignor recomputed, verdict not_recomputed).
 
 How: Arrow flattens the members, their subscribed topics, owned and assigned partitions to CSR
 arrays, topics, owners (instance id, else member id) and groups become integer ids by one
@@ -42,7 +44,7 @@ import pyarrow.compute as pc
 from numba import njit
 
 from lib.assignors import ASSIGNOR_NAMES
-from lib.assignors.audit import CLASSIC, AuditMember, Generation, audit_generation, classic_generation
+from lib.assignors.audit import CLASSIC, CONSUMER, AuditMember, Generation, audit_generation, classic_generation
 from lib.assignors.fast import (
     ERROR,
     FALLBACK,
@@ -67,8 +69,8 @@ SKIP, AUDIT, DELETE = 0, 1, 2
 # what the passes made of an audited row
 FAST, PYTHON = 1, 2
 # verdicts, in VERDICTS order
-MATCHES, EQUIVALENT, DIFFERS, CUSTOM = range(4)
-VERDICTS = ("matches", "equivalent", "differs", "custom")
+MATCHES, EQUIVALENT, DIFFERS, CUSTOM, NOT_RECOMPUTED = range(5)
+VERDICTS = ("matches", "equivalent", "differs", "custom", "not_recomputed")
 
 
 # --- the batch and the previous owners -----------------------------------------------------------
@@ -1225,8 +1227,11 @@ def _string_or_null(array: pa.Array) -> pa.Array:
     return pc.if_else(pc.equal(pc.binary_length(array), 0), pa.scalar(None, pa.string()), array)
 
 
-def _fast_table(batch: GenerationBatch, flat: _Flat, first: _First, second: _Second, rows: np.ndarray) -> pa.Table:
-    """The rows `rows` (all FAST) as assignment_audit rows."""
+def _fast_table(
+    batch: GenerationBatch, flat: _Flat, first: _First, second: _Second, rows: np.ndarray, epoch: np.ndarray
+) -> pa.Table:
+    """The rows `rows` (all FAST) as assignment_audit rows (`epoch`: per row of the batch, a
+    KIP-848 target assignment epoch's, as audit_generation gives those: no assignor recomputed)."""
     take = pa.array(rows)
     gm = batch.group_metadata
     members = flat.member_struct
@@ -1265,8 +1270,9 @@ def _fast_table(batch: GenerationBatch, flat: _Flat, first: _First, second: _Sec
         [names.take(pa.array(first.topics_topic[topics_at])), pa.array(first.topics_n[topics_at], pa.int32())],
         fields=list(topic_type),
     )
-    verdict = second.verdict[rows]
-    custom = verdict == CUSTOM
+    is_epoch = epoch[rows]
+    verdict = np.where(is_epoch, NOT_RECOMPUTED, second.verdict[rows]).astype(np.int8)
+    custom = (verdict == CUSTOM) | is_epoch
     differing_offsets, differing_at = _gather(second.differing_offsets, rows)
     reference_null = ~second.recomputed[rows]
     reference_entry = pa.StructArray.from_arrays(
@@ -1282,7 +1288,7 @@ def _fast_table(batch: GenerationBatch, flat: _Flat, first: _First, second: _Sec
     smallest, largest = first.min_per_member[rows], first.max_per_member[rows]
     columns = {
         "group_id": batch.group_id.take(take),
-        "group_type": pa.repeat(pa.scalar(CLASSIC), len(rows)),
+        "group_type": pa.array(np.array([CLASSIC, CONSUMER])[is_epoch.astype(np.int64)], pa.string()),
         "generation": gm.field("generation").take(take).fill_null(0),
         "at": pc.multiply(batch.at_ms.take(take), 1000).cast(pa.timestamp("us", tz="UTC")),
         "protocol_type": gm.field("protocol_type").take(take),
@@ -1316,6 +1322,48 @@ def _fast_table(batch: GenerationBatch, flat: _Flat, first: _First, second: _Sec
     return pa.Table.from_arrays([columns[f.name].cast(f.type) for f in AUDIT_SCHEMA], schema=AUDIT_SCHEMA)
 
 
+def epoch_value(gen: Generation) -> dict | None:
+    """A KIP-848 target assignment epoch (a CONSUMER Generation) as a GROUP_METADATA value the
+    kernels audit as audit_generation audits the epoch (audit_classic_batch's `epochs`); None
+    where they would not give its row exactly: no members (audit_generation gives a row, the
+    kernels none), an empty instance or rack id (a row keeps it as it is, the kernels' null)."""
+    if not gen.members or any(m.group_instance_id == "" or m.rack_id == "" for m in gen.members):
+        return None
+    return {
+        "protocol_type": CONSUMER,
+        "generation": gen.generation,
+        "protocol": gen.assignor,
+        "leader": None,
+        "members": [
+            {
+                "member_id": m.member_id,
+                "group_instance_id": m.group_instance_id,
+                "client_id": m.client_id,
+                "rack_id": m.rack_id,
+                "subscribed_topics": list(m.topics),
+                "assignment": _entries(m.assignment),
+                "assignment_bytes": b"\x01",  # (the kernels audit a generation whose members have one)
+            }
+            for m in gen.members
+        ],
+    }
+
+
+def _entries(pairs: Sequence[tuple[str, int]]) -> list[dict]:
+    """(topic, partition) pairs, in their order, as topic-partitions entries: a run of one topic
+    an entry."""
+    entries: list[dict] = []
+    last = None
+    partitions: list[int] = []
+    for topic, partition in pairs:
+        if topic != last:
+            partitions = []
+            entries.append({"topic": topic, "partitions": partitions})
+            last = topic
+        partitions.append(partition)
+    return entries
+
+
 def audit_rows_table(rows: Sequence[dict]) -> pa.Table:
     """assignment_audit rows as audit_generation gives them (`at_ms` for `at`) as Arrow."""
     if not rows:
@@ -1347,7 +1395,9 @@ def _previous_after(previous: Previous, flat: _Flat, first: _First) -> Previous:
     return Previous(pa.concat_tables([previous.table.take(pa.array(kept)), table]).combine_chunks())
 
 
-def _python_rows(batch: GenerationBatch, flat: _Flat, first: _First, rows: np.ndarray) -> list[dict]:
+def _python_rows(
+    batch: GenerationBatch, flat: _Flat, first: _First, rows: np.ndarray, epochs: Sequence[Generation | None]
+) -> list[dict]:
     """audit_generation for these rows (what_if dropped), with the previous owners and the
     partition counts the first pass worked out."""
     if not len(rows):
@@ -1357,7 +1407,7 @@ def _python_rows(batch: GenerationBatch, flat: _Flat, first: _First, rows: np.nd
     out = []
     for r in rows.tolist():
         group_id = batch.group_id[r].as_py()
-        gen = classic_generation(
+        gen = epochs[r] or classic_generation(
             group_id,
             batch.group_metadata[r].as_py(),
             batch.at_ms[r].as_py(),
@@ -1400,16 +1450,27 @@ def _own_assignor(flat: _Flat, first: _First, solved: np.ndarray, codes: np.ndar
     )
 
 
-def audit_classic_batch(batch: GenerationBatch, previous: Previous, known: dict[str, int]) -> tuple[pa.Table, Previous]:
+def audit_classic_batch(
+    batch: GenerationBatch,
+    previous: Previous,
+    known: dict[str, int],
+    epochs: Sequence[Generation | None] | None = None,
+) -> tuple[pa.Table, Previous]:
     """The assignment_audit rows of the batch's generations (one per audited generation, in
     the batch's order; what_if null) and the Previous after them. `known` (partitions per
-    topic known before the batch) is raised in place as AssignmentTracker raises it."""
+    topic known before the batch) is raised in place as AssignmentTracker raises it.
+    `epochs`: per row, the KIP-848 target assignment epoch (a CONSUMER Generation, its
+    members in the row's value as epoch_value gives them) the row stands for, None for a
+    classic generation: audited as audit_generation audits an epoch (no assignor recomputed)."""
     if not len(batch):
         return pa.Table.from_batches([], schema=AUDIT_SCHEMA), previous
+    if epochs is None:
+        epochs = [None] * len(batch)
     flat = _flatten(batch, previous)
     malformed = np.flatnonzero(flat.malformed)
     if len(malformed):
-        return _around(batch, malformed, previous, known)
+        return _around(batch, malformed, previous, known, epochs)
+    epoch = np.array([e is not None for e in epochs], np.bool_)
 
     names = flat.topic_names.to_pylist()
     known_has = np.array([t in known for t in names], np.bool_)
@@ -1429,7 +1490,7 @@ def audit_classic_batch(batch: GenerationBatch, previous: Previous, known: dict[
         known[names[t]] = int(known_value[t])
 
     codes = _numbers(pc.index_in(batch.group_metadata.field("protocol"), pa.array(ASSIGNOR_NAMES)), -1, np.int8)
-    solved = (first.kind == FAST) & (codes >= 0)
+    solved = (first.kind == FAST) & (codes >= 0) & ~epoch
     status, result = _own_assignor(flat, first, solved, np.maximum(codes, 0))
     second = _second_pass(
         flat.rows,
@@ -1444,15 +1505,19 @@ def audit_classic_batch(batch: GenerationBatch, previous: Previous, known: dict[
     )
     fast_rows = np.flatnonzero(second.kind == FAST)
     python_rows = np.flatnonzero(second.kind == PYTHON)
-    table = _fast_table(batch, flat, first, second, fast_rows)
+    table = _fast_table(batch, flat, first, second, fast_rows, epoch)
     if len(python_rows):
-        table = pa.concat_tables([table, audit_rows_table(_python_rows(batch, flat, first, python_rows))])
+        table = pa.concat_tables([table, audit_rows_table(_python_rows(batch, flat, first, python_rows, epochs))])
         table = table.take(pa.array(np.argsort(np.concatenate([fast_rows, python_rows]), kind="stable")))
     return table, _previous_after(previous, flat, first)
 
 
 def _around(
-    batch: GenerationBatch, malformed: np.ndarray, previous: Previous, known: dict[str, int]
+    batch: GenerationBatch,
+    malformed: np.ndarray,
+    previous: Previous,
+    known: dict[str, int],
+    epochs: Sequence[Generation | None],
 ) -> tuple[pa.Table, Previous]:
     """The batch with rows whose value breaks Kafka's schema: those record by record as the
     tracker audits them (audit_generation may raise on them, as it does there), the rows
@@ -1461,18 +1526,20 @@ def _around(
     start = 0
     for r in [*malformed.tolist(), len(batch)]:
         if start < r:
-            table, previous = audit_classic_batch(batch.slice(start, r), previous, known)
+            table, previous = audit_classic_batch(batch.slice(start, r), previous, known, epochs[start:r])
             tables.append(table)
         if r < len(batch):
-            table, previous = _audit_one(batch, r, previous, known)
+            table, previous = _audit_one(batch, r, previous, known, epochs[r])
             tables.append(table)
         start = r + 1
     return pa.concat_tables(tables), previous
 
 
-def _audit_one(batch: GenerationBatch, r: int, previous: Previous, known: dict[str, int]) -> tuple[pa.Table, Previous]:
+def _audit_one(
+    batch: GenerationBatch, r: int, previous: Previous, known: dict[str, int], epoch: Generation | None = None
+) -> tuple[pa.Table, Previous]:
     group_id = batch.group_id[r].as_py()
-    gen = classic_generation(
+    gen = epoch or classic_generation(
         group_id,
         batch.group_metadata[r].as_py(),
         batch.at_ms[r].as_py(),

@@ -13,7 +13,8 @@ and the open generation's number and record.
 
 Classic generations over are audited in batches (lib.assignors.fast_audit, thousands at once,
 in log order); a KIP-848 epoch waits with them when nothing it reads can change before its
-turn, else the batch before it is audited first (see `consumer_epoch`). The rows are those
+turn, else the batch before it is audited first (see `consumer_epoch`), and the epochs waiting
+are audited after the classic batch, as a batch of their own when there are enough. The rows are those
 audit_generation gives record by record but for `what_if`, which the report and the
 `assignment_history` audit compute for the groups they show."""
 
@@ -33,6 +34,7 @@ from lib.assignors.fast_audit import (
     Previous,
     audit_classic_batch,
     audit_rows_table,
+    epoch_value,
 )
 
 
@@ -83,6 +85,9 @@ class AuditOutcome:
 
 # pending entries, in log order
 _CLASSIC, _DELETE, _CONSUMER, _BLOCK = 0, 1, 2, 3
+# KIP-848 epochs of one flush audited as a batch from this many (fewer: one by one, cheaper than
+# a batch's fixed cost)
+EPOCH_BATCH = 16
 
 
 @dataclass
@@ -275,15 +280,19 @@ class AssignmentTracker:
     def consumer_epoch(self, group_id: str, epoch: int, offsets_partition: int, log_offset: int, at_ms, group) -> None:
         """A KIP-848 target assignment record; `group`: the group's fold (ModernGroup) after it."""
         self.touched.add(group_id)
-        own, known_names = group.topic_names, self.names
+        own, known_names, known = group.topic_names, self.names, self.known
         members = []
+        raises = False  # whether it raises a topic's known count
         for member_id, target in sorted(group.target.items()):
             meta = group.members.get(member_id) or {}
             assignment: list[tuple[str, int]] = []
             for tp in target.get("topicPartitions") or ():
                 tid = tp["topicId"]
                 name = own[tid] if tid in own else known_names.get(tid, tid)
-                assignment.extend((name, int(p)) for p in tp.get("partitions") or ())
+                partitions = [int(p) for p in tp.get("partitions") or ()]
+                if partitions:
+                    raises = raises or max(partitions) + 1 > known.get(name, 0)
+                    assignment.extend([(name, p) for p in partitions])
             members.append(
                 AuditMember(
                     member_id=member_id,
@@ -310,7 +319,6 @@ class AssignmentTracker:
         # It may wait for the flush when it raises no topic's known count (then none is raised
         # before its turn by it, and flush() checks the generations before it raised none
         # either) and no classic audit of its group waits.
-        raises = any(p + 1 > self.known.get(t, 0) for m in members for t, p in m.assignment)
         if raises or self._pending_kind.get(group_id, _CONSUMER) != _CONSUMER:
             self._flush()
         if raises:
@@ -387,8 +395,7 @@ class AssignmentTracker:
         # log order (and the epochs waiting raise none: consumer_epoch)
         if not any(t in raised for gen in epochs for m in gen.members for t in m.topics):
             self.outcome.closed.append(table)
-            for gen in epochs:
-                self._audit_consumer(gen)
+            self._audit_epochs(epochs)
             return
         # a classic generation raised a count a KIP-848 one after it reads: in turn, then
         self.known.clear()
@@ -403,6 +410,30 @@ class AssignmentTracker:
             else:
                 run.append(entry)
         self.outcome.closed.append(self._audit_batch(run))
+
+    def _audit_epochs(self, epochs: list[Generation]) -> None:
+        """KIP-848 epochs that raise no known count, in log order: in one batch of the kernels
+        (lib.assignors.fast_audit, as audit_generation audits them) when there are enough to pay
+        for its fixed cost and each has a value there, else one by one."""
+        values = [epoch_value(gen) for gen in epochs] if len(epochs) >= EPOCH_BATCH else [None]
+        if any(v is None for v in values):
+            for gen in epochs:
+                self._audit_consumer(gen)
+            return
+        self._apply_newer()  # (the previous generations in one place)
+        batch = GenerationBatch.of(
+            values,
+            [gen.group_id for gen in epochs],
+            [gen.offsets_partition for gen in epochs],
+            [gen.log_offset for gen in epochs],
+            [gen.at_ms for gen in epochs],
+        )
+        groups = pc.unique(batch.group_id)
+        mine = pc.is_in(self._previous.table.column("group_id"), groups)
+        previous = Previous(self._previous.table.filter(mine))
+        table, after = audit_classic_batch(batch, previous, self.known, epochs=epochs)
+        self._previous = Previous(pa.concat_tables([self._previous.table.filter(pc.invert(mine)), after.table]))
+        self.outcome.closed.append(table)
 
     def _audit_consumer(self, gen: Generation) -> None:
         for m in gen.members:
