@@ -121,6 +121,8 @@ def warm_engine() -> None:
         + encode_batch(2, [(2, 1, recs[0][2], None)])
         + encode_batch(3, [(3, 1, recs[1][2], value)], producer_id=7, producer_epoch=0, transactional=True)
         + encode_control_batch(4, 7, 0, True, 1)
+        # more keys and groups than the engine's tables hold at first: they grow (the rehash kernel)
+        + encode_batch(5, [(5 + i, 1, offset_commit_key(f"g{i % 1_100}", "t", i), value) for i in range(4_200)])
     )
     engine = PartitionReplay(0)
     for batch in SegmentDecoder("warm", 0, data=data):
@@ -137,7 +139,9 @@ def warm_assignors() -> None:
 
 def warm_lag() -> None:
     """Compile lib.lake.lag_rows' kernels into numba's on-disk cache: two end-offset rows of a
-    partition, one commit point, each function once (the lag stage's task calls them so)."""
+    partition, one commit point, each function once (the lag stage's task calls them so, its
+    committed offsets read-only or not); and the header scan of a consumed topic's segment
+    (lib.source.topic_scan)."""
     import pyarrow as pa
 
     from lib.lake.lag_rows import Earlier, Names, lag_at, rows_of, summarise, time_lag
@@ -170,6 +174,23 @@ def warm_lag() -> None:
     at = np.array([1_500], np.int64)
     lag = lag_at(rows, earlier, np.zeros(1, np.int64), at, at, np.array([3], np.int64))
     time_lag(lag, at, np.array([3], np.int64), at)
+    committed = np.array([3], np.int64)
+    committed.flags.writeable = False  # (as a column of Arrow gives it)
+    lag_at(rows, earlier, np.zeros(1, np.int64), at, at, committed)
+
+    from lib.codec.writer import encode_batch
+    from lib.source.logdir import Segment
+    from lib.source.topic_scan import _FIELDS, _hop, scan_segment
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, f"{0:020d}.log")
+        data = encode_batch(0, [(0, 1, b"k", b"v")])
+        with open(path, "wb") as f:
+            f.write(data)
+        scan_segment(Segment(0, 0, path, len(data)))
+    # the segment's bytes as a mapped file gives them (writable) and as bytes (read-only)
+    for array in (np.frombuffer(data, np.uint8), np.frombuffer(bytearray(data), np.uint8)):
+        _hop(array, 0, np.empty((len(data) // 26 + 1, _FIELDS), np.int64))
 
 
 def warm_audit() -> None:
