@@ -180,17 +180,15 @@ def warm_lag() -> None:
 
     from lib.codec.writer import encode_batch
     from lib.source.logdir import Segment
-    from lib.source.topic_scan import _FIELDS, _hop, scan_segment
+    from lib.source.topic_scan import scan_segment
 
+    # a segment's bytes, read-only as a mapped file gives them, and an empty segment's (writable)
     with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, f"{0:020d}.log")
-        data = encode_batch(0, [(0, 1, b"k", b"v")])
-        with open(path, "wb") as f:
-            f.write(data)
-        scan_segment(Segment(0, 0, path, len(data)))
-    # the segment's bytes as a mapped file gives them (writable) and as bytes (read-only)
-    for array in (np.frombuffer(data, np.uint8), np.frombuffer(bytearray(data), np.uint8)):
-        _hop(array, 0, np.empty((len(data) // 26 + 1, _FIELDS), np.int64))
+        for base, data in ((0, encode_batch(0, [(0, 1, b"k", b"v")])), (1, b"")):
+            path = os.path.join(tmp, f"{base:020d}.log")
+            with open(path, "wb") as f:
+                f.write(data)
+            scan_segment(Segment(0, base, path, len(data)))
 
 
 def warm_audit() -> None:
