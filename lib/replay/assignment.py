@@ -415,8 +415,8 @@ class AssignmentTracker:
         """KIP-848 epochs that raise no known count, in log order: in one batch of the kernels
         (lib.assignors.fast_audit, as audit_generation audits them) when there are enough to pay
         for its fixed cost and each has a value there, else one by one."""
-        values = [epoch_value(gen) for gen in epochs] if len(epochs) >= EPOCH_BATCH else [None]
-        if any(v is None for v in values):
+        values = [epoch_value(gen) for gen in epochs] if len(epochs) >= EPOCH_BATCH else []
+        if not values or any(v is None for v in values):
             for gen in epochs:
                 self._audit_consumer(gen)
             return
@@ -428,11 +428,7 @@ class AssignmentTracker:
             [gen.log_offset for gen in epochs],
             [gen.at_ms for gen in epochs],
         )
-        groups = pc.unique(batch.group_id)
-        mine = pc.is_in(self._previous.table.column("group_id"), groups)
-        previous = Previous(self._previous.table.filter(mine))
-        table, after = audit_classic_batch(batch, previous, self.known, epochs=epochs)
-        self._previous = Previous(pa.concat_tables([self._previous.table.filter(pc.invert(mine)), after.table]))
+        table, _ = self._audited(batch, epochs)
         self.outcome.closed.append(table)
 
     def _audit_consumer(self, gen: Generation) -> None:
@@ -541,18 +537,23 @@ class AssignmentTracker:
         those left in place when `keep_previous`: the generations are still open)."""
         if not entries:
             return audit_rows_table([])
-        batch = self._batch(entries)
-        groups = pc.unique(batch.group_id)
-        mine = pc.is_in(self._previous.table.column("group_id"), groups)
-        table, after = audit_classic_batch(batch, Previous(self._previous.table.filter(mine)), self.known)
+        table, after = self._audited(self._batch(entries), keep_previous=keep_previous)
         if keep_previous:
             states = after.states()
             for _, g, o in entries:
                 o.audited = states.get(g)  # None: none yet (nothing assigned), as before it
-        else:
-            others = self._previous.table.filter(pc.invert(mine))
-            self._previous = Previous(pa.concat_tables([others, after.table]))
         return table
+
+    def _audited(
+        self, batch: GenerationBatch, epochs: list | None = None, keep_previous: bool = False
+    ) -> tuple[pa.Table, Previous]:
+        """The batch audited against its groups' previous owners (fast_audit.audit_classic_batch),
+        and their owners after it, which replace theirs in `_previous` unless `keep_previous`."""
+        mine = pc.is_in(self._previous.table.column("group_id"), pc.unique(batch.group_id))
+        table, after = audit_classic_batch(batch, Previous(self._previous.table.filter(mine)), self.known, epochs)
+        if not keep_previous:
+            self._previous = Previous(pa.concat_tables([self._previous.table.filter(pc.invert(mine)), after.table]))
+        return table, after
 
     def finish(self) -> AuditOutcome:
         """What this run's records add: the rows of the generations over, and of those still
