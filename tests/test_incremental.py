@@ -329,3 +329,21 @@ def test_a_run_that_skips_the_assignment_audit_leaves_its_generations_unaudited(
         (1, "matches"),
         (2, "matches"),
     ]
+
+
+def test_tasks_are_packed_by_their_bytes_and_a_cost_per_partition():
+    """Largest first into the lightest task, each partition weighing its bytes and
+    PARTITION_COST_BYTES (256 KiB): by bytes alone, the 3 MiB partition's task would get none of
+    the twelve 256 KiB ones (12 x 256 KiB = 3 MiB), and its worker would wait for the other's."""
+    from lib.spark.pipeline import _pack
+
+    mib = 1 << 20
+    tasks = [(3 * mib, "big")] + [(mib // 4, f"s{i}") for i in range(12)]
+    # costs 3.25 MiB and 0.5 MiB each: seven small ones reach 3.5, then they alternate
+    assert _pack(tasks, 2) == [
+        ["big", "s7", "s9", "s11"],
+        ["s0", "s1", "s2", "s3", "s4", "s5", "s6", "s8", "s10"],
+    ]
+    # a full run's: a task per TASK_BYTES (256 MiB; seven for 8 x 200 MiB), at least two per core
+    assert [len(t) for t in _pack([(200 * mib, f"p{i}") for i in range(8)], 2)] == [2, 1, 1, 1, 1, 1, 1]
+    assert [len(t) for t in _pack([(10 * mib, f"p{i}") for i in range(30)], 2)] == [8, 8, 7, 7]
