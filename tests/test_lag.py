@@ -439,3 +439,25 @@ def test_lag_where_no_end_offset_is_known_yet_is_null_in_every_answer(spark, lat
         for r in lag_at_instants(lag_timeline(group_lag, ends), probes).collect()
     }
     assert report == {k: v[2:] for k, v in want.items()}
+
+
+def test_a_lag_task_weighs_the_bytes_left_to_scan():
+    """A partition read before weighs the bytes after its checkpoint (the rest of that segment
+    and the later ones), not its whole log: an incremental stage is small, and gets a task per
+    core."""
+    from lib.lake.seams import PartitionInput
+    from lib.source.logdir import Segment
+    from lib.source.topic_log import ScanStart, TopicPartitionLog
+    from lib.spark.lag import _scan_bytes
+
+    segs = [Segment(0, 0, "a", 1000), Segment(0, 50, "b", 700), Segment(0, 90, "c", 300)]
+    log = TopicPartitionLog("t", 0, "dir", segs)
+
+    def weighed(start, scan=True):
+        return _scan_bytes(PartitionInput("t", 0, log, start, scan, None, True, None))
+
+    assert weighed(None) == 2000
+    assert weighed(ScanStart(60, 50, 200)) == 700 - 200 + 300
+    assert weighed(ScanStart(95, 90, 300)) == 0
+    assert weighed(ScanStart(60, None, None)) == 2000  # (a checkpoint of an earlier version)
+    assert weighed(ScanStart(60, 50, 200), scan=False) == 0
