@@ -24,3 +24,11 @@ def lag_task(task):
     from lib.lake.lag_task import run_lag_task
 
     return run_lag_task(task)
+
+
+def start_task(_: int) -> int:
+    """A task with nothing to do but start its worker: the Python process forked, pyspark's
+    worker and the replay's modules imported (lib.spark.pipeline.start_workers)."""
+    import lib.lake.partition_task  # noqa: F401
+
+    return 0
