@@ -431,3 +431,43 @@ def test_bad_input_exits_2(spark, clean, tmp_path, capsys):
     shutil.rmtree(os.path.join(wh, "group_fold_state"))
     assert main(["--warehouse", wh, "--partition-count", str(N), "--tables", "group_fold_state"]) == 2
     assert "has no Delta table group_fold_state" in capsys.readouterr().err
+
+
+def test_replay_with_check_runs_every_suite_and_exits_1_on_an_error(spark, tmp_path, capsys):
+    """jobs.replay_offsets --check: the suites of every table after the replay, exit 0 when they
+    pass; with a wrong --partition-count (5 for this 4-partition log) the groups are in the
+    wrong offsets partitions for it: offsets_partition_matches_group fails on exactly the rows of
+    groups whose partition differs, and the run exits 1 with its tables written."""
+    from jobs import replay_offsets
+
+    build_log(tmp_path / "log")
+    args = ["--input", str(tmp_path / "log"), "--now", str(NOW), "--quiet", "--check"]
+    assert replay_offsets.main([*args, "--warehouse", str(tmp_path / "ok"), "--partition-count", str(N)]) == 0
+    out, err = capsys.readouterr()
+    assert "quality checks:" in out and "FAILED" not in out and err == ""
+    for table, rows in EXPECTED_ROWS.items():
+        assert any(line.split()[:2] == [table, "ok"] and line.endswith(f"({rows} rows)") for line in out.splitlines())
+
+    wh = tmp_path / "wrong"
+    assert replay_offsets.main([*args, "--warehouse", str(wh), "--partition-count", "5"]) == 1
+    out, err = capsys.readouterr()
+    assert "replay_offsets: the tables were written but failed error-level quality checks" in err
+    # every group of this log hashes to another of 5 partitions than of 4
+    assert all(partition_for(g, 5) != partition_for(g, N) for g in ("alpha", "beta", "old-simple", "txn-open"))
+    with open(wh / "_quality" / "results.json", encoding="utf-8") as f:
+        doc = json.load(f)
+    failed = {
+        (t["table"], e["name"]): e["unexpected_count"]
+        for t in doc["tables"]
+        for e in t["expectations"]
+        if not e["success"]
+    }
+    rule = "offsets_partition_matches_group"
+    assert doc["success"] is False
+    # every row naming one of the four groups: offsets_log's 7 less the undecoded type 9 record
+    # (no group id), and group_fold_state's row per group
+    expected = {t: n for t, n in EXPECTED_ROWS.items() if rule in EXPECTED_NAMES[t]} | {
+        "offsets_log": 6,
+        "group_fold_state": 4,
+    }
+    assert failed == {(t, rule): n for t, n in expected.items()}
