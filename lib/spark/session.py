@@ -109,22 +109,7 @@ JOB_DEFAULTS = {"spark.driver.memory": "1g"}
 # the JVM burnt 0.65-0.87 s of CPU during a 1 s incremental run, taken from the two workers;
 # with C1 only and the serial collector 0.07-0.10 s.
 REPLAY_JVM_FLAGS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
-# The replay's Python workers allocate and free arrays of megabytes for every batch (decoded
-# columns, the engine's and the audit's numpy arrays). numpy asks the kernel for huge pages for
-# each array of 4 MB or more, and glibc gives freed memory above its thresholds back to the
-# kernel: a batch's arrays were fresh pages again, zeroed by the kernel (clear_page, 3.5% of a
-# full run's CPU under perf on make bench's log; 1.5% with these). Small pages, and freed memory
-# kept for the next batch, up to 256 MB (peak RSS unchanged: 716-737 MB against 719-732 MB).
-REPLAY_WORKER_ENV = {
-    "NUMPY_MADVISE_HUGEPAGE": "0",
-    "MALLOC_MMAP_THRESHOLD_": str(64 << 20),
-    "MALLOC_TRIM_THRESHOLD_": str(256 << 20),
-}
-REPLAY_DEFAULTS = {
-    "spark.driver.memory": "512m",
-    "spark.driver.extraJavaOptions": REPLAY_JVM_FLAGS,
-    **{f"spark.executorEnv.{name}": value for name, value in REPLAY_WORKER_ENV.items()},
-}
+REPLAY_DEFAULTS = {"spark.driver.memory": "512m", "spark.driver.extraJavaOptions": REPLAY_JVM_FLAGS}
 
 
 def build_session(
