@@ -95,3 +95,27 @@ class ScanStart:
     next_offset: int
     segment_base_offset: int | None = None
     next_byte_position: int | None = None
+
+
+def scan_plan(log: TopicPartitionLog, start: ScanStart | None = None) -> list[tuple[Segment, int]]:
+    """The segments a scan of the partition from its checkpoint reads, each with the byte
+    position it starts at: from the checkpoint's position when its segment is still there;
+    else from the first segment that may hold the next offset, stepping over segments that end
+    below it (deleted by retention, or rolled and rewritten). Sizes are the listed ones."""
+    segments = log.segments
+    next_offset = 0 if start is None else start.next_offset
+    plan = []
+    for i, seg in enumerate(segments):
+        following = segments[i + 1].base_offset if i + 1 < len(segments) else None
+        if following is not None and following <= next_offset:
+            continue
+        position = 0
+        if (
+            start is not None
+            and start.segment_base_offset == seg.base_offset
+            and start.next_byte_position is not None
+            and start.next_byte_position <= (seg.size or storage.getsize(seg.path))
+        ):
+            position = start.next_byte_position
+        plan.append((seg, position))
+    return plan

@@ -29,13 +29,12 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from lib import storage
 from lib.codec.errors import CorruptBatchError
 from lib.codec.segments import SegmentReader, read_segment_bytes
 from lib.decode.numba_bytes import i32, i64
 from lib.numba_cache import use_stable_zip_cache
 from lib.source.logdir import Segment
-from lib.source.topic_log import ScanStart, TopicPartitionLog
+from lib.source.topic_log import ScanStart, TopicPartitionLog, scan_plan
 
 use_stable_zip_cache(__file__)  # before the first @njit(cache=True): see lib.numba_cache
 
@@ -188,27 +187,10 @@ def scan_segment(segment: Segment, start_position: int = 0, skip_below: int = 0,
 
 
 def scan_partition(log: TopicPartitionLog, start: ScanStart | None = None) -> list[SegmentScan]:
-    """The batches of a consumed partition from its checkpoint on, segment by segment. From the
-    checkpoint's byte position when its segment is still there; else from the first segment
-    that may hold the next offset, stepping over entries that end below it (a segment was
-    deleted by retention, or rolled and rewritten)."""
-    segments = log.segments
+    """The batches of a consumed partition from its checkpoint on, segment by segment, as
+    `scan_plan` lays them out."""
     next_offset = 0 if start is None else start.next_offset
-    scans = []
-    for i, seg in enumerate(segments):
-        following = segments[i + 1].base_offset if i + 1 < len(segments) else None
-        if following is not None and following <= next_offset:
-            continue
-        position = 0
-        if (
-            start is not None
-            and start.segment_base_offset == seg.base_offset
-            and start.next_byte_position is not None
-            and start.next_byte_position <= (seg.size or storage.getsize(seg.path))
-        ):
-            position = start.next_byte_position
-        scans.append(scan_segment(seg, position, next_offset, log.topic))
-    return scans
+    return [scan_segment(seg, position, next_offset, log.topic) for seg, position in scan_plan(log, start)]
 
 
 # --- exact record timestamps ---------------------------------------------------------------

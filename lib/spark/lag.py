@@ -51,7 +51,7 @@ from lib.lake.run_tags import run_tag
 from lib.lake.seams import LagTask, PartitionInput, WrittenFile
 from lib.lake.tasks import lag_task
 from lib.lake.worker_errors import raising_worker_errors
-from lib.source.topic_log import ScanStart, find_topic_partitions
+from lib.source.topic_log import ScanStart, find_topic_partitions, scan_plan
 from lib.spark.session import SparkJobs
 from schemas import tables as T
 
@@ -328,14 +328,10 @@ SMALL_STAGE = 1_000_000
 
 
 def _scan_bytes(tp: PartitionInput) -> int:
-    """The bytes of the partition's segments the task reads: from where its last scan stopped."""
+    """The bytes of the partition's segments the task reads (its `scan_plan`)."""
     if tp.log is None or not tp.scan:
         return 0
-    start = tp.scan_from
-    if start is None or start.segment_base_offset is None:
-        return sum(s.size for s in tp.log.segments)
-    left = [s.size for s in tp.log.segments if s.base_offset >= start.segment_base_offset]
-    return max(sum(left) - (start.next_byte_position or 0), 0)
+    return sum(max(seg.size - position, 0) for seg, position in scan_plan(tp.log, tp.scan_from))
 
 
 _SPARK_FILE = re.compile(r"^part-\d{5}-")

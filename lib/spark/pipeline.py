@@ -12,6 +12,7 @@ which then redoes the work. One run at a time writes a warehouse (lib.lake.lock)
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import threading
 import time
 import uuid
@@ -133,7 +134,8 @@ def run_replay(
         result.took_over_lock = lock.took_over
         result.rolled_back = roll_back_incomplete(warehouse)
         prev = None if full else previous_run(spark, warehouse, result.partitions)
-        starting = start_workers(spark) if _changed(logs, prev, now_ms, retention_minutes) else None
+        todo = _changed(logs, prev, now_ms, retention_minutes)
+        starting = start_workers(spark) if todo else None
         # the consumed topics' partitions beside the offsets partitions, listed once a run (7,500
         # folders of a busy log dir take a second); None for a live cluster
         topic_logs = _topic_logs(logs)
@@ -146,6 +148,7 @@ def run_replay(
             warehouse,
             result,
             prev,
+            todo,
             end_offsets,
             fetch_max_bytes,
             lag_input,
@@ -181,8 +184,10 @@ def start_workers(spark: SparkSession | SparkJobs) -> threading.Thread:
     def run() -> None:
         try:
             spark.sparkContext.parallelize(range(n), n).map(start_task).collect()
-        except Exception:  # (the replay's own job reports a worker that cannot start)
-            pass
+        except Exception as e:  # the replay's own job fails with the reason; this one only warns
+            logging.getLogger(__name__).warning(
+                "the replay's workers did not start ahead of it: %s", str(e).splitlines()[0] if str(e) else e
+            )
 
     thread = threading.Thread(target=run, name="start-workers", daemon=True)
     thread.start()
@@ -252,6 +257,7 @@ def _run_locked(
     warehouse: str,
     result: RunResult,
     prev: PreviousRun | None,
+    todo: list[PartitionLog],
     end_offsets: dict[int, int] | None,
     fetch_max_bytes: int | None = None,
     lag_input: bool = False,
@@ -261,8 +267,9 @@ def _run_locked(
 ) -> None:
     """Each partition with anything to do is one Spark task (lib.lake.partition_task) that reads it
     once and writes its files; the driver then commits them table by table (delta-rs), the
-    checkpoints last. A partition whose input and judgement cannot have changed is skipped:
-    a run with nothing new makes no Spark job and no commit."""
+    checkpoints last. `todo`: the partitions whose input or judgement may have changed
+    (`_changed`); the others are skipped: a run with nothing new makes no Spark job and no
+    commit."""
     from lib.lake.partition_task import STATE_FILE_PREFIX, STATE_TABLES
 
     run_id, now_ms, retention_minutes, partitions = (
@@ -276,7 +283,6 @@ def _run_locked(
         start_offsets.update(prev.next_offsets)
         result.incremental = True
     t0 = time.monotonic()
-    todo = _changed(logs, prev, now_ms, retention_minutes)
     result.skipped_partitions = len(logs) - len(todo)
     if not todo:
         result.stage_seconds["plan"] = time.monotonic() - t0
