@@ -6,7 +6,12 @@ A zip holds sources only, so every run's daemon compiled pyspark's modules again
 first task could start (1.2 s on this kind of machine, against 0.3 s from compiled modules).
 With pip's pyspark, SPARK_HOME is the installed package and the zips are its own copy of the same
 sources: they go to the end of the path, and pyspark and py4j come from the package, compiled
-when it was installed. Any other layout (a Spark distribution) is left as Spark made it."""
+when it was installed. Any other layout (a Spark distribution) is left as Spark made it.
+
+The daemon also imports the tasks' modules (PRELOAD) before it forks its first worker: each
+worker then starts with them instead of importing them on its first task (half a second each,
+the most of a small incremental run's replay task), and a run imports them once, not once per
+worker."""
 
 from __future__ import annotations
 
@@ -33,8 +38,52 @@ def prefer_installed_pyspark(path: list[str]) -> list[str]:
     return [p for p in path if p not in zips] + zips
 
 
+# what the replay's and the lag stage's tasks import (lib.lake.tasks); pandas because pyarrow
+# imports it on its first array when it is installed, pyarrow.dataset for Parquet reads
+PRELOAD = (
+    "pandas",
+    "pyarrow.pandas_compat",
+    "pyarrow.dataset",
+    "lib.lake.partition_task",
+    "lib.replay.engine",
+    "lib.replay.assignment",
+    "lib.decode",
+    "lib.decode.fast",
+    "lib.assignors.fast_audit",
+    "lib.lake.lag_input",
+    "lib.lake.lag_task",
+)
+
+
+def preload(modules: tuple[str, ...] = PRELOAD) -> list[str]:
+    """Import `modules` and set up numba's CPU target (its extensions and registries, which
+    every process loads before its first kernel: 0.2 s of each replay task's first use): the
+    names of what failed. What fails here fails again in the task that needs it, which says
+    why; the daemon serves on. The kernels themselves load in the workers, those each uses
+    (all of them here took longer than the two workers loading theirs side by side)."""
+    import importlib
+
+    failed = []
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except Exception:
+            failed.append(name)
+    try:
+        from numba.core import entrypoints
+        from numba.core.registry import cpu_target
+
+        entrypoints.init_all()
+        cpu_target.target_context.refresh()
+    except Exception:
+        failed.append("numba")
+    return failed
+
+
 if __name__ == "__main__":
     sys.path[:] = prefer_installed_pyspark(sys.path)
     import pyspark.daemon
+
+    preload()
 
     pyspark.daemon.manager()
