@@ -343,15 +343,15 @@ def delete_tree(uri: str) -> None:
         pass
 
 
-def open_parquet(uri: str) -> Any:
+def open_parquet(uri: str, read_dictionary: list[str] | None = None) -> Any:
     """A pyarrow ParquetFile: the footer read once, row groups read as asked (range reads on
-    an object store, coalesced)."""
+    an object store, coalesced). `read_dictionary`: string columns read as dictionary arrays."""
     import pyarrow.parquet as pq
 
     if not is_remote(uri):
-        return pq.ParquetFile(uri)
+        return pq.ParquetFile(uri, read_dictionary=read_dictionary)
     fs, path = filesystem(uri)
-    return pq.ParquetFile(fs.open_input_file(path), pre_buffer=True)
+    return pq.ParquetFile(fs.open_input_file(path), pre_buffer=True, read_dictionary=read_dictionary)
 
 
 def read_parquet_metadata(uri: str) -> Any:
