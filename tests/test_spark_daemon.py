@@ -40,3 +40,19 @@ def test_a_module_that_cannot_be_imported_is_named_and_the_rest_load():
         "print(json.dumps({'failed': failed, 'engine': 'lib.replay.engine' in sys.modules}))"
     )
     assert got == {"failed": ["lib.no_such_module"], "engine": True}
+
+
+def test_prepare_freezes_what_it_loaded_out_of_the_collector():
+    got = _run(
+        "import gc, json, sys\n"
+        "from lib.spark.daemon import prepare\n"
+        "before = gc.get_freeze_count()\n"
+        "failed = prepare()\n"
+        "engine = sys.modules['lib.replay.engine']\n"
+        "print(json.dumps({'before': before, 'failed': failed, 'frozen': gc.get_freeze_count(),\n"
+        "    'tracked': sum(len(gc.get_objects(g)) for g in range(3)), 'engine': gc.is_tracked(vars(engine))}))"
+    )
+    assert got["before"] == 0 and got["failed"] == []
+    assert got["frozen"] > 100_000  # the modules' objects: out of every collection
+    assert got["tracked"] < 1_000  # what a collection in a worker walks, before its task
+    assert got["engine"] is True  # (frozen, not untracked)
