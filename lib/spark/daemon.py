@@ -93,9 +93,27 @@ def prepare() -> list[str]:
     return failed
 
 
+def quiet_when_the_jvm_is_gone(worker):
+    """pyspark's daemon `worker` (one connection's tasks), exiting without a traceback when the
+    JVM has closed the worker's socket: over Unix domain sockets (conf/spark.conf) a write to a
+    closed peer fails at once, where TCP took it, so a run killed on purpose (a crash point) or
+    a JVM stopping ended with a BrokenPipeError per idle worker on stderr, after the run's own
+    last words. Nobody is left to read the output; the exit code is the one the traceback's
+    path gives."""
+
+    def run(sock, authenticated):
+        try:
+            return worker(sock, authenticated)
+        except (BrokenPipeError, ConnectionResetError):
+            os._exit(1)
+
+    return run
+
+
 if __name__ == "__main__":
     sys.path[:] = prefer_installed_pyspark(sys.path)
     import pyspark.daemon
 
     prepare()
+    pyspark.daemon.worker = quiet_when_the_jvm_is_gone(pyspark.daemon.worker)
     pyspark.daemon.manager()
