@@ -1407,3 +1407,38 @@ def test_bad_inputs_in_windows(monkeypatch):
     monkeypatch.setattr(fast, "WINDOW_BYTES", 300)
     for name, data in sorted(BAD.items()):
         assert_same(name, python_batches=None, data=data, source_name=name, chunk_rows=2)
+
+
+def _mapped_rss_kb(path: str) -> int:
+    """Resident kB of this process's mappings of `path` (/proc/self/smaps)."""
+    rss, mine = 0, False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            if "-" in line.split(" ", 1)[0]:  # a mapping's header line
+                mine = line.rstrip("\n").endswith(path)
+            elif mine and line.startswith("Rss:"):
+                rss += int(line.split()[1])
+    return rss
+
+
+def test_a_decoded_window_leaves_the_workers_resident_memory(tmp_path):
+    """A mapped segment's pages are dropped from the process's RSS once their window is decoded
+    (_release_pages), and read again, the same bytes, if touched after."""
+    import mmap
+
+    from lib.codec.segments import read_segment_bytes
+    from lib.decode.fast import _release_pages
+
+    path = str(tmp_path / "00000000000000000000.log")
+    payload = bytes(range(256)) * (16 << 12)  # 16 MB
+    with open(path, "wb") as f:
+        f.write(payload)
+    data = read_segment_bytes(path)
+    assert isinstance(data, mmap.mmap)
+    assert sum(data[i] for i in range(0, len(data), 4096)) == 0  # every page touched (byte 0 of each)
+    assert _mapped_rss_kb(path) == 16 << 10
+    _release_pages(data, 5000, 12 << 20)  # from inside the second page on: the page it starts in too
+    assert _mapped_rss_kb(path) == (16 << 10) - (12 << 10)
+    assert data[5000:5100] == payload[5000:5100] and data[:] == payload
+    assert _mapped_rss_kb(path) == 16 << 10
+    _release_pages(b"not mapped", 0, 10)  # bytes (an object store's range read): nothing to drop

@@ -31,6 +31,7 @@ boundaries, counters, errors, quarantine rows). How:
 from __future__ import annotations
 
 import functools
+import mmap
 import os
 import time
 from collections.abc import Mapping
@@ -1503,6 +1504,16 @@ def _decompress_window(data, comp, kind, attr, start, stop, src) -> np.ndarray:
     return _readonly(np.frombuffer(b"".join(parts), dtype=np.uint8) if parts else np.zeros(0, np.uint8))
 
 
+def _release_pages(data, lo: int, hi: int) -> None:
+    """Drop a mapped segment's pages of bytes [lo, hi) from the worker's resident memory once
+    their window is decoded: they are the file's clean pages, read again from the page cache if
+    touched (a row still pointing into them sees the same bytes), so the worker's RSS holds a
+    window of the segment, not the whole of it (a 100 MB segment was 100 MB of RSS at its end)."""
+    if isinstance(data, mmap.mmap) and hi > lo:
+        start = lo - lo % mmap.PAGESIZE
+        data.madvise(mmap.MADV_DONTNEED, start, hi - start)
+
+
 def iter_fast(dec):
     """SegmentDecoder.__iter__'s fast path (see the module doc)."""
     from lib.codec.segments import read_segment_bytes
@@ -1670,6 +1681,7 @@ def iter_fast(dec):
         if total_rows > cur:
             yield from add_fast(fast_rows, cur, total_rows)
         del rows, groups, values, fast_rows, w64, w32, w16, extra  # (the chunks pending keep theirs)
+        _release_pages(data, int(epos[e0]), int(epos[e1 - 1] + etotal[e1 - 1]))
     done = np.flatnonzero((kind == FAST) | (kind == COMP))
     dec.compiled_batches = len(done)
     dec.python_batches = int((kind == SLOW).sum())
