@@ -1442,3 +1442,13 @@ def test_a_decoded_window_leaves_the_workers_resident_memory(tmp_path):
     assert data[5000:5100] == payload[5000:5100] and data[:] == payload
     assert _mapped_rss_kb(path) == 16 << 10
     _release_pages(b"not mapped", 0, 10)  # bytes (an object store's range read): nothing to drop
+
+
+def test_an_empty_segment_file_through_the_fast_path(tmp_path):
+    """An empty segment file (a new partition's, a preallocated one's start): no batch, no error."""
+    from lib.decode import SegmentDecoder
+
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(b"")
+    dec = SegmentDecoder(str(path), 0, fast=True)
+    assert list(dec) == [] and dec.next_offset is None and dec.trailing_bytes == 0

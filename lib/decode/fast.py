@@ -1514,6 +1514,12 @@ def _release_pages(data, lo: int, hi: int) -> None:
         data.madvise(mmap.MADV_DONTNEED, start, hi - start)
 
 
+def _release_window(data, epos: np.ndarray, etotal: np.ndarray, e0: int, e1: int) -> None:
+    """_release_pages for the bytes of entries [e0, e1) (an empty segment's one window has none)."""
+    if e1 > e0:
+        _release_pages(data, int(epos[e0]), int(epos[e1 - 1] + etotal[e1 - 1]))
+
+
 def iter_fast(dec):
     """SegmentDecoder.__iter__'s fast path (see the module doc)."""
     from lib.codec.segments import read_segment_bytes
@@ -1681,7 +1687,7 @@ def iter_fast(dec):
         if total_rows > cur:
             yield from add_fast(fast_rows, cur, total_rows)
         del rows, groups, values, fast_rows, w64, w32, w16, extra  # (the chunks pending keep theirs)
-        _release_pages(data, int(epos[e0]), int(epos[e1 - 1] + etotal[e1 - 1]))
+        _release_window(data, epos, etotal, e0, e1)
     done = np.flatnonzero((kind == FAST) | (kind == COMP))
     dec.compiled_batches = len(done)
     dec.python_batches = int((kind == SLOW).sum())
