@@ -129,10 +129,12 @@ def main(argv=None) -> int:
         return fail(error)
 
     from lib.reporting.run_summary import assignment_summary, lag_summary, summarize
-    from lib.spark.pipeline import ReplayError, WarehouseBusyError, run_replay
+    from lib.spark.pipeline import ReplayError, WarehouseBusyError, list_topic_logs, run_replay
     from lib.spark.session import REPLAY_DEFAULTS, build_context
 
     started = time.monotonic()
+    # a log dir's consumed topics are listed while the JVM starts
+    topic_listing = list_topic_logs(logs) if logs is not None else None
     spark = build_context("replay_offsets", overrides, REPLAY_DEFAULTS, object_store=object_store)
     if logs is None:
         try:
@@ -152,6 +154,7 @@ def main(argv=None) -> int:
             assignments=not args.skip_assignment_audit,
             lag=not args.skip_lag,
             fetch_max_bytes=args.fetch_max_bytes,
+            topic_listing=topic_listing,
         )
     except ReplayError as e:
         return fail(str(e))

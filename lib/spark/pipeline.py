@@ -16,6 +16,7 @@ import logging
 import threading
 import time
 import uuid
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
 from pyspark.sql import SparkSession
@@ -111,6 +112,7 @@ def run_replay(
     lag: bool = True,
     assignments: bool = True,
     fetch_max_bytes: int | None = None,
+    topic_listing: Future | None = None,
 ) -> RunResult:
     """Replay `logs` into the tables. Incremental unless `full` or a partition has no
     checkpoint yet: only records at or after each partition's checkpoint are read, and their
@@ -123,8 +125,9 @@ def run_replay(
     `assignments`: audit the group assignments in the same pass (lib.replay.assignment; a run
     without it leaves the generations of the records it replays unaudited).
     `fetch_max_bytes`: the size limit of each Fetch of a live topic (default
-    lib.source.live.FETCH_MAX_BYTES). Raises WarehouseBusyError if another live run writes
-    the warehouse."""
+    lib.source.live.FETCH_MAX_BYTES). `topic_listing`: the consumed topics' partitions of
+    `logs` being listed already (list_topic_logs). Raises WarehouseBusyError if another live run
+    writes the warehouse."""
     if on_corrupt not in ("fail", "quarantine"):
         raise ValueError(f"on_corrupt must be fail or quarantine, not {on_corrupt!r}")
     run_id = new_run_id()
@@ -138,7 +141,7 @@ def run_replay(
         starting = start_workers(spark) if todo else None
         # the consumed topics' partitions beside the offsets partitions, listed once a run (7,500
         # folders of a busy log dir take a second); None for a live cluster
-        topic_logs = _topic_logs(logs)
+        topic_logs = topic_listing.result() if topic_listing is not None else _topic_logs(logs)
         # the commits that take effect go to the lag stage (lib.lake.lag_input), this run's or,
         # when it is skipped, the next one's
         lag_input = bool(logs) and (topic_logs is None or bool(topic_logs))
@@ -211,6 +214,17 @@ def _topic_logs(logs: list[PartitionLog]) -> list[TopicPartitionLog] | None:
     if not logs or logs[0].bootstrap is not None:
         return None
     return find_topic_partitions(storage.dirname(logs[0].path))
+
+
+def list_topic_logs(logs: list[PartitionLog]) -> Future:
+    """_topic_logs(logs) in a thread of its own, for run_replay's `topic_listing`: a job starts
+    it before its JVM, which starts on one core of two for two seconds or more, and a busy log
+    dir's 7,500 topic folders take a second to list (in system calls mostly, out of the GIL)."""
+    executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="topic-listing")
+    try:
+        return executor.submit(_topic_logs, logs)
+    finally:
+        executor.shutdown(wait=False)
 
 
 def _run_lag_locked(

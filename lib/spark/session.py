@@ -221,6 +221,13 @@ def _settings(
     # spark-submit --jars with Delta's jars (a cluster's submit): nothing local to add
     local = [] if any("delta-spark" in os.path.basename(j) for j in given) else spark_jars()
     jars = ",".join(local + given)
+    if "PYSPARK_GATEWAY_PORT" not in os.environ and not object_store and not conf.get("spark.driver.extraClassPath"):
+        # the driver JVM starts here, on the class path its archive was written for
+        from lib.spark.jvm_archive import driver_options
+
+        archive = driver_options(local + given)
+        if archive:
+            conf["spark.driver.extraJavaOptions"] = f"{conf.get('spark.driver.extraJavaOptions', '')} {archive}".strip()
     if object_store and "PYSPARK_GATEWAY_PORT" not in os.environ:
         # on the class path where the JVMs start, not in spark.jars: Spark would copy the SDK's
         # 690 MB bundle to every executor's work dir (under spark-submit, give them with
