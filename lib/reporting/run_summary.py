@@ -147,6 +147,11 @@ def _partitions_in(col: pa.ChunkedArray) -> np.ndarray:
     return out
 
 
+def _numbers(values: pa.Array) -> np.ndarray:
+    """An integer column without nulls as numpy (the audit's keys are never null)."""
+    return values.to_numpy(zero_copy_only=False)
+
+
 def assignment_summary(warehouse: str, limit: int = 8) -> dict:
     """Verdict counts over every audited generation, and the groups whose latest generation
     needs a look (lib.assignors.audit.why_flagged), worst first. The table is history (a row per
@@ -159,17 +164,27 @@ def assignment_summary(warehouse: str, limit: int = 8) -> dict:
     path = table_path(warehouse, T.ASSIGNMENT_AUDIT)
     if not table_exists(path):
         return {"verdicts": {}, "groups": 0, "flagged": []}
-    dataset = open_delta(path).to_pyarrow_dataset()
+    # the strings as their files' dictionaries (both are written dictionary-encoded): a row's
+    # group and verdict are then numbers, and nothing is sorted or counted by string
+    read = ds.ParquetReadOptions(dictionary_columns={"group_id", "verdict"})
+    dataset = open_delta(path).to_pyarrow_dataset(parquet_read_options=read)
     flat = ["group_id", "log_offset", "offsets_partition", "verdict"]
     keys = dataset.to_table(columns=flat)
-    counts = keys.group_by("verdict").aggregate([("verdict", "count")])
-    verdicts = dict(zip(counts.column("verdict").to_pylist(), counts.column("verdict_count").to_pylist()))
     if keys.num_rows == 0:
-        return {"verdicts": verdicts, "groups": 0, "flagged": []}
-    ordered = keys.sort_by([("group_id", "ascending"), ("log_offset", "descending")])
-    gid = ordered.column("group_id").to_numpy(zero_copy_only=False)
-    first = np.flatnonzero(np.concatenate([[True], gid[1:] != gid[:-1]]))
-    latest_keys = ordered.take(pa.array(first))
+        return {"verdicts": {}, "groups": 0, "flagged": []}
+    keys = keys.unify_dictionaries().combine_chunks()
+    verdict = keys.column("verdict").chunk(0)
+    counts = np.bincount(_numbers(verdict.indices), minlength=len(verdict.dictionary))
+    verdicts = {v: int(n) for v, n in zip(verdict.dictionary.to_pylist(), counts.tolist()) if n}
+    # each group's latest row: the last of its rows ordered by group, then log offset
+    group = _numbers(keys.column("group_id").chunk(0).indices)
+    order = np.lexsort((_numbers(keys.column("log_offset").chunk(0)), group))
+    last = np.flatnonzero(np.append(group[order][1:] != group[order][:-1], True))
+    latest_keys = keys.take(pa.array(order[last])).cast(
+        pa.schema(
+            [pa.field(n, pa.string() if n in ("group_id", "verdict") else keys.schema.field(n).type) for n in flat]
+        )
+    )
     columns = ["group_id", "log_offset", "offsets_partition", "generation", "assignor", "member_count", "imbalance",
                "moved", "verdict", "unassigned", "assigned_twice"]  # fmt: skip
     # the latest rows: read with a filter on their offsets (a superset: other groups' rows at the
