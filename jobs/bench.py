@@ -241,7 +241,7 @@ def run_job(log_dir: str, warehouse: str, now_ms: int, fresh: bool = False, extr
     0.1 s from /proc. Processes are counted by what they run, not by their place in the tree:
     the driver JVM is the java process whose parent is not java (the JVM forks before it execs a
     Python worker, and for a moment that child carries the JVM's command line and RSS); workers
-    are the pyspark daemon and worker processes."""
+    are the pyspark daemon and worker processes (is_python_worker)."""
     if fresh:
         shutil.rmtree(warehouse, ignore_errors=True)
     settle_disk()
@@ -255,7 +255,7 @@ def run_job(log_dir: str, warehouse: str, now_ms: int, fresh: bool = False, extr
         tree = descendants(procs, proc.pid)
         java = {p for p in tree if is_java(procs[p][2])}
         jvm = [procs[p][1] for p in java if procs[p][0] not in java]
-        workers = [procs[p][1] for p in tree if "pyspark" in procs[p][2] and p not in java]
+        workers = [procs[p][1] for p in tree if is_python_worker(procs[p][2]) and p not in java]
         peaks["jvm_mb"] = max(peaks["jvm_mb"], round(max(jvm, default=0) / 1024, 1))
         peaks["python_mb"] = max(peaks["python_mb"], round(procs.get(proc.pid, (0, 0, ""))[1] / 1024, 1))
         peaks["worker_mb"] = max(peaks["worker_mb"], round(max(workers, default=0) / 1024, 1))
@@ -265,6 +265,12 @@ def run_job(log_dir: str, warehouse: str, now_ms: int, fresh: bool = False, extr
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}:\n{out[-4000:]}")
     return JobRun(wall, out, peaks)
+
+
+def is_python_worker(cmdline: str) -> bool:
+    """Spark's Python daemon and its workers, and those forked by a daemon zygote
+    (lib.spark.daemon), which the zygote's command line names."""
+    return "pyspark" in cmdline or "lib.spark.daemon" in cmdline
 
 
 def ensure_busy_log(data: str, records: int, seed: int, cut: bool = True) -> tuple[str, dict]:

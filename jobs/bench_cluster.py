@@ -106,7 +106,7 @@ def run(
     """One full replay in its own processes: `python -m jobs.replay_offsets` in local mode, or
     `make submit` to the cluster. Returns (wall seconds, the job's own seconds, peak RSS MB by
     kind of process)."""
-    from jobs.bench import descendants, is_java, proc_table
+    from jobs.bench import descendants, is_java, is_python_worker, proc_table
 
     if not warehouse.startswith("s3a://"):
         shutil.rmtree(warehouse, ignore_errors=True)
@@ -129,7 +129,7 @@ def run(
             mb = rss / 1024
             if is_java(cmdline):
                 kind = "executor_jvm" if "CoarseGrainedExecutorBackend" in cmdline else "driver_jvm"
-            elif "pyspark" in cmdline:
+            elif is_python_worker(cmdline):
                 kind = "python_worker"
             elif "replay_offsets" in cmdline and pid in mine:
                 kind = "driver_python"

@@ -128,13 +128,32 @@ def main(argv=None) -> int:
     if error := fetch_max_bytes_error(args):
         return fail(error)
 
-    from lib.reporting.run_summary import assignment_summary, lag_summary, summarize
-    from lib.spark.pipeline import ReplayError, WarehouseBusyError, list_topic_logs, run_replay
-    from lib.spark.session import REPLAY_DEFAULTS, build_context
+    from lib.spark.daemon import start_zygote
+    from lib.spark.pipeline import list_topic_logs, replays_anything
+    from lib.spark.session import REPO_ROOT, starts_local_daemon
 
     started = time.monotonic()
-    # a log dir's consumed topics are listed while the JVM starts
+    # while the JVM starts: the Python daemon of a run that will replay something prepares
+    # (lib.spark.daemon's zygote), and a log dir's consumed topics are listed
+    zygote = None
+    if logs and not object_store and starts_local_daemon(overrides):
+        retention = args.retention_minutes
+        if replays_anything(logs, args.warehouse, now_ms, retention, args.full):
+            zygote = start_zygote(REPO_ROOT)
     topic_listing = list_topic_logs(logs) if logs is not None else None
+    try:
+        return _run(args, overrides, logs, partitions, object_store, now_ms, started, topic_listing)
+    finally:
+        if zygote is not None:
+            zygote.stop()
+
+
+def _run(args, overrides, logs, partitions, object_store: bool, now_ms: int, started: float, topic_listing) -> int:
+    """The run, once the daemon's zygote (if any) is on its way."""
+    from lib.reporting.run_summary import assignment_summary, lag_summary, summarize
+    from lib.spark.pipeline import ReplayError, WarehouseBusyError, run_replay
+    from lib.spark.session import REPLAY_DEFAULTS, build_context
+
     spark = build_context("replay_offsets", overrides, REPLAY_DEFAULTS, object_store=object_store)
     if logs is None:
         try:

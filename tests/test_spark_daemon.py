@@ -56,3 +56,81 @@ def test_prepare_freezes_what_it_loaded_out_of_the_collector():
     assert got["frozen"] > 100_000  # the modules' objects: out of every collection
     assert got["tracked"] < 1_000  # what a collection in a worker walks, before its task
     assert got["engine"] is True  # (frozen, not untracked)
+
+
+def _spawn_daemon(tmp_path, zygote_path: str) -> tuple[subprocess.Popen, str]:
+    """The daemon as Spark's PythonWorkerFactory starts it (Unix domain sockets, workers reused):
+    its stdin and stdout are the JVM's pipes, and it names its socket on stdout."""
+    import struct
+
+    env = dict(
+        os.environ,
+        PYTHONPATH=REPO,
+        PYTHON_UNIX_DOMAIN_ENABLED="true",
+        PYTHON_WORKER_FACTORY_SOCK_DIR=str(tmp_path),
+        SPARK_REUSE_WORKER="1",
+        OFFSETS_LAKE_DAEMON_ZYGOTE=zygote_path,
+    )
+    daemon = subprocess.Popen(
+        [sys.executable, "-m", "lib.spark.daemon", "pyspark.worker"],
+        env=env,
+        cwd=REPO,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    assert daemon.stdout is not None
+    (length,) = struct.unpack("!i", daemon.stdout.read(4))  # (pyspark's write_with_length)
+    return daemon, daemon.stdout.read(length).decode()
+
+
+def _parent_of(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
+
+
+def _worker_pid(socket_path: str) -> int:
+    """Connect as the JVM does for a worker: the daemon forks one and sends its pid."""
+    import socket
+    import struct
+
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.connect(socket_path)
+        data = b""
+        while len(data) < 4:
+            chunk = s.recv(4 - len(data))
+            assert chunk, "the daemon closed the connection"
+            data += chunk
+        return struct.unpack("!i", data)[0]
+
+
+def test_the_daemon_the_jvm_starts_hands_over_to_a_prepared_zygote(tmp_path):
+    from lib.spark.daemon import ZYGOTE_ENV, start_zygote
+
+    zygote = start_zygote(REPO)
+    try:
+        assert os.environ[ZYGOTE_ENV] == zygote.path
+        daemon, socket_path = _spawn_daemon(tmp_path, zygote.path)
+        worker = _worker_pid(socket_path)
+        serving = _parent_of(worker)
+        # the worker's daemon is the zygote's child, not the process the "JVM" started
+        assert serving != daemon.pid and _parent_of(serving) == zygote.process.pid
+        assert daemon.stdin is not None
+        daemon.stdin.close()  # the JVM's end: the daemon it was served by shuts down...
+        # ...and the one it started exits with its code: pyspark's daemon exits 1 then (its
+        # shutdown(0) on stdin's end runs into its loop's `finally: shutdown(1)`), as below
+        assert daemon.wait(timeout=30) == 1
+        assert not os.path.exists(socket_path)
+    finally:
+        zygote.stop()
+    assert zygote.process.returncode == 0
+    assert ZYGOTE_ENV not in os.environ and not os.path.exists(zygote.folder)
+
+
+def test_without_a_zygote_the_daemon_serves_itself(tmp_path):
+    daemon, socket_path = _spawn_daemon(tmp_path, str(tmp_path / "no-zygote.sock"))
+    try:
+        assert _parent_of(_worker_pid(socket_path)) == daemon.pid
+    finally:
+        assert daemon.stdin is not None
+        daemon.stdin.close()
+        assert daemon.wait(timeout=30) == 1

@@ -15,9 +15,15 @@ worker."""
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
+import shutil
+import subprocess
 import sys
+import tempfile
+import traceback
+from dataclasses import dataclass
 
 
 def prefer_installed_pyspark(path: list[str]) -> list[str]:
@@ -110,7 +116,197 @@ def quiet_when_the_jvm_is_gone(worker):
     return run
 
 
+# --- a daemon prepared before the JVM asks for it -----------------------------------------------
+#
+# The JVM starts the daemon when its first Python task comes (half a second after the JVM is up),
+# and the daemon then prepares (a second or more of imports) before a worker can start: on the
+# critical path of a small incremental run. A job that will replay something starts a zygote
+# first (start_zygote): the daemon's module, prepared while the JVM itself starts, waiting on a
+# Unix socket whose path the JVM, and so the daemon it starts, inherit (ZYGOTE_ENV). That daemon
+# hands its standard streams, environment and folder over the socket (hand_over), and the zygote
+# forks one prepared, who serves the JVM as pyspark's daemon would; the one the JVM started
+# waits for it, passes the JVM's SIGTERM on, and exits with its code. Without a zygote (none
+# started, or gone) the daemon prepares and serves itself, as before.
+
+ZYGOTE_ENV = "OFFSETS_LAKE_DAEMON_ZYGOTE"
+_LENGTH = 4  # bytes of a message's length, and of a pid or exit code
+
+
+@dataclass
+class Zygote:
+    """A prepared daemon's parent, waiting on `path` (start_zygote); `stop` when the job ends."""
+
+    process: subprocess.Popen
+    path: str
+    folder: str
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        if os.environ.get(ZYGOTE_ENV) == self.path:
+            del os.environ[ZYGOTE_ENV]
+        if self.process.stdin is not None and not self.process.stdin.closed:
+            self.process.stdin.close()  # its end: the daemons it forked serve their JVMs on
+        try:
+            self.process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def start_zygote(repo_root: str) -> Zygote:
+    """Start a zygote (above) and name its socket in this process's environment, for the JVM
+    this process starts next. Its environment is the one Spark gives a local daemon where it
+    matters before a fork: the repository on the path, and string hashing seeded as pyspark
+    seeds its workers' (PYTHONHASHSEED, default 0)."""
+    import socket
+
+    folder = tempfile.mkdtemp(prefix="offsets-lake-daemon-")
+    path = os.path.join(folder, "zygote.sock")
+    env = dict(os.environ, PYTHONHASHSEED=os.environ.get("PYTHONHASHSEED", "0"))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (repo_root, env.get("PYTHONPATH", "")) if p)
+    # listening before the zygote runs: a daemon that connects early waits for it, never misses it
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+        listener.bind(path)
+        listener.listen(8)
+        fd = listener.fileno()
+        process = subprocess.Popen(
+            [sys.executable, "-m", "lib.spark.daemon", "--zygote", str(fd), path],
+            stdin=subprocess.PIPE,
+            env=env,
+            cwd=repo_root,
+            pass_fds=[fd],
+        )
+    os.environ[ZYGOTE_ENV] = path
+    return Zygote(process, path, folder)
+
+
+def _read_exactly(sock, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise EOFError
+        data += chunk
+    return data
+
+
+def serve_zygote(fd: int, path: str) -> None:
+    """The zygote, on the listening socket `fd` (bound to `path` by start_zygote: a daemon that
+    comes early waits for the preparation instead of doing its own): prepare, then fork a
+    prepared daemon for each that hands over, and tell it the daemon's pid and, once reaped,
+    its exit code. Ends when its job's process closes its stdin."""
+    import json
+    import select
+    import socket
+    import struct
+
+    listener = socket.socket(fileno=fd)
+    sys.path[:] = prefer_installed_pyspark(sys.path)
+    import pyspark.daemon
+
+    prepare()
+    pyspark.daemon.worker = quiet_when_the_jvm_is_gone(pyspark.daemon.worker)
+    served: dict[int, socket.socket] = {}
+    while True:
+        ready = select.select([0, listener.fileno()], [], [], 0.2)[0]
+        for pid, conn in list(served.items()):
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                with contextlib.suppress(OSError):
+                    conn.sendall(struct.pack("!i", os.waitstatus_to_exitcode(status)))
+                conn.close()
+                del served[pid]
+        if 0 in ready and not os.read(0, 4096):
+            break
+        if listener.fileno() not in ready:
+            continue
+        conn, _ = listener.accept()
+        try:
+            head, fds, _, _ = socket.recv_fds(conn, _LENGTH, 3)
+            if len(fds) != 3 or len(head) != _LENGTH:
+                raise EOFError
+            given = json.loads(_read_exactly(conn, struct.unpack("!I", head)[0]))
+        except (OSError, EOFError, ValueError):
+            conn.close()
+            continue
+        pid = os.fork()
+        if pid == 0:  # the daemon: the JVM's streams, environment and folder, then pyspark's loop
+            listener.close()
+            conn.close()
+            for other in served.values():
+                other.close()
+            for target, fd in enumerate(fds):
+                os.dup2(fd, target)
+                os.close(fd)
+            os.environ.clear()
+            os.environ.update(given["env"])
+            os.chdir(given["cwd"])
+            sys.argv = given["argv"]
+            code = 1
+            try:
+                pyspark.daemon.manager()
+            except SystemExit as e:  # (its shutdown's)
+                code = e.code if isinstance(e.code, int) else int(e.code is not None)
+            except BaseException:
+                traceback.print_exc()
+            finally:
+                os._exit(code)
+        for fd in fds:
+            os.close(fd)
+        try:
+            conn.sendall(struct.pack("!i", pid))
+        except OSError:  # (the daemon that handed over is gone; the one forked serves on)
+            conn.close()
+            continue
+        served[pid] = conn
+    listener.close()
+    with contextlib.suppress(OSError):  # (also when its job was killed and never stopped it)
+        os.unlink(path)
+        os.rmdir(os.path.dirname(path))
+
+
+def hand_over(path: str) -> int | None:
+    """In the daemon the JVM started: hand over to the zygote at `path` and wait for the daemon
+    it forks; that daemon's exit code, or None if no zygote took over (serve here)."""
+    import json
+    import signal
+    import socket
+    import struct
+    import time
+
+    try:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.connect(path)
+        given = json.dumps({"env": dict(os.environ), "cwd": os.getcwd(), "argv": sys.argv}).encode()
+        socket.send_fds(sock, [struct.pack("!I", len(given))], [0, 1, 2])
+        sock.sendall(given)
+        pid = struct.unpack("!i", _read_exactly(sock, _LENGTH))[0]
+    except (OSError, EOFError):
+        return None  # no daemon was forked: this one serves
+    # the JVM stops its daemon with SIGTERM: the one serving it is told
+    signal.signal(signal.SIGTERM, lambda *_: os.kill(pid, signal.SIGTERM))
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)
+    os.dup2(null, 1)
+    try:
+        return int(struct.unpack("!i", _read_exactly(sock, _LENGTH))[0])
+    except (OSError, EOFError):  # the zygote is gone: wait for the daemon itself
+        while True:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return 0
+            time.sleep(0.2)
+
+
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--zygote"]:
+        serve_zygote(int(sys.argv[2]), sys.argv[3])
+        sys.exit(0)
+    if os.environ.get(ZYGOTE_ENV):
+        code = hand_over(os.environ[ZYGOTE_ENV])
+        if code is not None:
+            os._exit(code)
     sys.path[:] = prefer_installed_pyspark(sys.path)
     import pyspark.daemon
 

@@ -216,6 +216,20 @@ def _topic_logs(logs: list[PartitionLog]) -> list[TopicPartitionLog] | None:
     return find_topic_partitions(storage.dirname(logs[0].path))
 
 
+def replays_anything(
+    logs: list[PartitionLog], warehouse: str, now_ms: int, retention_minutes: int, full: bool = False
+) -> bool:
+    """Whether run_replay would replay a partition of `logs`, as seen now: a peek before the
+    JVM starts, without the lock (run_replay decides again under it)."""
+    if not logs:
+        return False
+    try:
+        prev = None if full else previous_run(None, warehouse, [pl.partition for pl in logs])
+    except Exception:  # (the run itself reads it again, and says what is wrong)
+        return False
+    return bool(_changed(logs, prev, now_ms, retention_minutes))
+
+
 def list_topic_logs(logs: list[PartitionLog]) -> Future:
     """_topic_logs(logs) in a thread of its own, for run_replay's `topic_listing`: a job starts
     it before its JVM, which starts on one core of two for two seconds or more, and a busy log

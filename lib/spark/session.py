@@ -168,6 +168,16 @@ def build_context(
     return jobs
 
 
+def starts_local_daemon(overrides: dict[str, str] | None = None) -> bool:
+    """Whether a job started here with these --conf settings starts its JVM here, in local mode,
+    with this repository's Python daemon (lib.spark.daemon): what a daemon zygote needs."""
+    if "PYSPARK_GATEWAY_PORT" in os.environ:
+        return False
+    conf = {**read_conf(os.environ.get("OFFSETS_LAKE_SPARK_CONF", DEFAULT_CONF)), **(overrides or {})}
+    module = conf.get("spark.python.daemon.module", "lib.spark.daemon")
+    return conf.get("spark.master", "local[*]").startswith("local") and module == "lib.spark.daemon"
+
+
 def _settings(
     app_name: str, overrides: dict[str, str] | None, defaults: dict[str, str] | None, object_store: bool
 ) -> dict[str, str]:
