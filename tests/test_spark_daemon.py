@@ -134,3 +134,22 @@ def test_without_a_zygote_the_daemon_serves_itself(tmp_path):
         assert daemon.stdin is not None
         daemon.stdin.close()
         assert daemon.wait(timeout=30) == 1
+
+
+def test_the_zygote_loads_every_cached_kernel_of_the_preloaded_modules_before_it_freezes():
+    """lib.spark.daemon.prepare(kernels=True): the kernels a replay task and a lag task run are
+    loaded (from make setup's cache, none compiled) before the first fork."""
+    got = _run(
+        "import gc, json, sys\n"
+        "from lib.spark.daemon import prepare\n"
+        "from numba.core.dispatcher import Dispatcher\n"
+        "failed = prepare(kernels=True)\n"
+        "import lib.decode.fast as f, lib.replay.engine as e, lib.lake.lag_rows as l\n"
+        "print(json.dumps({'failed': failed, 'frozen': gc.get_freeze_count() > 100_000,\n"
+        "    'loaded': {k: len(d.overloads) for k, d in (('records', f._records), ('apply', e._apply), ('lag', l._lag))},\n"
+        "    'compiled': sum(sum(d.stats.cache_misses.values()) for m in list(sys.modules.values()) if m is not None\n"
+        "        and m.__name__.startswith('lib.') for d in vars(m).values() if isinstance(d, Dispatcher))}))"
+    )
+    assert got["failed"] == [] and got["frozen"] is True
+    assert all(n >= 1 for n in got["loaded"].values()), got["loaded"]
+    assert got["compiled"] == 0  # every one from the cache
