@@ -176,11 +176,13 @@ class Zygote:
     path: str
     folder: str
 
-    def stop(self, timeout_s: float = 5.0) -> None:
+    def stop(self, timeout_s: float = 1.0) -> None:
+        """Close its stdin, on which it ends at once once prepared; one still preparing (a job
+        that ended early) is killed. The daemons it forked serve their JVMs on."""
         if os.environ.get(ZYGOTE_ENV) == self.path:
             del os.environ[ZYGOTE_ENV]
         if self.process.stdin is not None and not self.process.stdin.closed:
-            self.process.stdin.close()  # its end: the daemons it forked serve their JVMs on
+            self.process.stdin.close()
         try:
             self.process.wait(timeout_s)
         except subprocess.TimeoutExpired:
@@ -319,8 +321,13 @@ def hand_over(path: str) -> int | None:
         pid = struct.unpack("!i", _read_exactly(sock, _LENGTH))[0]
     except (OSError, EOFError):
         return None  # no daemon was forked: this one serves
+
     # the JVM stops its daemon with SIGTERM: the one serving it is told
-    signal.signal(signal.SIGTERM, lambda *_: os.kill(pid, signal.SIGTERM))
+    def forward(*_) -> None:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, forward)
     null = os.open(os.devnull, os.O_RDWR)
     os.dup2(null, 0)
     os.dup2(null, 1)
