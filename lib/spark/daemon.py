@@ -345,7 +345,8 @@ def hand_over(path: str) -> int | None:
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--zygote"]:
         serve_zygote(int(sys.argv[2]), sys.argv[3])
-        sys.exit(0)
+        # without the interpreter's teardown of what it prepared (0.2 s of its job's end)
+        os._exit(0)
     if os.environ.get(ZYGOTE_ENV):
         code = hand_over(os.environ[ZYGOTE_ENV])
         if code is not None:
