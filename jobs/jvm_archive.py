@@ -22,8 +22,6 @@ SAMPLE = os.path.join(REPO_ROOT, "samples", "days")
 
 def workload(folder: str) -> None:
     """Run in the child whose driver JVM writes the archive at its exit."""
-    from pyspark import SparkContext
-
     from lib.source.logdir import find_partitions
     from lib.spark.pipeline import run_replay
     from lib.spark.session import REPLAY_DEFAULTS, build_context
@@ -35,12 +33,7 @@ def workload(folder: str) -> None:
     run_replay(jobs, find_partitions(os.path.join(SAMPLE, "logdir")), warehouse, now_ms)
     session = jobs.session()
     session.read.format("delta").load(os.path.join(warehouse, "group_offsets")).count()
-    assert SparkContext._gateway is not None
-    jvm = SparkContext._gateway.proc  # (the JVM itself: spark-submit execs it)
-    session.stop()
-    # the JVM writes the archive as it exits, once its stdin closes: wait for it
-    jvm.stdin.close()
-    jvm.wait(timeout=300)
+    jobs.stop(wait_for_jvm_s=300)  # the JVM writes the archive as it exits
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -61,14 +61,10 @@ def test_a_touched_or_missing_jar_names_another_archive(tmp_path):
 CHILD = textwrap.dedent(
     """
     import sys
-    from pyspark import SparkContext
     from lib.spark.session import REPLAY_DEFAULTS, REPLAY_JVM_FLAGS, build_context
     jobs = build_context("archive-test", {"spark.driver.extraJavaOptions": REPLAY_JVM_FLAGS + " -Xlog:class+load=info:file=" + sys.argv[1]}, REPLAY_DEFAULTS)
     assert jobs.sparkContext.parallelize(range(4), 2).map(lambda x: x * 2).sum() == 12
-    jvm = SparkContext._gateway.proc
-    jobs.stop()
-    jvm.stdin.close()
-    jvm.wait(timeout=120)
+    jobs.stop(wait_for_jvm_s=120)  # (its class-loading log complete)
     """
 )
 

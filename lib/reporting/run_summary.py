@@ -180,11 +180,7 @@ def assignment_summary(warehouse: str, limit: int = 8) -> dict:
     group = _numbers(keys.column("group_id").chunk(0).indices)
     order = np.lexsort((_numbers(keys.column("log_offset").chunk(0)), group))
     last = np.flatnonzero(np.append(group[order][1:] != group[order][:-1], True))
-    latest_keys = keys.take(pa.array(order[last])).cast(
-        pa.schema(
-            [pa.field(n, pa.string() if n in ("group_id", "verdict") else keys.schema.field(n).type) for n in flat]
-        )
-    )
+    latest_keys = keys.take(pa.array(order[last]))  # (to_pylist gives a dictionary's strings)
     columns = ["group_id", "log_offset", "offsets_partition", "generation", "assignor", "member_count", "imbalance",
                "moved", "verdict", "unassigned", "assigned_twice"]  # fmt: skip
     # the latest rows: read with a filter on their offsets (a superset: other groups' rows at the

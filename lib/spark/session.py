@@ -20,6 +20,8 @@ DEFAULT_JARS = os.path.join(REPO_ROOT, ".jars", "spark")
 # hadoop-aws and the AWS SDK (conf/maven profile s3), for s3a:// paths. Put on the class path
 # only when a job touches an object store: the SDK's bundle is a 690 MB jar.
 DEFAULT_S3_JARS = os.path.join(REPO_ROOT, ".jars", "s3")
+LOCAL_MASTER = "local[*]"  # without spark.master anywhere
+LOCAL_DAEMON_MODULE = "lib.spark.daemon"  # Spark's Python daemon in local mode
 
 
 def _read_text(path: str) -> str:
@@ -148,8 +150,16 @@ class SparkJobs:
         # on the running context: its conf holds the Delta extension and catalog settings
         return SparkSession.builder.getOrCreate()
 
-    def stop(self) -> None:
+    def stop(self, wait_for_jvm_s: float | None = None) -> None:
+        """Stop the context; with `wait_for_jvm_s`, also end the JVM and wait for it (it ends
+        once its stdin closes, and writes a class archive asked for then: lib.spark.jvm_archive)."""
+        from pyspark import SparkContext
+
+        jvm = SparkContext._gateway.proc if SparkContext._gateway is not None else None
         self.sparkContext.stop()
+        if wait_for_jvm_s is not None and jvm is not None:  # (the JVM itself: spark-submit execs it)
+            jvm.stdin.close()
+            jvm.wait(timeout=wait_for_jvm_s)
 
 
 def build_context(
@@ -170,12 +180,12 @@ def build_context(
 
 def starts_local_daemon(overrides: dict[str, str] | None = None) -> bool:
     """Whether a job started here with these --conf settings starts its JVM here, in local mode,
-    with this repository's Python daemon (lib.spark.daemon): what a daemon zygote needs."""
+    with this repository's Python daemon (as _settings sets them): what a daemon zygote needs."""
     if "PYSPARK_GATEWAY_PORT" in os.environ:
         return False
     conf = {**read_conf(os.environ.get("OFFSETS_LAKE_SPARK_CONF", DEFAULT_CONF)), **(overrides or {})}
-    module = conf.get("spark.python.daemon.module", "lib.spark.daemon")
-    return conf.get("spark.master", "local[*]").startswith("local") and module == "lib.spark.daemon"
+    module = conf.get("spark.python.daemon.module", LOCAL_DAEMON_MODULE)
+    return conf.get("spark.master", LOCAL_MASTER).startswith("local") and module == LOCAL_DAEMON_MODULE
 
 
 def _settings(
@@ -217,14 +227,14 @@ def _settings(
     driver_opts = conf.get("spark.driver.extraJavaOptions", "")
     if java_opts and "log4j2.configurationFile" not in driver_opts:
         conf["spark.driver.extraJavaOptions"] = f"{java_opts} {driver_opts}".strip()
-    master = conf.get("spark.master") or submitted.get("spark.master") or "local[*]"
+    master = conf.get("spark.master") or submitted.get("spark.master") or LOCAL_MASTER
     if master.startswith("local"):
         # local mode: the workers run here, the repository is their code
         if java_opts:
             conf.setdefault("spark.executor.extraJavaOptions", java_opts)
         conf.setdefault("spark.executorEnv.PYTHONPATH", os.environ.get("PYTHONPATH", ""))
         # pyspark from the installed package, compiled, not Spark's zip of its sources
-        conf.setdefault("spark.python.daemon.module", "lib.spark.daemon")
+        conf.setdefault("spark.python.daemon.module", LOCAL_DAEMON_MODULE)
     # elsewhere the code reaches executors as a built artifact (spark-submit --py-files
     # build/offsets_lake.zip, `make dist`), never through this machine's paths
     given = [j for j in submitted.get("spark.jars", "").split(",") if j]
