@@ -49,6 +49,7 @@ from lib.decode.group_kernel import group_values
 from lib.decode.numba_bytes import (
     BASE64_URL,
     HARDWARE_CRC32C,
+    NO_REFCOUNT,
     base64_into,
     copy_bytes,
     crc32c_u8,
@@ -161,7 +162,7 @@ def crc32c(data) -> int:
 # --- big-endian and varint readers ------------------------------------------------------------
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, **NO_REFCOUNT)
 def _varint(buf, pos, end, maxshift):
     v, pos, ok = _uvarint(buf, pos, end, maxshift)
     return (v >> 1) ^ -(v & 1), pos, ok

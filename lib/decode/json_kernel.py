@@ -28,7 +28,19 @@ import json
 import numpy as np
 from numba import njit
 
-from lib.decode.numba_bytes import BASE64, BASE64_URL, base64_into, copy_bytes, i16, i32, i64, u64, utf8_ok, uvarint
+from lib.decode.numba_bytes import (
+    BASE64,
+    BASE64_URL,
+    NO_REFCOUNT,
+    base64_into,
+    copy_bytes,
+    i16,
+    i32,
+    i64,
+    u64,
+    utf8_ok,
+    uvarint,
+)
 from lib.numba_cache import use_stable_zip_cache
 from schemas.dsl import Field, parse_range
 from schemas.records import RECORD_TYPES, RecordType
@@ -170,7 +182,7 @@ def _grown(out, need):
     return bigger
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, **NO_REFCOUNT)
 def _int_into(out, w, v):
     """The decimal text of v (int64) at out[w:], room for 20 bytes the caller's. Returns the end."""
     if v < 0:
@@ -228,7 +240,7 @@ def _string_into(out, w, buf, p, n, hexdigits):
     return w + 1
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, **NO_REFCOUNT)
 def _null_into(out, w):
     out[w] = 110
     out[w + 1] = 117
@@ -292,7 +304,7 @@ def _primitive(buf, p, end, kind, nullable, out, w, alphabets, hexdigits):
     return OK, p + size, _int_into(out, w, v), out
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, **NO_REFCOUNT)
 def _open(stack, d, kind, ident, end, left):
     """Frame d of the stack, a struct's or an array's (of `left` items), reading up to `end`."""
     stack[FRAME_KIND, d] = kind
@@ -363,7 +375,7 @@ def _field_value(buf, p, end, f, tagged, fields, stack, d, out, w, alphabets, he
     return status, p, w, out, False
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, **NO_REFCOUNT)
 def _tag_done(stack, d, w, out, fields, text):
     """The value of struct frame d's tagged field is written: dropped when it is the field's
     default (so is its name), counted otherwise. Returns (position after the field, w)."""

@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from numba import njit
 
-from lib.decode.numba_bytes import copy_bytes, load_u64
+from lib.decode.numba_bytes import NO_REFCOUNT, copy_bytes, load_u64
 from lib.numba_cache import use_stable_zip_cache
 from lib.replay.assignment import AssignmentTracker
 from lib.replay.expiry import offset_rule
@@ -77,7 +77,7 @@ _EVENT_VALUE_SCHEMA = pa.schema([COMMIT_EVENT_SCHEMA.field(c) for c in _EVENT_VA
 # --- interning byte strings (open addressing, a word-at-a-time hash) -------------------------------------------
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, **NO_REFCOUNT)
 def _hash(buf, a, n):
     """64-bit hash of buf[a:a+n], eight bytes a step (FNV-style multiply-xor, then a finaliser
     that mixes the high bits into the low ones the table's mask keeps)."""
@@ -97,7 +97,7 @@ def _hash(buf, a, n):
     return h
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, **NO_REFCOUNT)
 def _same_bytes(x, xa, y, ya, n):
     i = 0
     while i + 8 <= n:
@@ -111,7 +111,7 @@ def _same_bytes(x, xa, y, ya, n):
     return True
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, **NO_REFCOUNT)
 def _lookup(slots, hashes, pool, poff, plen, buf, a, n, h):
     """(slot index, id or -1) of the byte string buf[a:a+n]."""
     mask = len(slots) - 1
@@ -192,7 +192,7 @@ class _Interner:
         return self.pool[o : o + self.plen[k]].tobytes()
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, **NO_REFCOUNT)
 def _intern_one(slots, hashes, pool, poff, plen, count, used, buf, a, n):
     h = _hash(buf, a, n)
     s, k = _lookup(slots, hashes, pool, poff, plen, buf, a, n, h)
