@@ -109,6 +109,7 @@ def test_the_daemon_the_jvm_starts_hands_over_to_a_prepared_zygote(tmp_path):
     zygote = start_zygote(REPO)
     try:
         assert os.environ[ZYGOTE_ENV] == zygote.path
+        assert os.path.basename(zygote.folder).startswith(f"offsets-lake-daemon-{os.getpid()}-")
         daemon, socket_path = _spawn_daemon(tmp_path, zygote.path)
         worker = _worker_pid(socket_path)
         serving = _parent_of(worker)
@@ -153,3 +154,23 @@ def test_the_zygote_loads_every_cached_kernel_of_the_preloaded_modules_before_it
     assert got["failed"] == [] and got["frozen"] is True
     assert all(n >= 1 for n in got["loaded"].values()), got["loaded"]
     assert got["compiled"] == 0  # every one from the cache
+
+
+def test_start_zygote_sweeps_the_folders_of_jobs_that_are_gone(tmp_path):
+    """A job killed with its process group leaves its zygote's folder; the next job's start
+    removes those of dead pids and leaves a live job's, another program's, and a pid-less one."""
+    from lib.spark.daemon import FOLDER_PREFIX, sweep_orphan_folders
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    names = [
+        f"{FOLDER_PREFIX}{gone.pid}-abc123",  # its job is gone
+        f"{FOLDER_PREFIX}{os.getpid()}-def456",  # a live job's
+        f"{FOLDER_PREFIX}hs0n1ogh",  # named before the pid was
+        "something-else-1",
+    ]
+    for name in names:
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "zygote.sock").write_bytes(b"")
+    assert sweep_orphan_folders(str(tmp_path)) == [names[0]]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(names[1:])

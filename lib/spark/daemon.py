@@ -165,6 +165,8 @@ def quiet_when_the_jvm_is_gone(worker):
 # started, or gone) the daemon prepares and serves itself, as before.
 
 ZYGOTE_ENV = "OFFSETS_LAKE_DAEMON_ZYGOTE"
+# a zygote's socket folder in the temp folder: this prefix, then the pid of the job that made it
+FOLDER_PREFIX = "offsets-lake-daemon-"
 _LENGTH = 4  # bytes of a message's length, and of a pid or exit code
 
 
@@ -198,7 +200,8 @@ def start_zygote(repo_root: str) -> Zygote:
     seeds its workers' (PYTHONHASHSEED, default 0)."""
     import socket
 
-    folder = tempfile.mkdtemp(prefix="offsets-lake-daemon-")
+    sweep_orphan_folders(tempfile.gettempdir())
+    folder = tempfile.mkdtemp(prefix=f"{FOLDER_PREFIX}{os.getpid()}-")
     path = os.path.join(folder, "zygote.sock")
     env = dict(os.environ, PYTHONHASHSEED=os.environ.get("PYTHONHASHSEED", "0"))
     env["PYTHONPATH"] = os.pathsep.join(p for p in (repo_root, env.get("PYTHONPATH", "")) if p)
@@ -216,6 +219,25 @@ def start_zygote(repo_root: str) -> Zygote:
         )
     os.environ[ZYGOTE_ENV] = path
     return Zygote(process, path, folder)
+
+
+def sweep_orphan_folders(root: str) -> list[str]:
+    """Remove the zygote folders under `root` whose job is gone: one killed with its whole
+    process group never ran Zygote.stop, and its folder (the socket file in it) stayed. A folder
+    whose pid lives (another job's), or is another user's, is left alone. Returns those removed."""
+    removed = []
+    for name in os.listdir(root):
+        pid = name[len(FOLDER_PREFIX) :].split("-", 1)[0] if name.startswith(FOLDER_PREFIX) else ""
+        if not pid.isdigit():
+            continue  # (not a zygote's, or named before the pid was)
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+            removed.append(name)
+        except (PermissionError, OverflowError):
+            pass  # alive, another user's; or not a pid
+    return removed
 
 
 def _read_exactly(sock, n: int) -> bytes:
