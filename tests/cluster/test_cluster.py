@@ -98,10 +98,14 @@ def test_a_replay_on_the_cluster_from_a_bucket_into_a_bucket_equals_a_local_run(
     for table in STATE_TABLES:
         assert content(spark, wh, table) == content(spark, local_run, table), table
     if cached_before:
-        # what the first application compiled is loaded, not compiled again (a worker may compile a
-        # kernel it did not meet before: which partitions a worker gets differs between runs)
+        # what the first application compiled is loaded, not compiled again: each compiled
+        # signature's code file (.nbc) is untouched. A worker may compile a kernel or a helper's
+        # signature it did not meet before (which partitions a worker gets differs between runs),
+        # and numba then rewrites that function's index (.nbi), so the indexes are not compared
         after = numba_cache_files(cluster)
-        assert {f: after.get(f) for f in cached_before} == cached_before
+        code_before = {f: t for f, t in cached_before.items() if f.endswith(".nbc")}
+        assert code_before
+        assert {f: after.get(f) for f in code_before} == code_before
     # the source signature holds the segment's modification time: the object's, not the file's
     ignore = {"source_signature"}
     assert content(spark, wh, "replay_checkpoints", ignore) == content(spark, local_run, "replay_checkpoints", ignore)
