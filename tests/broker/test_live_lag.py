@@ -117,6 +117,11 @@ def test_sampled_end_offsets_and_lag_from_the_live_cluster(spark, tmp_path, kafk
     while GONE in a.list_topics(timeout=10).topics:
         assert time.monotonic() < deadline, f"{GONE} still listed"
         time.sleep(0.2)
+    # the coordinator drops the group's offsets on the deleted topic (writes their tombstones)
+    # once the deletion reaches it, which can come after the topic is gone from the listing
+    while any(t == GONE for t, _ in committed_offsets(b, IDLE)):
+        assert time.monotonic() < deadline, f"{IDLE} still has offsets on {GONE}"
+        time.sleep(0.2)
     wh = tmp_path / "wh"
 
     # run 1: one sample
