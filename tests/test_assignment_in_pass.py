@@ -12,6 +12,7 @@ import os
 import shutil
 
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 
 from lib.assignors.audit import audit_records, what_if_of_row
@@ -94,6 +95,18 @@ def test_one_full_run_audits_as_the_record_by_record_audit(replay_logdir, tmp_pa
     by_key = {(r["offsets_partition"], r["log_offset"]): r["what_if"] for r in want}
     assert sum(w is not None for _, w in computed) == sum(r["group_type"] == "classic" for r in want)
     assert [w for _, w in computed] == [by_key[k] for k, _ in computed]
+    # the table is history whose member ids repeat generation after generation: every file's
+    # column chunks, the nested ones too, are written with dictionaries
+    files = open_delta(table_path(str(tmp_path / "wh"), T.ASSIGNMENT_AUDIT)).file_uris()
+    assert files
+    for f in files:
+        meta = pq.ParquetFile(f).metadata
+        for g in range(meta.num_row_groups):
+            chunks = {
+                meta.row_group(g).column(i).path_in_schema: meta.row_group(g).column(i) for i in range(meta.num_columns)
+            }
+            for path in ("group_id", "members.list.element.member_id", "reference.list.element.member_id"):
+                assert "RLE_DICTIONARY" in chunks[path].encodings, (f, path, chunks[path].encodings)
 
 
 def test_an_incremental_run_after_a_run_a_day_earlier_audits_as_one_full_run(replay_logdir, tmp_path):
