@@ -512,17 +512,17 @@ class AssignmentTracker:
         gone = np.concatenate(deleted) if deleted else np.zeros(0, np.bool_)
         src_all = np.concatenate(source) if source else np.zeros(0, np.int64)
         row_all = np.concatenate(rows) if rows else np.zeros(0, np.int64)
-        if len(arrays) == 1 and not gone.any():
-            values = arrays[0].take(pa.array(row_all))
+        if not arrays:
+            values = pa.nulls(n, GROUP_METADATA_TYPE)
         else:
-            # each source's rows taken once, then put in the entries' order
-            order = np.argsort(src_all, kind="stable")  # (the deleted rows, -1, first: nulls)
-            parts = [pa.nulls(int(gone.sum()), arrays[0].type if arrays else GROUP_METADATA_TYPE)]
-            for k, values in enumerate(arrays):
-                parts.append(values.take(pa.array(row_all[src_all == k])))
-            where = np.empty(n, np.int64)
-            where[order] = np.arange(n)
-            values = pa.concat_arrays(parts).take(pa.array(where))
+            # one take, from the sources one after the other (an entry with no source, a
+            # tombstone, takes a null index: a null value); taking each source's rows, then
+            # those in the entries' order, copied the nested values twice
+            base = np.cumsum([0] + [len(a) for a in arrays[:-1]])
+            whole = arrays[0] if len(arrays) == 1 else pa.concat_arrays(arrays)
+            none = src_all < 0
+            index = np.where(none, 0, base[np.maximum(src_all, 0)] + row_all)
+            values = whole.take(pa.array(index, mask=none if none.any() else None))
         return GenerationBatch.of(
             values,
             groups,
