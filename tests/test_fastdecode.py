@@ -18,6 +18,7 @@ import zlib
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -34,6 +35,7 @@ from lib.codec.serde import (
 )
 from lib.codec.writer import encode_batch, encode_control_batch, encode_legacy_message, encode_legacy_wrapper
 from lib.decode import SegmentDecoder
+from lib.decode.rows import PLAIN_SCHEMA
 from lib.testdata.generate import generate_log
 from lib.testdata.logbuilder import (
     PartitionLogBuilder,
@@ -346,6 +348,39 @@ def test_generated_logs(tmp_path, seed, share):
     for p in paths:
         assert_same(p, chunk_rows=1000)
     assert_same(paths[1], start_offset=333, chunk_rows=77)
+
+
+def _expected_parts(batch: pa.RecordBatch) -> tuple[pa.RecordBatch, pa.RecordBatch]:
+    """offsets_log's two parts of a batch (its plain file's, its GroupMetadata rows' file's),
+    as Arrow's filter gives them."""
+    has = pc.is_valid(batch.column("group_metadata"))
+    return batch.drop_columns(["group_metadata"]).filter(pc.invert(has)), batch.filter(has)
+
+
+@pytest.mark.parametrize("chunk_rows", [1, 3, 16, 65536])
+def test_the_two_parts_the_decoder_builds_are_the_batch_filtered(rich, tmp_path, chunk_rows):
+    generate_log(str(tmp_path), 2500, partitions=2, groups=40, seed=3, compressed_share=0.3, segment_bytes=60_000)
+    paths = [rich, *sorted(glob.glob(os.path.join(str(tmp_path), "*", "*.log")))]
+    built = empty = 0
+    for path in paths:
+        dec = SegmentDecoder(path, PART, fast=True, chunk_rows=chunk_rows)
+        for batch in dec:
+            plain, groups = dec.batch_plain, dec.batch_groups
+            if plain is None:  # no GroupMetadata value in the batch, or rows the kernels leave to Python
+                assert groups is None
+                continue
+            built += 1
+            empty += plain.num_rows == 0
+            expected_plain, expected_groups = _expected_parts(batch)
+            assert plain.schema == PLAIN_SCHEMA and groups.schema == batch.schema
+            plain.validate(full=True)
+            groups.validate(full=True)
+            assert plain.equals(expected_plain)
+            assert groups.equals(expected_groups)
+            assert groups.num_rows > 0
+    assert built
+    if chunk_rows == 1:
+        assert empty  # a batch of one GroupMetadata record: no plain row
 
 
 # --- legacy formats ----------------------------------------------------------------------------------

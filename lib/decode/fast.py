@@ -63,7 +63,7 @@ from lib.decode.numba_bytes import i32 as _i32
 from lib.decode.numba_bytes import i64 as _i64
 from lib.decode.numba_bytes import u64 as _u64
 from lib.decode.numba_bytes import uvarint as _uvarint
-from lib.decode.rows import SCHEMA, Columns, PythonDecoder
+from lib.decode.rows import PLAIN_SCHEMA, SCHEMA, Columns, PythonDecoder
 from lib.decode.values import MAX_TIMESTAMP_MS, MIN_TIMESTAMP_MS
 from lib.numba_cache import use_stable_zip_cache
 from schemas.records import CONTROL_TYPES, RECORD_TYPES, RecordType
@@ -866,13 +866,18 @@ class _GroupValues:
         self.strings: np.ndarray | None = None  # (_bytes)
         self.strings_used = 0
 
-    def column(self, r0: int, r1: int, typ) -> pa.Array:
-        """The group_metadata column of rows r0..r1: the values there, null elsewhere."""
+    def column(self, r0: int, r1: int, typ, sel: np.ndarray | None = None) -> pa.Array | None:
+        """The group_metadata column of rows r0..r1: the values there, null elsewhere. `sel`:
+        of those rows only, when they are the rows with a value among r0..r1 (else None)."""
         n = r1 - r0
         lo, hi = (int(i) for i in np.searchsorted(self.rows, (r0, r1)))
+        if sel is not None:
+            if not np.array_equal(self.rows[lo:hi], sel):
+                return None
+            n = hi - lo
         if lo == hi:
             return pa.nulls(n, typ)
-        at = self.rows[lo:hi] - r0
+        at = self.rows[lo:hi] - r0 if sel is None else np.arange(n, dtype=self.rows.dtype)
         ts_type = typ.field("current_state_timestamp").type
         width = len(gk.VALUE_VARWIDTH)
         (offsets, data, starts, bitmaps, nulls, big, more, more_nulls, generation, state_ts, member_offsets) = (
@@ -1073,20 +1078,30 @@ class _JsonValues:
         )
         self.odd_entries = np.unique(entry[self.rows[odd]])
 
-    def column(self, r0: int, r1: int) -> pa.Array:
-        """The value_json column of rows r0..r1: the values there, null elsewhere."""
-        n = r1 - r0
+    def column(self, r0: int, r1: int, sel: np.ndarray | None = None) -> pa.Array:
+        """The value_json column of rows r0..r1 (or of the rows `sel` among them): the values
+        there, null elsewhere."""
+        n = r1 - r0 if sel is None else len(sel)
         lo, hi = (int(i) for i in np.searchsorted(self.rows, (r0, r1)))
-        if lo == hi:
-            return pa.nulls(n, pa.string())
+        values = np.arange(lo, hi)
         at = self.rows[lo:hi] - r0
+        if sel is not None and hi > lo:
+            at = np.minimum(np.searchsorted(sel, self.rows[lo:hi]), max(n - 1, 0))
+            kept = (n > 0) & (sel[at] == self.rows[lo:hi]) if n else np.zeros(hi - lo, bool)
+            values, at = values[kept], at[kept]
+        if not len(values):
+            return pa.nulls(n, pa.string())
+        sizes = self.ends[values + 1] - self.ends[values]
         lengths = np.zeros(n + 1, np.int64)
-        lengths[at + 1] = np.diff(self.ends[lo : hi + 1])
+        lengths[at + 1] = sizes
         present = np.zeros(n, bool)
         present[at] = True
-        data = self.text[self.ends[lo] : self.ends[hi]]
+        if len(values) == hi - lo:
+            data = self.text[self.ends[lo] : self.ends[hi]]
+        else:
+            data = np.concatenate([self.text[self.ends[v] : self.ends[v + 1]] for v in values.tolist()])
         bitmap = np.packbits(present, bitorder="little")
-        return _strings(pa.string(), n, np.cumsum(lengths), data, bitmap, n - (hi - lo))
+        return _strings(pa.string(), n, np.cumsum(lengths), data, bitmap, n - len(values))
 
 
 class _Rows:
@@ -1128,8 +1143,20 @@ class _Rows:
             self.member_len,
         ) = rows
 
-    def batch(self, r0: int, r1: int, schema: pa.Schema, name: str) -> pa.RecordBatch:
-        n = r1 - r0
+    def batch(
+        self, r0: int, r1: int, schema: pa.Schema, name: str, sel: np.ndarray | None = None
+    ) -> pa.RecordBatch | None:
+        """Rows r0..r1 as a batch of `schema`'s columns (group_metadata left out when the schema
+        has none). `sel`: only these rows among them (ascending), or None (the few rows that need
+        Python's columns: a control type with no name, strings past 2 GiB)."""
+        n = r1 - r0 if sel is None else len(sel)
+        if sel is not None and not n:
+            return pa.RecordBatch.from_pylist([], schema=schema)
+        picked = np.zeros(0, np.int64) if sel is None else sel.astype(np.int64, copy=False)
+
+        def rows_of(column: np.ndarray) -> np.ndarray:
+            return column[r0:r1] if sel is None else column[sel]
+
         ent = self.ent
         seg, extra = self.seg, self.extra
         ts_type = schema.field("log_timestamp").type
@@ -1138,6 +1165,7 @@ class _Rows:
         totals, nulls, odd_control = ak.row_layout(
             r0,
             r1,
+            picked,
             self.entry,
             ent["base"],
             ent["attr"],
@@ -1168,6 +1196,8 @@ class _Rows:
             offsets,
         )
         big = totals > _INT32_MAX
+        if sel is not None and (odd_control or big.any()):
+            return None
         starts = np.zeros(len(totals) + 1, np.int64)
         np.cumsum(np.where(big, 0, totals), out=starts[1:])
         data = np.empty(int(starts[-1]), np.uint8)
@@ -1176,6 +1206,7 @@ class _Rows:
             extra,
             r0,
             r1,
+            picked,
             self.entry,
             ent["attr"],
             self.rtype,
@@ -1225,7 +1256,7 @@ class _Rows:
 
         cols = {}
         cols["offsets_partition"] = _filled(n, self.dec.partition, "int32")
-        cols["log_offset"] = fixed(pa.int64(), self.offset[r0:r1])
+        cols["log_offset"] = fixed(pa.int64(), rows_of(self.offset))
         cols["batch_base_offset"] = fixed(pa.int64(), i64[ak.I64_BASE])
         cols["magic"] = _filled(n, 2, "int8")
         cols["compression"] = string(pa.string(), ak.S_COMPRESSION)
@@ -1238,26 +1269,44 @@ class _Rows:
         cols["raw_key"] = string(pa.binary(), ak.S_KEY)
         cols["raw_value"] = string(pa.binary(), ak.S_VALUE)
         cols["control_type"] = self._control_types(r0, r1) if odd_control else string(pa.string(), ak.S_CONTROL_TYPE)
-        cols["coordinator_epoch"] = fixed(pa.int32(), self.cepoch[r0:r1], ak.V_COORDINATOR_EPOCH)
-        cols["record_type"] = fixed(pa.int16(), self.rtype[r0:r1], ak.V_RECORD_TYPE)
+        cols["coordinator_epoch"] = fixed(pa.int32(), rows_of(self.cepoch), ak.V_COORDINATOR_EPOCH)
+        cols["record_type"] = fixed(pa.int16(), rows_of(self.rtype), ak.V_RECORD_TYPE)
         cols["record_type_name"] = string(pa.string(), ak.S_TYPE_NAME)
-        cols["key_version"] = fixed(pa.int16(), self.kver[r0:r1])
-        cols["value_version"] = fixed(pa.int16(), self.vver[r0:r1], ak.V_VALUE_VERSION)
+        cols["key_version"] = fixed(pa.int16(), rows_of(self.kver))
+        cols["value_version"] = fixed(pa.int16(), rows_of(self.vver), ak.V_VALUE_VERSION)
         cols["decode_status"] = _constant(n, "ok")
         cols["group_id"] = string(pa.string(), ak.S_GROUP)
         cols["member_id"] = string(pa.string(), ak.S_MEMBER)
         cols["topic"] = string(pa.string(), ak.S_TOPIC)
-        cols["partition"] = fixed(pa.int32(), self.part[r0:r1], ak.V_PARTITION)
-        cols["committed_offset"] = fixed(pa.int64(), self.committed[r0:r1], ak.V_COMMITTED)
-        cols["leader_epoch"] = fixed(pa.int32(), self.lepoch[r0:r1], ak.V_LEADER_EPOCH)
+        cols["partition"] = fixed(pa.int32(), rows_of(self.part), ak.V_PARTITION)
+        cols["committed_offset"] = fixed(pa.int64(), rows_of(self.committed), ak.V_COMMITTED)
+        cols["leader_epoch"] = fixed(pa.int32(), rows_of(self.lepoch), ak.V_LEADER_EPOCH)
         cols["metadata"] = string(pa.string(), ak.S_METADATA)
         cols["log_timestamp"] = ts(ak.I64_LOG_TS, ak.V_LOG_TS)
         cols["commit_timestamp"] = ts(ak.I64_COMMIT_TS, ak.V_COMMIT_TS)
         cols["expire_timestamp"] = ts(ak.I64_EXPIRE_TS, ak.V_EXPIRE_TS)
         cols["topic_id"] = string(pa.string(), ak.S_TOPIC_ID)
-        cols["group_metadata"] = self.groups.column(r0, r1, schema.field("group_metadata").type)
-        cols["value_json"] = self.values.column(r0, r1)
+        if "group_metadata" in schema.names:
+            nested = self.groups.column(r0, r1, schema.field("group_metadata").type, sel)
+            if nested is None:
+                return None
+            cols["group_metadata"] = nested
+        cols["value_json"] = self.values.column(r0, r1, sel)
         return pa.RecordBatch.from_arrays([cols[f.name] for f in schema], schema=schema)
+
+    def parts(self, r0: int, r1: int, batch: pa.RecordBatch, name: str) -> tuple:
+        """The two parts offsets_log writes apart of `batch` (rows r0..r1, as `batch` built
+        them), built as it was (filters of the batch cost twice that): its rows without a
+        GroupMetadata value, without that column, and those with one (each None where these
+        rows need Python's columns); (None, None) when no row holds a value."""
+        nested = batch.column("group_metadata")
+        if nested.null_count == len(nested):
+            return None, None
+        has = nested.is_valid().to_numpy(zero_copy_only=False)
+        return (
+            self.batch(r0, r1, PLAIN_SCHEMA, name, r0 + np.flatnonzero(~has)),
+            self.batch(r0, r1, SCHEMA, name, r0 + np.flatnonzero(has)),
+        )
 
     def _masks(self, r0: int, r1: int) -> dict:
         """The rows' kinds, for the columns ak.row_layout leaves to Python."""
@@ -1568,10 +1617,12 @@ def iter_fast(dec):
         clock.lap("python_path")
         fast = [p for p in pending if type(p) is tuple]
         dec.batch_group_metadata = None
+        dec.batch_plain = dec.batch_groups = None
         if len(pending) == 1 and fast:
             rows, r0, r1 = fast[0]
             out = rows.batch(r0, r1, SCHEMA, name)
             dec.batch_group_metadata = rows.groups.as_python(r0, r1)
+            dec.batch_plain, dec.batch_groups = rows.parts(r0, r1, out, name)
         else:
             # a window's fast rows in one chunk are consecutive (one batch, sliced), so are
             # the chunk's Python-decoded rows

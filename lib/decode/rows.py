@@ -29,6 +29,7 @@ from schemas.records import CONTROL_TYPES, OFFSET_COMMIT_TYPES, RECORD_TYPES, Re
 from schemas.tables import OFFSETS_LOG
 
 SCHEMA = OFFSETS_LOG.arrow_schema
+PLAIN_SCHEMA = SCHEMA.remove(SCHEMA.get_field_index("group_metadata"))  # (offsets_log's plain files)
 COLUMNS = OFFSETS_LOG.column_names
 _TS_COLUMNS = ("log_timestamp", "commit_timestamp", "expire_timestamp")
 DEFAULT_CHUNK_ROWS = 65536
@@ -220,6 +221,11 @@ class PythonDecoder:
         self.verify_crc = verify_crc
         self.records = 0
         self.batch_group_metadata: dict[int, dict] | None = None
+        # the batch just yielded in offsets_log's two parts, when the fast path built them (None:
+        # not built, or no row holds a GroupMetadata value): its rows without a GroupMetadata
+        # value, without that column, and its rows with one
+        self.batch_plain: pa.RecordBatch | None = None
+        self.batch_groups: pa.RecordBatch | None = None
         self.next_offset: int | None = None
         self.trailing_bytes = 0
         self.quarantine = quarantine

@@ -240,37 +240,44 @@ class _LogWriter:
         self.plain = FileWriter(warehouse, T.OFFSETS_LOG, folder_partition, run_id, drop=(self.NESTED,))
         self.groups = FileWriter(warehouse, T.OFFSETS_LOG, folder_partition, run_id)
         self.small = small if flat else None
-        self.held: list[pa.RecordBatch] | None = []
+        self.held: list[tuple[pa.RecordBatch, pa.RecordBatch | None, pa.RecordBatch | None]] | None = []
         self.held_rows = 0
 
-    def write(self, batch: pa.RecordBatch) -> None:
+    def write(
+        self, batch: pa.RecordBatch, plain: pa.RecordBatch | None = None, groups: pa.RecordBatch | None = None
+    ) -> None:
+        """`plain`, `groups`: the batch's rows without a GroupMetadata value (without that
+        column) and with one, when the decoder built them (SegmentDecoder's batch_plain and
+        batch_groups); else they are filtered here."""
         if self.held is not None:
-            self.held.append(batch)
+            self.held.append((batch, plain, groups))
             self.held_rows += batch.num_rows
             if self.held_rows < self.SMALL_ROWS:
                 return
             held, self.held = self.held, None
-            for b in held:
-                self._split(b)
+            for parts in held:
+                self._split(*parts)
             return
-        self._split(batch)
+        self._split(batch, plain, groups)
 
-    def _split(self, batch: pa.RecordBatch) -> None:
+    def _split(self, batch: pa.RecordBatch, plain: pa.RecordBatch | None, groups: pa.RecordBatch | None) -> None:
         nested = batch.column(self.NESTED)
         if nested.null_count == batch.num_rows:
             self.plain.write(batch)
             return
         has = pa.compute.is_valid(nested)
-        # the nested column is left out before filtering: copying it costs more than the rest
-        self.plain.write(batch.drop_columns([self.NESTED]).filter(pa.compute.invert(has)))
-        self.groups.write(batch.filter(has))
+        # (the nested column is left out before filtering: copying it costs more than the rest)
+        self.plain.write(
+            plain if plain is not None else batch.drop_columns([self.NESTED]).filter(pa.compute.invert(has))
+        )
+        self.groups.write(groups if groups is not None else batch.filter(has))
 
     def close(self) -> None:
         if self.held:
             if self.small is not None:
-                self.small(pa.Table.from_batches(self.held))
+                self.small(pa.Table.from_batches([b for b, _, _ in self.held]))
             else:
-                for b in self.held:
+                for b, _, _ in self.held:
                     self.groups.write(b)
         self.held = None
         self.plain.close()
@@ -524,7 +531,7 @@ def replay_partition(
         for batch in batches:
             lap("decode")
             _count_types(batch, record_types)
-            log_writer.write(batch)
+            log_writer.write(batch, getattr(batches, "batch_plain", None), getattr(batches, "batch_groups", None))
             lap("write_log")
             engine.feed(batch, getattr(batches, "batch_group_metadata", None))
             lap("replay")
