@@ -365,7 +365,7 @@ def test_the_two_parts_the_decoder_builds_are_the_batch_filtered(rich, tmp_path,
     for path in paths:
         dec = SegmentDecoder(path, PART, fast=True, chunk_rows=chunk_rows)
         for batch in dec:
-            plain, groups = dec.batch_plain, dec.batch_groups
+            plain, groups = dec.batch_parts()
             if plain is None:  # no GroupMetadata value in the batch, or rows the kernels leave to Python
                 assert groups is None
                 continue

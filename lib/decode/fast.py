@@ -1617,12 +1617,13 @@ def iter_fast(dec):
         clock.lap("python_path")
         fast = [p for p in pending if type(p) is tuple]
         dec.batch_group_metadata = None
-        dec.batch_plain = dec.batch_groups = None
+        dec._batch_parts = None
         if len(pending) == 1 and fast:
             rows, r0, r1 = fast[0]
             out = rows.batch(r0, r1, SCHEMA, name)
             dec.batch_group_metadata = rows.groups.as_python(r0, r1)
-            dec.batch_plain, dec.batch_groups = rows.parts(r0, r1, out, name)
+            # (on demand: the replay's log writer asks for them, a decode alone does not)
+            dec._batch_parts = functools.partial(rows.parts, r0, r1, out, name)
         else:
             # a window's fast rows in one chunk are consecutive (one batch, sliced), so are
             # the chunk's Python-decoded rows
@@ -1657,6 +1658,7 @@ def iter_fast(dec):
             r0 += take
             if pending_n >= chunk_rows:
                 yield flush()
+                dec._batch_parts = None  # (its rows go with the batch)
                 clock.pause()
 
     next_offset = None
@@ -1730,6 +1732,7 @@ def iter_fast(dec):
                 pending_n += piece.num_rows
                 if pending_n >= chunk_rows:
                     yield flush()
+                    dec._batch_parts = None  # (its rows go with the batch)
                     clock.pause()
             if rng.sub.next_offset is not None:
                 next_offset, next_offset_at = rng.sub.next_offset, stop_e - 1
@@ -1752,4 +1755,5 @@ def iter_fast(dec):
     dec.next_offset = next_offset
     if pending_n:
         yield flush()
+        dec._batch_parts = None  # (its rows go with the batch)
     clock.lap("python_path")

@@ -221,15 +221,19 @@ class PythonDecoder:
         self.verify_crc = verify_crc
         self.records = 0
         self.batch_group_metadata: dict[int, dict] | None = None
-        # the batch just yielded in offsets_log's two parts, when the fast path built them (None:
-        # not built, or no row holds a GroupMetadata value): its rows without a GroupMetadata
-        # value, without that column, and its rows with one
-        self.batch_plain: pa.RecordBatch | None = None
-        self.batch_groups: pa.RecordBatch | None = None
+        self._batch_parts: Callable[[], tuple] | None = None  # (batch_parts, set by lib.decode.fast)
         self.next_offset: int | None = None
         self.trailing_bytes = 0
         self.quarantine = quarantine
         self._rows = rows
+
+    def batch_parts(self) -> tuple[pa.RecordBatch | None, pa.RecordBatch | None]:
+        """The batch just yielded in the two parts offsets_log writes apart, built on demand
+        by the fast path as it built the batch: its rows without a GroupMetadata value, without
+        that column, and its rows with one. (None, None) where it cannot (no row holds a value,
+        rows decoded in Python, the reference decoder): the caller filters the batch."""
+        make = self._batch_parts
+        return make() if make is not None else (None, None)
 
     def _quarantine(self, e: DecodeError, level: str, name: str, raw_bytes=None, raw_key=None, raw_value=None):
         assert self.quarantine is not None, "called only when quarantining"

@@ -247,8 +247,8 @@ class _LogWriter:
         self, batch: pa.RecordBatch, plain: pa.RecordBatch | None = None, groups: pa.RecordBatch | None = None
     ) -> None:
         """`plain`, `groups`: the batch's rows without a GroupMetadata value (without that
-        column) and with one, when the decoder built them (SegmentDecoder's batch_plain and
-        batch_groups); else they are filtered here."""
+        column) and with one, when the decoder built them (SegmentDecoder.batch_parts); else
+        they are filtered here."""
         if self.held is not None:
             self.held.append((batch, plain, groups))
             self.held_rows += batch.num_rows
@@ -531,7 +531,8 @@ def replay_partition(
         for batch in batches:
             lap("decode")
             _count_types(batch, record_types)
-            log_writer.write(batch, getattr(batches, "batch_plain", None), getattr(batches, "batch_groups", None))
+            parts = getattr(batches, "batch_parts", None)  # (a live fetch has none)
+            log_writer.write(batch, *(parts() if parts is not None else (None, None)))
             lap("write_log")
             engine.feed(batch, getattr(batches, "batch_group_metadata", None))
             lap("replay")
