@@ -1085,9 +1085,9 @@ class _JsonValues:
         lo, hi = (int(i) for i in np.searchsorted(self.rows, (r0, r1)))
         values = np.arange(lo, hi)
         at = self.rows[lo:hi] - r0
-        if sel is not None and hi > lo:
-            at = np.minimum(np.searchsorted(sel, self.rows[lo:hi]), max(n - 1, 0))
-            kept = (n > 0) & (sel[at] == self.rows[lo:hi]) if n else np.zeros(hi - lo, bool)
+        if sel is not None:  # (the values of the rows in `sel`, at their places there)
+            at = np.searchsorted(sel, self.rows[lo:hi])
+            kept = sel[np.minimum(at, n - 1)] == self.rows[lo:hi] if n else np.zeros(hi - lo, bool)
             values, at = values[kept], at[kept]
         if not len(values):
             return pa.nulls(n, pa.string())

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -240,31 +240,31 @@ class _LogWriter:
         self.plain = FileWriter(warehouse, T.OFFSETS_LOG, folder_partition, run_id, drop=(self.NESTED,))
         self.groups = FileWriter(warehouse, T.OFFSETS_LOG, folder_partition, run_id)
         self.small = small if flat else None
-        self.held: list[tuple[pa.RecordBatch, pa.RecordBatch | None, pa.RecordBatch | None]] | None = []
+        self.held: list[pa.RecordBatch] | None = []
         self.held_rows = 0
 
-    def write(
-        self, batch: pa.RecordBatch, plain: pa.RecordBatch | None = None, groups: pa.RecordBatch | None = None
-    ) -> None:
-        """`plain`, `groups`: the batch's rows without a GroupMetadata value (without that
-        column) and with one, when the decoder built them (SegmentDecoder.batch_parts); else
-        they are filtered here."""
+    def write(self, batch: pa.RecordBatch, parts: Callable[[], tuple] | None = None) -> None:
+        """`parts`: the decoder's build of the batch's rows without a GroupMetadata value
+        (without that column) and with one (SegmentDecoder.batch_parts), asked for only when
+        the batch is written now (not while it is held: it may go to `small`); else filtered here."""
         if self.held is not None:
-            self.held.append((batch, plain, groups))
+            self.held.append(batch)
             self.held_rows += batch.num_rows
             if self.held_rows < self.SMALL_ROWS:
                 return
             held, self.held = self.held, None
-            for parts in held:
-                self._split(*parts)
+            for b in held[:-1]:
+                self._split(b)
+            self._split(batch, parts)
             return
-        self._split(batch, plain, groups)
+        self._split(batch, parts)
 
-    def _split(self, batch: pa.RecordBatch, plain: pa.RecordBatch | None, groups: pa.RecordBatch | None) -> None:
+    def _split(self, batch: pa.RecordBatch, parts: Callable[[], tuple] | None = None) -> None:
         nested = batch.column(self.NESTED)
         if nested.null_count == batch.num_rows:
             self.plain.write(batch)
             return
+        plain, groups = parts() if parts is not None else (None, None)
         has = pa.compute.is_valid(nested)
         # (the nested column is left out before filtering: copying it costs more than the rest)
         self.plain.write(
@@ -275,9 +275,9 @@ class _LogWriter:
     def close(self) -> None:
         if self.held:
             if self.small is not None:
-                self.small(pa.Table.from_batches([b for b, _, _ in self.held]))
+                self.small(pa.Table.from_batches(self.held))
             else:
-                for b, _, _ in self.held:
+                for b in self.held:
                     self.groups.write(b)
         self.held = None
         self.plain.close()
@@ -531,8 +531,7 @@ def replay_partition(
         for batch in batches:
             lap("decode")
             _count_types(batch, record_types)
-            parts = getattr(batches, "batch_parts", None)  # (a live fetch has none)
-            log_writer.write(batch, *(parts() if parts is not None else (None, None)))
+            log_writer.write(batch, getattr(batches, "batch_parts", None))  # (a live fetch has none)
             lap("write_log")
             engine.feed(batch, getattr(batches, "batch_group_metadata", None))
             lap("replay")
