@@ -865,6 +865,7 @@ class _GroupValues:
         self.odd_entries = np.unique(entry[self.rows[odd]])
         self.strings: np.ndarray | None = None  # (_bytes)
         self.strings_used = 0
+        self.last_members: tuple | None = None  # ((start, stop, type), the members child last built)
 
     def column(self, r0: int, r1: int, typ, sel: np.ndarray | None = None) -> pa.Array | None:
         """The group_metadata column of rows r0..r1: the values there, null elsewhere. `sel`:
@@ -923,12 +924,17 @@ class _GroupValues:
         columns["current_state_timestamp"] = ts if ts_type == _MICROS else ts.cast(ts_type)
         members_type = typ.field("members").type
         start, stop = int(self.values[gk.MEMBERS_END, lo - 1]) if lo else 0, int(self.values[gk.MEMBERS_END, hi - 1])
+        # the members of values lo..hi: the same child for a batch's column and for its part
+        # of GroupMetadata rows (SegmentDecoder.batch_parts asks for it next), built once
+        key = (start, stop, members_type)
+        if self.last_members is None or self.last_members[0] != key:
+            self.last_members = (key, self._members(members_type.value_type, start, stop))
         columns["members"] = pa.Array.from_buffers(
             members_type,
             n,
             [present, pa.py_buffer(member_offsets)],
             null_count=absent,
-            children=[self._members(members_type.value_type, start, stop)],
+            children=[self.last_members[1]],
         )
         return pa.Array.from_buffers(typ, n, [present], null_count=absent, children=[columns[f.name] for f in typ])
 
