@@ -207,3 +207,30 @@ def test_a_checkpoint_account_answers_as_the_rows_do(seed):
 
     assert names_of(shortcut.topic_id, names2) == names_of(whole.topic_id, names)
     assert names_of(shortcut.batch_segment_file, names2) == names_of(whole.batch_segment_file, names)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_point_order_is_the_stable_sort_and_distinct_pairs(seed):
+    """lib.lake.lag_task.point_order against numpy's sorts: the points kept, stably by (now,
+    topic rank, partition); the distinct pairs ascending; each point's pair. Narrow partition
+    ranges go through its table of pairs, wide ones (and any int32) through the sorts."""
+    from lib.lake.lag_task import point_order
+
+    rng = np.random.default_rng(seed)
+    for trial in range(60):
+        n = int(rng.integers(0, 4000))
+        low = int(rng.integers(-(2**31), 2**31 - 1)) if trial % 6 == 0 else int(rng.integers(-10, 10))
+        width = int(rng.choice([1, 7, 64, 5000, 2**20, 2**31]))
+        rank = rng.integers(0, int(rng.integers(1, 60)), n).astype(np.int64)
+        partition = np.clip(low + rng.integers(0, width, n), -(2**31), 2**31 - 1).astype(np.int64)
+        is_now = rng.random(n) < 0.2
+        mask = rng.random(n) < 0.9
+        key = (rank << 32) | (partition + (1 << 31))
+        order = np.argsort(is_now.astype(np.int64) << 62 | key, kind="stable")
+        order = order[mask[order]]
+        uniq, pair = np.unique(key[order], return_inverse=True)
+        got = point_order(rank, partition, is_now, mask)
+        assert np.array_equal(got[0], order)
+        assert np.array_equal(got[1], uniq >> 32)
+        assert np.array_equal(got[2], (uniq & 0xFFFFFFFF) - (1 << 31))
+        assert np.array_equal(got[3], pair.reshape(-1))
