@@ -37,6 +37,9 @@ def engine_events(batches, engine: PartitionReplay | None = None) -> tuple[list[
         got = engine.take_commit_events()
         if got is not None:
             out.extend(got.to_pylist())
+    # in the order they took effect: by the record that made each effective, then its own
+    effect = [(e["applied_offset"], e["log_offset"]) for e in out]
+    assert effect == sorted(effect)
     return out, engine
 
 

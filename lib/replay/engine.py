@@ -742,6 +742,20 @@ class PartitionReplay:
         rows = np.flatnonzero(plain)
         applied_rows = np.array([r for _, r in applied], np.int64)
         refs = np.array([ref for ref, _ in applied], np.int64)
+        if not (refs > -2).any():
+            # every event's value is a row of this batch (most batches): taken once, in the
+            # order they took effect (by the row that made each effective, then log offset)
+            value_rows = np.concatenate([rows, -(refs + 2)])
+            by_row = np.concatenate([rows, applied_rows])
+            order = np.lexsort((log_offset[value_rows], by_row))
+            value_rows, by_row = value_rows[order], by_row[order]
+            table = pa.Table.from_batches([batch.select(_EVENT_VALUE_COLUMNS)]).take(pa.array(value_rows))
+            table = table.cast(_EVENT_VALUE_SCHEMA)
+            table = table.append_column("applied_offset", pa.array(log_offset[by_row])).append_column(
+                "applied_at", at.take(pa.array(by_row))
+            )
+            self._events.append(table.cast(COMMIT_EVENT_SCHEMA))
+            return
         parts = [batch.select(_EVENT_VALUE_COLUMNS).take(pa.array(rows))] if len(rows) else []
         order_rows = [rows]
         if len(refs):
