@@ -7,7 +7,7 @@ commits to one Arrow IPC file of the run's lag input (WAREHOUSE/_lag_input/<run 
 of topic partitions (BUCKETS of them, by a stable hash): record batches of whole buckets' rows,
 in bucket order, which its index places. A lag task reads, from every file, the batches holding
 its buckets and slices their rows out: a shuffle by topic partition whose memory is its buckets'
-commits (and a batch's more), never the log's. A run's lag input is kept until a lag stage has
+commits (and, at the ends of its range of buckets, two batches' more a flush), never the log's. A run's lag input is kept until a lag stage has
 consumed it (its lag_checkpoints commit), so a stage that died is redone from it.
 
 The batches hold numbers only (EVENT_SCHEMA): group ids and topics are codes into the file's
@@ -33,8 +33,8 @@ from schemas.tables import COMMIT_EVENT_SCHEMA
 LAG_INPUT = "_lag_input"
 BUCKETS = 1024
 FLUSH_ROWS = 1 << 20  # commits held before they are sorted into bucket batches and written
-# rows of a batch of the file (whole buckets': a reader reads the batches holding its buckets, so
-# its memory is its buckets' commits and at most this many more a batch)
+# rows of a batch of the file, about (whole buckets': a reader reads the batches holding its
+# buckets, so its memory is its buckets' commits and, for each flush, two batches' more at most)
 BATCH_ROWS = 1 << 16
 # COMMIT_EVENT_SCHEMA with the group id and the topic as codes into the file's names
 EVENT_SCHEMA = pa.schema(
