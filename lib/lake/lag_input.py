@@ -196,20 +196,31 @@ class EventWriter:
         return self.path
 
 
+def pair_cells(codes: np.ndarray, partition: np.ndarray) -> tuple[np.ndarray, int, int, int] | None:
+    """Each (code, partition) pair's cell in a table of codes by partitions, and the table's
+    partition span, lowest partition and size: (cells, span, low, size). None where the table
+    would be larger than the pairs plus 65,536 cells (partition numbers spread wide), or a code
+    is negative: there, sort. A run's commits name a few thousand topic partitions, and the
+    table finds them and orders them without sorting millions of keys."""
+    if not len(codes) or int(codes.min()) < 0:
+        return None
+    low = int(partition.min())
+    span = int(partition.max()) - low + 1
+    size = (int(codes.max()) + 1) * span
+    if size > len(codes) + (1 << 16):
+        return None
+    return codes.astype(np.int64) * span + (partition.astype(np.int64) - low), span, low, size
+
+
 def _distinct_pairs(topic: np.ndarray, partition: np.ndarray) -> np.ndarray:
     """The distinct (topic code, partition) pairs as topic << 32 | partition + 2**31, ascending:
-    np.unique's answer, without its sort where the pairs fit a table of topics by partitions no
-    larger than the rows (a flush's million commits name a few thousand partitions: the sort was
-    a fifth of the flush)."""
-    if not len(topic):
-        return np.zeros(0, np.int64)
-    low, high = int(partition.min()), int(partition.max())
-    span = high - low + 1
-    size = (int(topic.max()) + 1) * span
-    if int(topic.min()) < 0 or size > len(topic) + (1 << 16):
+    np.unique's answer, by pair_cells where it can (the sort was a fifth of a flush)."""
+    table = pair_cells(topic, partition)
+    if table is None:
         return np.unique(topic.astype(np.int64) << 32 | (partition.astype(np.int64) + (1 << 31)))
+    cells, span, low, size = table
     seen = np.zeros(size, np.bool_)
-    seen[topic.astype(np.int64) * span + (partition.astype(np.int64) - low)] = True
+    seen[cells] = True
     at = np.flatnonzero(seen)
     return (at // span) << 32 | (at % span + low + (1 << 31))
 

@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 
 from lib import storage
 from lib.codec.errors import DecodeError
-from lib.lake.lag_input import NameTable, buckets, read_events
+from lib.lake.lag_input import NameTable, buckets, pair_cells, read_events
 from lib.lake.lag_plan import now_file_prefix
 from lib.lake.lag_rows import (
     METHODS,
@@ -153,23 +153,20 @@ def point_order(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The points kept (`mask`) ordered by (is_now, topic rank, partition), stably; their
     distinct (rank, partition) pairs ascending (ranks, partitions); and each ordered point's
-    pair. Where the pairs fit a table of ranks by partitions (a task's few thousand topic
-    partitions), by that table: radix passes of 16 bits and a lookup, where sorting 64-bit keys
-    twice (np.argsort, np.unique) was most of a lag task's reading of its commits."""
-    if len(rank):
-        low, high = int(partition.min()), int(partition.max())
-        span = high - low + 1
-        size = (int(rank.max()) + 1) * span
-        if 2 * size <= 1 << 32 and size <= len(rank) + (1 << 16):
-            cell = rank * span + (partition - low)
-            order = _stable_order(is_now.astype(np.int64) * size + cell, 2 * size)
-            order = order[mask[order]]
-            cell = cell[order]
-            present = np.zeros(size, np.bool_)
-            present[cell] = True
-            cells = np.flatnonzero(present)
-            ranks_of = np.cumsum(present, dtype=np.int64) - 1
-            return order, cells // span, cells % span + low, ranks_of[cell]
+    pair. Where the pairs fit a table (lag_input.pair_cells), by that table: radix passes of 16
+    bits and a lookup, where sorting 64-bit keys twice (np.argsort, np.unique) was most of a lag
+    task's reading of its commits."""
+    table = pair_cells(rank, partition)
+    if table is not None and table[3] <= 1 << 31:
+        cell, span, low, size = table
+        order = _stable_order(is_now.astype(np.int64) * size + cell, 2 * size)
+        order = order[mask[order]]
+        cell = cell[order]
+        present = np.zeros(size, np.bool_)
+        present[cell] = True
+        cells = np.flatnonzero(present)
+        ranks_of = np.cumsum(present, dtype=np.int64) - 1
+        return order, cells // span, cells % span + low, ranks_of[cell]
     key = (rank << 32) | (partition + (1 << 31))
     order = np.argsort(is_now.astype(np.int64) << 62 | key, kind="stable")
     order = order[mask[order]]

@@ -742,46 +742,28 @@ class PartitionReplay:
         rows = np.flatnonzero(plain)
         applied_rows = np.array([r for _, r in applied], np.int64)
         refs = np.array([ref for ref, _ in applied], np.int64)
-        if not (refs > -2).any():
-            # every event's value is a row of this batch (most batches): taken once, in the
-            # order they took effect (by the row that made each effective, then log offset)
-            value_rows = np.concatenate([rows, -(refs + 2)])
-            by_row = np.concatenate([rows, applied_rows])
-            order = np.lexsort((log_offset[value_rows], by_row))
-            value_rows, by_row = value_rows[order], by_row[order]
-            table = pa.Table.from_batches([batch.select(_EVENT_VALUE_COLUMNS)]).take(pa.array(value_rows))
-            table = table.cast(_EVENT_VALUE_SCHEMA)
-            table = table.append_column("applied_offset", pa.array(log_offset[by_row])).append_column(
-                "applied_at", at.take(pa.array(by_row))
-            )
-            self._events.append(table.cast(COMMIT_EVENT_SCHEMA))
-            return
-        parts = [batch.select(_EVENT_VALUE_COLUMNS).take(pa.array(rows))] if len(rows) else []
-        order_rows = [rows]
-        if len(refs):
-            here = refs <= -2
-            values = []
-            if here.any():
-                values.append(
-                    pa.Table.from_batches([batch.select(_EVENT_VALUE_COLUMNS)]).take(pa.array(-(refs[here] + 2)))
-                )
-            if (~here).any():
-                values.append(self._take(refs[~here]).select(_EVENT_VALUE_COLUMNS))
-            parts.extend(values)
-            order_rows.append(np.concatenate([applied_rows[here], applied_rows[~here]]))
-        by_row = np.concatenate(order_rows)
-        table = pa.concat_tables(
-            [
-                (pa.Table.from_batches([p]) if isinstance(p, pa.RecordBatch) else p).cast(_EVENT_VALUE_SCHEMA)
-                for p in parts
-            ]
-        )
+        here = refs <= -2
+        # the events' values: rows of this batch (its commits, then those a marker here commits
+        # that were written here), then those of earlier batches a marker here commits
+        value_rows = np.concatenate([rows, -(refs[here] + 2)])
+        by_row = np.concatenate([rows, applied_rows[here], applied_rows[~here]])
+        values = pa.Table.from_batches([batch.select(_EVENT_VALUE_COLUMNS)])
+        stored = self._take(refs[~here]).select(_EVENT_VALUE_COLUMNS) if (~here).any() else None
+        offsets = log_offset[value_rows]
+        if stored is not None:
+            offsets = np.concatenate([offsets, stored.column("log_offset").to_numpy()])
+        # in the order they took effect: by the row that made each effective, then log offset
+        order = np.lexsort((offsets, by_row))
+        by_row = by_row[order]
+        if stored is None:  # (most batches) taken once, in that order
+            table = values.take(pa.array(value_rows[order])).cast(_EVENT_VALUE_SCHEMA)
+        else:
+            table = pa.concat_tables(
+                [values.take(pa.array(value_rows)).cast(_EVENT_VALUE_SCHEMA), stored.cast(_EVENT_VALUE_SCHEMA)]
+            ).take(pa.array(order))
         table = table.append_column("applied_offset", pa.array(log_offset[by_row])).append_column(
             "applied_at", at.take(pa.array(by_row))
         )
-        order = np.lexsort((table.column("log_offset").to_numpy(), by_row))
-        if bool(np.any(order != np.arange(len(order)))):  # (most batches: in order already)
-            table = table.take(pa.array(order))
         self._events.append(table.cast(COMMIT_EVENT_SCHEMA))
 
     def _touch(self, k: int, touched: np.ndarray, n_touched: int) -> int:
