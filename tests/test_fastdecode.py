@@ -350,6 +350,24 @@ def test_generated_logs(tmp_path, seed, share):
     assert_same(paths[1], start_offset=333, chunk_rows=77)
 
 
+def test_many_small_batches_grow_the_framing_arrays(tmp_path):
+    """A batch of one commit every ~110 bytes: several times the entries the framing walk starts
+    with room for (one per KiB of segment), so its arrays grow while it walks, some entries
+    compressed (each batch is framed, kept, skipped below a start offset or handed on)."""
+    b = PartitionLogBuilder(PART)
+    for i in range(1500):
+        b.batch(
+            [(offset_commit_key(f"g{i % 9}", "t", i % 5), offset_commit_value(i, T + i), T + i)], compression=i % 7 // 5
+        )
+    folder = b.write(str(tmp_path))
+    path = glob.glob(os.path.join(folder, "*.log"))[0]
+    assert 1000 < os.path.getsize(path) / 1500 * 10 < 2000  # (about ten batches a KiB)
+    batches = assert_same(path)
+    assert sum(x.num_rows for x in batches) == 1500
+    assert batches[-1].column("committed_offset")[-1].as_py() == 1499
+    assert sum(x.num_rows for x in assert_same(path, start_offset=1203, chunk_rows=100)) == 297
+
+
 def _expected_parts(batch: pa.RecordBatch) -> tuple[pa.RecordBatch, pa.RecordBatch]:
     """offsets_log's two parts of a batch (its plain file's, its GroupMetadata rows' file's),
     as Arrow's filter gives them."""

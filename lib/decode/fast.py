@@ -179,6 +179,9 @@ def _add_ok(a, b):
 # --- pass 1: framing ------------------------------------------------------------------------------
 
 _MAX_OFFSET = 2**63 - 2  # lib.codec.segments.MAX_RECORD_OFFSET: beyond it the Python reader raises
+# _frame's rows of its per-entry array
+_F_KIND, _F_EPOS, _F_ETOTAL, _F_BASE, _F_LAST, _F_ATTR, _F_BASE_TS, _F_MAX_TS, _F_PID, _F_PEPOCH, _F_COUNT = range(11)
+_FRAME_COLUMNS = 11
 
 
 @njit(cache=True, nogil=True)
@@ -187,29 +190,10 @@ def _frame(buf, skip_below, verify_crc, tab):
     last_skipped (or None as has_skipped=False), per-entry arrays). status 1: an offset sum
     overflows int64 (the caller decodes the whole file in Python)."""
     end = len(buf)
-    # count the entries first (header hops only)
-    n = 0
-    pos = 0
-    while end - pos >= 17:
-        size = _i32(buf, pos + 8)
-        if size < 14:
-            n += 1
-            break
-        if pos + 12 + size > end:
-            break
-        n += 1
-        pos += 12 + size
-    kind = np.empty(n, np.int8)
-    epos = np.empty(n, np.int64)
-    etotal = np.empty(n, np.int64)
-    base = np.empty(n, np.int64)
-    last = np.empty(n, np.int64)
-    attr = np.zeros(n, np.int64)
-    base_ts = np.zeros(n, np.int64)
-    max_ts = np.zeros(n, np.int64)
-    pid = np.zeros(n, np.int64)
-    pepoch = np.zeros(n, np.int64)
-    count = np.zeros(n, np.int64)
+    # one walk of the headers, into arrays that grow as needed: counting the entries first
+    # walked them twice, and each hop to the next header is a cache miss the walk waits for
+    cap = max(64, end // 1024)
+    cols = np.zeros((_FRAME_COLUMNS, cap), np.int64)
     has_skipped = False
     last_skipped = np.int64(0)
     status = 0
@@ -218,19 +202,24 @@ def _frame(buf, skip_below, verify_crc, tab):
     while end - pos >= 17:
         offset = _i64(buf, pos)
         size = _i32(buf, pos + 8)
-        epos[e] = pos
-        base[e] = offset
-        last[e] = offset
+        if e == cap:
+            cap *= 2
+            wider = np.zeros((_FRAME_COLUMNS, cap), np.int64)
+            wider[:, :e] = cols[:, :e]
+            cols = wider
+        cols[_F_EPOS, e] = pos
+        cols[_F_BASE, e] = offset
+        cols[_F_LAST, e] = offset
         if size < 14:
-            kind[e] = TAIL
-            etotal[e] = end - pos
+            cols[_F_KIND, e] = TAIL
+            cols[_F_ETOTAL, e] = end - pos
             e += 1
             pos = end
             break
         if pos + 12 + size > end:
             break
         total = 12 + size
-        etotal[e] = total
+        cols[_F_ETOTAL, e] = total
         magic = buf[pos + 16]
         if magic == 2 and skip_below != 0 and size >= 49:
             d = _i32(buf, pos + 23)
@@ -240,7 +229,7 @@ def _frame(buf, skip_below, verify_crc, tab):
             if offset + d < skip_below:
                 has_skipped = True
                 last_skipped = offset + d
-                kind[e] = SKIP
+                cols[_F_KIND, e] = SKIP
                 e += 1
                 pos += total
                 continue
@@ -253,20 +242,20 @@ def _frame(buf, skip_below, verify_crc, tab):
             d = _i32(buf, pos + 23)
             c = _i32(buf, pos + 57)
             if crc_ok and c >= 0 and d >= 0 and offset >= 0 and _add_ok(offset, d) and offset + d <= _MAX_OFFSET:
-                attr[e] = a
-                last[e] = offset + d
-                base_ts[e] = _i64(buf, pos + 27)
-                max_ts[e] = _i64(buf, pos + 35)
-                pid[e] = _i64(buf, pos + 43)
-                pepoch[e] = _i16(buf, pos + 51)
-                count[e] = c
+                cols[_F_ATTR, e] = a
+                cols[_F_LAST, e] = offset + d
+                cols[_F_BASE_TS, e] = _i64(buf, pos + 27)
+                cols[_F_MAX_TS, e] = _i64(buf, pos + 35)
+                cols[_F_PID, e] = _i64(buf, pos + 43)
+                cols[_F_PEPOCH, e] = _i16(buf, pos + 51)
+                cols[_F_COUNT, e] = c
                 codec = a & 7
                 if c == 0 or codec == 0:
                     if c <= (total - 61) // _MIN_RECORD_BYTES:
                         k = FAST
                 elif codec <= 4:
                     k = COMP
-        kind[e] = k
+        cols[_F_KIND, e] = k
         e += 1
         pos += total
     return (
@@ -275,17 +264,17 @@ def _frame(buf, skip_below, verify_crc, tab):
         pos,
         has_skipped,
         last_skipped,
-        kind,
-        epos,
-        etotal,
-        base,
-        last,
-        attr,
-        base_ts,
-        max_ts,
-        pid,
-        pepoch,
-        count,
+        cols[_F_KIND, :e].astype(np.int8),
+        cols[_F_EPOS, :e].copy(),
+        cols[_F_ETOTAL, :e].copy(),
+        cols[_F_BASE, :e].copy(),
+        cols[_F_LAST, :e].copy(),
+        cols[_F_ATTR, :e].copy(),
+        cols[_F_BASE_TS, :e].copy(),
+        cols[_F_MAX_TS, :e].copy(),
+        cols[_F_PID, :e].copy(),
+        cols[_F_PEPOCH, :e].copy(),
+        cols[_F_COUNT, :e].copy(),
     )
 
 
