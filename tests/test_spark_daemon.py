@@ -115,6 +115,10 @@ def test_the_daemon_the_jvm_starts_hands_over_to_a_prepared_zygote(tmp_path):
         serving = _parent_of(worker)
         # the worker's daemon is the zygote's child, not the process the "JVM" started
         assert serving != daemon.pid and _parent_of(serving) == zygote.process.pid
+        # and they run at the job's priority, not at the lower one the zygote prepared at
+        mine = os.getpriority(os.PRIO_PROCESS, 0)
+        assert os.getpriority(os.PRIO_PROCESS, serving) == mine
+        assert os.getpriority(os.PRIO_PROCESS, worker) == mine
         assert daemon.stdin is not None
         daemon.stdin.close()  # the JVM's end: the daemon it was served by shuts down...
         # ...and the one it started exits with its code: pyspark's daemon exits 1 then (its
@@ -154,6 +158,44 @@ def test_the_zygote_loads_every_cached_kernel_of_the_preloaded_modules_before_it
     assert got["failed"] == [] and got["frozen"] is True
     assert all(n >= 1 for n in got["loaded"].values()), got["loaded"]
     assert got["compiled"] == 0  # every one from the cache
+
+
+def test_the_zygote_prepares_in_a_thread_of_lower_priority_and_serves_at_its_own():
+    """prepare_behind_the_jvm: the preparation runs ZYGOTE_NICE levels below the process (on
+    Linux a thread's own nice value), and the thread that forks the daemons stays where it was."""
+    got = _run(
+        "import json, os, threading\n"
+        "from lib.spark import daemon\n"
+        "seen = {}\n"
+        "def prepare(kernels=False):\n"
+        "    seen['nice'] = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())\n"
+        "    seen['kernels'] = kernels\n"
+        "    return ['x']\n"
+        "daemon.prepare = prepare\n"
+        "before = os.getpriority(os.PRIO_PROCESS, 0)\n"
+        "failed = daemon.prepare_behind_the_jvm()\n"
+        "print(json.dumps({'before': before, 'during': seen['nice'], 'kernels': seen['kernels'],\n"
+        "    'after': os.getpriority(os.PRIO_PROCESS, 0), 'failed': failed, 'step': daemon.ZYGOTE_NICE}))"
+    )
+    assert got["step"] == 10 and got["kernels"] is True and got["failed"] == ["x"]
+    assert got["during"] == min(got["before"] + 10, 19)
+    assert got["after"] == got["before"]
+
+
+def test_an_error_while_preparing_is_raised_in_the_zygote():
+    got = _run(
+        "import json\n"
+        "from lib.spark import daemon\n"
+        "def prepare(kernels=False):\n"
+        "    raise MemoryError('out')\n"
+        "daemon.prepare = prepare\n"
+        "try:\n"
+        "    daemon.prepare_behind_the_jvm()\n"
+        "    print(json.dumps({'raised': None}))\n"
+        "except MemoryError as e:\n"
+        "    print(json.dumps({'raised': str(e)}))"
+    )
+    assert got == {"raised": "out"}
 
 
 def test_start_zygote_sweeps_the_folders_of_jobs_that_are_gone(tmp_path):
