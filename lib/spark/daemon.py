@@ -336,25 +336,18 @@ def prepare_behind_the_jvm(nice: int = ZYGOTE_NICE) -> list[str]:
     workers, keep the job's priority (lowering a priority can be undone by a privileged process
     only). Elsewhere than Linux it prepares at the job's priority."""
     import threading
+    from concurrent.futures import ThreadPoolExecutor
 
-    outcome: dict[str, Any] = {}
-
-    def run() -> None:
+    def run() -> list[str]:
         if sys.platform.startswith("linux"):
             with contextlib.suppress(OSError):
                 tid = threading.get_native_id()
                 os.setpriority(os.PRIO_PROCESS, tid, min(os.getpriority(os.PRIO_PROCESS, tid) + nice, 19))
-        try:
-            outcome["failed"] = prepare(kernels=True)
-        except BaseException as e:  # (raised here, in the thread that serves)
-            outcome["error"] = e
+        return prepare(kernels=True)
 
-    thread = threading.Thread(target=run, name="zygote-prepare")
-    thread.start()
-    thread.join()
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome["failed"]
+    # (result() raises here, in the thread that serves, what the preparation raised)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="zygote-prepare") as pool:
+        return pool.submit(run).result()
 
 
 def hand_over(path: str) -> int | None:
