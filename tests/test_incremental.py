@@ -347,3 +347,78 @@ def test_tasks_are_packed_by_their_bytes_and_a_cost_per_partition():
     # a full run's: a task per TASK_BYTES (256 MiB; seven for 8 x 200 MiB), at least two per core
     assert [len(t) for t in _pack([(200 * mib, f"p{i}") for i in range(8)], 2)] == [2, 1, 1, 1, 1, 1, 1]
     assert [len(t) for t in _pack([(10 * mib, f"p{i}") for i in range(30)], 2)] == [8, 8, 7, 7]
+
+
+# --- a run with nothing to do starts no JVM ---------------------------------------------------------
+
+
+def test_a_spark_context_starts_when_first_asked_for_and_once():
+    """SparkJobs (build_context's `lazy`): its starter runs at the first ask, once, however
+    many threads ask at that moment."""
+    import threading
+    import time
+
+    from lib.spark.session import SparkJobs
+
+    calls = []
+
+    def starter():
+        calls.append(threading.get_ident())
+        time.sleep(0.2)  # (the others ask while it starts)
+        return "context"
+
+    jobs = SparkJobs(starter)
+    assert not jobs.started and calls == []
+    got = []
+    threads = [threading.Thread(target=lambda: got.append(jobs.sparkContext)) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert got == ["context"] * 4 and len(calls) == 1 and jobs.started
+
+
+def test_a_spark_context_never_started_is_not_stopped():
+    from lib.spark.session import SparkJobs
+
+    def starter():
+        raise AssertionError("started")
+
+    SparkJobs(starter).stop()
+
+
+def test_a_run_with_nothing_new_starts_no_jvm(tmp_path):
+    """The default command, summary and all, on the bundled ten-day sample after a full run of
+    it: with SPARK_HOME naming no Spark (a JVM cannot start) the no-op succeeds and says what
+    it skipped. At a later --now its lag stage has work (now rows): with that SPARK_HOME it
+    fails, asking for the JVM; with the real one it starts the context then and writes them."""
+    import os
+    import subprocess
+    import sys
+
+    from lib.lake.delta import open_delta, table_path
+    from tests.helpers import REPO, replay_job
+
+    sample = os.path.join(REPO, "samples", "days")
+    log_dir = os.path.join(sample, "logdir")
+    with open(os.path.join(sample, "NOW")) as f:
+        now = int(f.read())
+    wh = str(tmp_path / "wh")
+    out, err = replay_job(log_dir, wh, now=now).communicate()
+    assert "replayed (full)" in out, err
+    no_spark = dict(os.environ, PYTHONPATH=REPO, PYSPARK_PYTHON=sys.executable, SPARK_HOME=str(tmp_path / "no-spark"))
+    cmd = [sys.executable, "-m", "jobs.replay_offsets", "--input", log_dir, "--warehouse", wh, "--now", str(now)]
+    noop = subprocess.run(cmd, cwd=REPO, env=no_spark, capture_output=True, text=True)
+    assert noop.returncode == 0, noop.stderr
+    assert noop.stdout.startswith("replayed (incremental, 50 partitions unchanged) 0 records from 50 partitions")
+    assert "lag: not computed (nothing new since the last run at the same --now)" in noop.stdout
+
+    later = now + 60_000
+    failed = replay_job(log_dir, wh, env={"SPARK_HOME": no_spark["SPARK_HOME"]}, now=later)
+    _, err = failed.communicate()
+    assert failed.returncode != 0 and "no-spark/./bin/spark-submit" in err
+    out, err = replay_job(log_dir, wh, now=later).communicate()
+    assert "replayed (incremental, 50 partitions unchanged) 0 records" in out, err
+    lag = open_delta(table_path(wh, "group_lag")).to_pyarrow_table(columns=["kind", "at"]).to_pylist()
+    now_rows = [int(r["at"].timestamp() * 1000) for r in lag if r["kind"] == "now"]
+    assert now_rows.count(later) == now_rows.count(now) > 0  # each partition's row again, a minute later

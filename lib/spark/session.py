@@ -7,7 +7,8 @@ from __future__ import annotations
 import glob
 import os
 import sys
-from dataclasses import dataclass
+import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -95,9 +96,13 @@ def configure_object_store(spark) -> None:
     """lib.storage's settings for this process from the session's Hadoop configuration
     (fs.s3a.*, whether from --conf spark.hadoop.*, core-site.xml or s3a_settings_from_env),
     the environment for what it lacks."""
+    _configure_object_store(spark.sparkContext)
+
+
+def _configure_object_store(context: SparkContext) -> None:
     from lib import storage
 
-    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+    hadoop = context._jsc.hadoopConfiguration()
     storage.configure(storage.ObjectStoreSettings.from_hadoop(hadoop.get))
 
 
@@ -135,28 +140,51 @@ def build_session(
     return spark
 
 
-@dataclass(frozen=True)
 class SparkJobs:
     """The replay's Spark: a SparkContext, with the same settings as build_session's, and no
     SparkSession. The replay runs RDD jobs of Python tasks and commits with delta-rs; building
     a session's SQL state (the Delta extension, the catalog, the SQL conf) cost every run about
-    4 s before its first task, for nothing it used. `session()` makes one when asked (--check)."""
+    4 s before its first task, for nothing it used. `session()` makes one when asked (--check).
+    The context starts when first asked for (`sparkContext`), at once unless build_context was
+    told `lazy`: a run that finds nothing to do then starts no JVM."""
 
-    sparkContext: SparkContext
+    def __init__(self, starter: Callable[[], SparkContext]):
+        self._starter = starter
+        self._context: SparkContext | None = None
+        self._lock = threading.Lock()  # (the replay asks from a thread too: start_workers)
+
+    @property
+    def sparkContext(self) -> SparkContext:
+        return self.start()
+
+    def start(self) -> SparkContext:
+        """The context, started now if it was not."""
+        with self._lock:
+            if self._context is None:
+                self._context = self._starter()
+            return self._context
+
+    @property
+    def started(self) -> bool:
+        return self._context is not None
 
     def session(self) -> SparkSession:
         from pyspark.sql import SparkSession
 
         # on the running context: its conf holds the Delta extension and catalog settings
+        self.start()
         return SparkSession.builder.getOrCreate()
 
     def stop(self, wait_for_jvm_s: float | None = None) -> None:
-        """Stop the context; with `wait_for_jvm_s`, also end the JVM and wait for it (it ends
-        once its stdin closes, and writes a class archive asked for then: lib.spark.jvm_archive)."""
+        """Stop the context (if it started); with `wait_for_jvm_s`, also end the JVM and wait
+        for it (it ends once its stdin closes, and writes a class archive asked for then:
+        lib.spark.jvm_archive)."""
         from pyspark import SparkContext
 
+        if self._context is None:
+            return
         jvm = SparkContext._gateway.proc if SparkContext._gateway is not None else None
-        self.sparkContext.stop()
+        self._context.stop()
         if wait_for_jvm_s is not None and jvm is not None:  # (the JVM itself: spark-submit execs it)
             jvm.stdin.close()
             jvm.wait(timeout=wait_for_jvm_s)
@@ -167,14 +195,24 @@ def build_context(
     overrides: dict[str, str] | None = None,
     defaults: dict[str, str] | None = None,
     object_store: bool = False,
+    lazy: bool = False,
 ) -> SparkJobs:
-    """build_session's settings, for a SparkContext alone (SparkJobs)."""
+    """build_session's settings, for a SparkContext alone (SparkJobs). `lazy`: the context (and
+    its JVM) starts when something first asks for it, not now; not with an object store, whose
+    settings this process takes from the context's Hadoop configuration."""
     from pyspark import SparkConf, SparkContext
 
     settings = _settings(app_name, overrides, defaults, object_store)
-    jobs = SparkJobs(SparkContext.getOrCreate(SparkConf().setAll(list(settings.items()))))
-    jobs.sparkContext.setLogLevel("WARN")
-    configure_object_store(jobs)
+
+    def start() -> SparkContext:
+        context = SparkContext.getOrCreate(SparkConf().setAll(list(settings.items())))
+        context.setLogLevel("WARN")
+        _configure_object_store(context)
+        return context
+
+    jobs = SparkJobs(start)
+    if not lazy or object_store:
+        jobs.start()
     return jobs
 
 
