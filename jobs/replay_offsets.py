@@ -129,6 +129,7 @@ def main(argv=None) -> int:
         return fail(error)
 
     from lib.spark.daemon import start_zygote
+    from lib.spark.lag import ran_at as lag_ran_at
     from lib.spark.pipeline import list_topic_logs, replays_anything
     from lib.spark.session import REPO_ROOT, starts_local_daemon
 
@@ -136,13 +137,13 @@ def main(argv=None) -> int:
     # while the JVM starts: the Python daemon of a run that will replay something prepares
     # (lib.spark.daemon's zygote), and a log dir's consumed topics are listed
     zygote = None
-    idle = False  # the peek found nothing to replay: the JVM starts only if the run finds work after all
+    idle = False  # nothing to do, as the peeks see it: the JVM starts only if the run finds work after all
     if logs and not object_store and starts_local_daemon(overrides):
         retention = args.retention_minutes
         if replays_anything(logs, args.warehouse, now_ms, retention, args.full):
             zygote = start_zygote(REPO_ROOT)
-        else:
-            idle = True
+        else:  # (a lag stage at a later --now has work: its JVM starts now, beside the run's start)
+            idle = args.skip_lag or lag_ran_at(args.warehouse, now_ms)
     topic_listing = list_topic_logs(logs) if logs is not None else None
     try:
         return _run(args, overrides, logs, partitions, object_store, now_ms, started, topic_listing, idle)

@@ -388,33 +388,52 @@ def test_a_spark_context_never_started_is_not_stopped():
 
 
 def test_a_run_with_nothing_new_starts_no_jvm(tmp_path):
-    """The default command, summary and all, on the bundled ten-day sample after a full run of
-    it: with SPARK_HOME naming no Spark (a JVM cannot start) the no-op succeeds and says what
-    it skipped. At a later --now its lag stage has work (now rows): with that SPARK_HOME it
-    fails, asking for the JVM; with the real one it starts the context then and writes them."""
+    """The default command, summary and all, on (a copy of) the bundled ten-day sample after a
+    full run of it: with SPARK_HOME naming no Spark (a JVM cannot start) the no-op succeeds and
+    says what it skipped. Work the peek before the JVM does not see (a consumed partition grown,
+    the same --now) starts the context when the lag stage asks for it: with that SPARK_HOME
+    the run fails, with the real one it scans that partition. At a later --now (the lag
+    stage's now rows) the JVM starts at once, as for a replay."""
     import os
+    import shutil
     import subprocess
     import sys
 
+    from lib.codec.segments import SegmentReader, read_segment_bytes
+    from lib.codec.writer import encode_batch
     from lib.lake.delta import open_delta, table_path
     from tests.helpers import REPO, replay_job
 
     sample = os.path.join(REPO, "samples", "days")
-    log_dir = os.path.join(sample, "logdir")
+    log_dir = str(tmp_path / "logdir")
+    shutil.copytree(os.path.join(sample, "logdir"), log_dir)
     with open(os.path.join(sample, "NOW")) as f:
         now = int(f.read())
     wh = str(tmp_path / "wh")
     out, err = replay_job(log_dir, wh, now=now).communicate()
     assert "replayed (full)" in out, err
-    no_spark = dict(os.environ, PYTHONPATH=REPO, PYSPARK_PYTHON=sys.executable, SPARK_HOME=str(tmp_path / "no-spark"))
+    no_spark = {"SPARK_HOME": str(tmp_path / "no-spark")}
+    env = dict(os.environ, PYTHONPATH=REPO, PYSPARK_PYTHON=sys.executable)
     cmd = [sys.executable, "-m", "jobs.replay_offsets", "--input", log_dir, "--warehouse", wh, "--now", str(now)]
-    noop = subprocess.run(cmd, cwd=REPO, env=no_spark, capture_output=True, text=True)
+    noop = subprocess.run(cmd, cwd=REPO, env=dict(env, **no_spark), capture_output=True, text=True)
     assert noop.returncode == 0, noop.stderr
     assert noop.stdout.startswith("replayed (incremental, 50 partitions unchanged) 0 records from 50 partitions")
     assert "lag: not computed (nothing new since the last run at the same --now)" in noop.stdout
 
+    # a consumed partition grows by one batch; the offsets partitions do not
+    segment = os.path.join(log_dir, "audit-log-0", "00000000000000000412.log")
+    last = list(SegmentReader(read_segment_bytes(segment), verify_crc=False))[-1]
+    with open(segment, "ab") as f:
+        f.write(encode_batch(last.next_offset, [(last.next_offset, last.max_timestamp + 1000, None, b"x")]))
+    failed = replay_job(log_dir, wh, env=no_spark, now=now)
+    _, err = failed.communicate()
+    assert failed.returncode != 0 and "no-spark/./bin/spark-submit" in err
+    scanned = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True)
+    assert scanned.returncode == 0, scanned.stderr
+    assert "lag: 1 consumed partitions read (1 batch headers)" in scanned.stdout
+
     later = now + 60_000
-    failed = replay_job(log_dir, wh, env={"SPARK_HOME": no_spark["SPARK_HOME"]}, now=later)
+    failed = replay_job(log_dir, wh, env=no_spark, now=later)
     _, err = failed.communicate()
     assert failed.returncode != 0 and "no-spark/./bin/spark-submit" in err
     out, err = replay_job(log_dir, wh, now=later).communicate()

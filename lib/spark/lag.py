@@ -89,6 +89,21 @@ def _previous_checkpoints(warehouse: str, full: bool) -> dict[tuple[str, int], d
     return {(r["topic"], r["partition"]): r for r in (previous.to_pylist() if previous is not None else [])}
 
 
+def ran_at(warehouse: str, now_ms: int) -> bool:
+    """Whether the last lag stage ran as of `now_ms` (its checkpoints of the offsets partitions
+    say so): with nothing new replayed and no consumed partition changed, this run's stage is
+    then skipped (run_lag_stage). A peek before the JVM starts, as the replay's
+    (lib.spark.pipeline.replays_anything); anything unexpected answers False."""
+    try:
+        table = read_small_table(table_path(warehouse, T.LAG_CHECKPOINTS))
+    except Exception:  # (the run reads it again, and says what is wrong)
+        return False
+    if table is None:
+        return False
+    at = [r["at_ms"] for r in table.select(["topic", "at_ms"]).to_pylist() if r["topic"] == OFFSETS_TOPIC]
+    return bool(at) and all(a == now_ms for a in at)
+
+
 @dataclass
 class _Plan:
     """What a lag stage reads: the lag input of the replay runs since the last stage, the
