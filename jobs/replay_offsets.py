@@ -129,7 +129,7 @@ def main(argv=None) -> int:
         return fail(error)
 
     from lib.spark.daemon import start_zygote
-    from lib.spark.lag import ran_at as lag_ran_at
+    from lib.spark.lag import waits as lag_waits
     from lib.spark.pipeline import list_topic_logs, replays_anything
     from lib.spark.session import REPO_ROOT, starts_local_daemon
 
@@ -143,7 +143,7 @@ def main(argv=None) -> int:
         if replays_anything(logs, args.warehouse, now_ms, retention, args.full):
             zygote = start_zygote(REPO_ROOT)
         else:  # (a lag stage at a later --now has work: its JVM starts now, beside the run's start)
-            idle = args.skip_lag or lag_ran_at(args.warehouse, now_ms)
+            idle = args.skip_lag or lag_waits(args.warehouse, now_ms)
     topic_listing = list_topic_logs(logs) if logs is not None else None
     try:
         return _run(args, overrides, logs, partitions, object_store, now_ms, started, topic_listing, idle)
@@ -155,9 +155,10 @@ def main(argv=None) -> int:
 def _run(
     args, overrides, logs, partitions, object_store: bool, now_ms: int, started: float, topic_listing, idle: bool
 ) -> int:
-    """The run, once the daemon's zygote (if any) is on its way. `idle`: a run that, as seen
-    before the lock, replays nothing; its Spark context starts only if a stage needs a job (the
-    lag stage at a later --now does): a no-op starts no JVM (2.4 s of its 3.3 s on the bench log)."""
+    """The run, once the daemon's zygote (if any) is on its way. `idle`: as the peeks before the
+    lock see it, a run with nothing to replay and nothing new for its lag stage; its Spark
+    context starts only if a stage asks for a job after all (a consumed partition grown at the
+    same --now): a no-op starts no JVM (2.4 s of its 3.3 s on the bench log)."""
     from lib.reporting.run_summary import assignment_summary, lag_summary, summarize
     from lib.spark.pipeline import ReplayError, WarehouseBusyError, run_replay
     from lib.spark.session import REPLAY_DEFAULTS, build_context

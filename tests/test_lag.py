@@ -462,3 +462,42 @@ def test_a_lag_task_weighs_the_bytes_left_to_scan():
     # a checkpoint of an earlier version (no position): from the segment holding offset 60
     assert weighed(ScanStart(60, None, None)) == 700 + 300
     assert weighed(ScanStart(60, 50, 200), scan=False) == 0
+
+
+def test_the_peek_at_whether_the_lag_stage_waits(tmp_path):
+    """lib.spark.lag.waits, read before a run's JVM would start: no checkpoint yet (a log dir
+    without consumed partitions) waits, and so do checkpoints of the offsets partitions all at
+    this --now; one of them at another --now does not (the stage will write now rows)."""
+    import datetime as dt
+
+    import pyarrow as pa
+
+    from lib.lake.delta import overwrite_small_table, table_path
+    from lib.spark.lag import OFFSETS_TOPIC, waits
+    from schemas.tables import LAG_CHECKPOINTS
+
+    wh = str(tmp_path / "wh")
+    assert waits(wh, NOW1)
+
+    def checkpoints(*rows):
+        table = pa.Table.from_pylist(
+            [
+                {
+                    "topic": t,
+                    "partition": p,
+                    "next_offset": 0,
+                    "at_ms": at,
+                    "run_id": "r",
+                    "finished_at": dt.datetime.now(dt.UTC),
+                }
+                for t, p, at in rows
+            ],
+            schema=LAG_CHECKPOINTS.arrow_schema,
+        )
+        overwrite_small_table(table_path(wh, LAG_CHECKPOINTS), LAG_CHECKPOINTS, table, "test")
+
+    checkpoints((OFFSETS_TOPIC, 0, NOW1), (OFFSETS_TOPIC, 1, NOW1), ("orders", 0, NOW1 - S))
+    assert waits(wh, NOW1)
+    assert not waits(wh, NOW1 + S)
+    checkpoints((OFFSETS_TOPIC, 0, NOW1), (OFFSETS_TOPIC, 1, NOW1 - S))
+    assert not waits(wh, NOW1)

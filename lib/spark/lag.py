@@ -89,19 +89,20 @@ def _previous_checkpoints(warehouse: str, full: bool) -> dict[tuple[str, int], d
     return {(r["topic"], r["partition"]): r for r in (previous.to_pylist() if previous is not None else [])}
 
 
-def ran_at(warehouse: str, now_ms: int) -> bool:
-    """Whether the last lag stage ran as of `now_ms` (its checkpoints of the offsets partitions
-    say so): with nothing new replayed and no consumed partition changed, this run's stage is
-    then skipped (run_lag_stage). A peek before the JVM starts, as the replay's
-    (lib.spark.pipeline.replays_anything); anything unexpected answers False."""
+def waits(warehouse: str, now_ms: int) -> bool:
+    """Whether, as its checkpoints tell, this run's lag stage has nothing new to do at `now_ms`:
+    the last stage ran as of `now_ms`, or none ever wrote a checkpoint (a log dir without consumed
+    partitions). A peek before the JVM starts, as the replay's
+    (lib.spark.pipeline.replays_anything): what it cannot see (a consumed partition grown, one
+    that appeared) the stage finds, later; anything unexpected answers False."""
     try:
         table = read_small_table(table_path(warehouse, T.LAG_CHECKPOINTS))
     except Exception:  # (the run reads it again, and says what is wrong)
         return False
     if table is None:
-        return False
+        return True
     at = [r["at_ms"] for r in table.select(["topic", "at_ms"]).to_pylist() if r["topic"] == OFFSETS_TOPIC]
-    return bool(at) and all(a == now_ms for a in at)
+    return all(a == now_ms for a in at)
 
 
 @dataclass
