@@ -101,8 +101,13 @@ def waits(warehouse: str, now_ms: int) -> bool:
         return False
     if table is None:
         return True
-    at = [r["at_ms"] for r in table.select(["topic", "at_ms"]).to_pylist() if r["topic"] == OFFSETS_TOPIC]
-    return all(a == now_ms for a in at)
+    return _judged_at(table.select(["topic", "at_ms"]).to_pylist(), now_ms)
+
+
+def _judged_at(checkpoints, now_ms: int) -> bool:
+    """Whether the lag_checkpoints rows of the offsets partitions all say the stage ran as of
+    `now_ms` (the stage's own skip rule and the peek's, in one place)."""
+    return all(r.get("at_ms") == now_ms for r in checkpoints if r["topic"] == OFFSETS_TOPIC)
 
 
 @dataclass
@@ -225,7 +230,7 @@ def run_lag_stage(
     offsets_rows = [r for (topic, _), r in plan.prev_rows.items() if topic == OFFSETS_TOPIC]
     caught_up = bool(plan.watermarks) and plan.watermarks == _replayed_to(warehouse)
     result.stage_seconds["lag_plan"] = time.monotonic() - t0
-    if caught_up and not changed and all(r.get("at_ms") == now_ms for r in offsets_rows):
+    if caught_up and not changed and _judged_at(offsets_rows, now_ms):
         result.skipped = "nothing new since the last run at the same --now"
         return result
 
