@@ -70,6 +70,38 @@ def test_consumed_partitions_are_found_with_topic_id_and_high_watermark(log_dir)
     assert find_topic_partitions(str(os.path.join(log_dir, "nowhere"))) == []
 
 
+def test_segments_carry_their_size_and_time_and_only_they_are_statted(log_dir):
+    from lib import storage
+
+    (log,) = find_topic_partitions(log_dir)
+    for seg in log.segments:
+        st = os.stat(seg.path)
+        assert (seg.size, seg.mtime_ns) == (st.st_size, st.st_mtime_ns)
+    folder = os.path.join(log_dir, "orders-3")
+    listed = {e.name: e for e in storage.list_dir(folder, sized=lambda name: name.endswith(".log"))}
+    meta = listed["partition.metadata"]
+    assert (meta.path, meta.is_dir, meta.size, meta.mtime_ns) == (
+        os.path.join(folder, "partition.metadata"),
+        False,
+        0,
+        0,
+    )
+    assert listed["00000000000000000019.log"].size == os.path.getsize(os.path.join(folder, "00000000000000000019.log"))
+    whole = {e.name: e for e in storage.list_dir(folder)}
+    assert whole["partition.metadata"].size == os.path.getsize(os.path.join(folder, "partition.metadata")) > 0
+    assert (
+        sorted(listed)
+        == sorted(whole)
+        == [
+            "00000000000000000000.log",
+            "00000000000000000019.log",
+            "partition.metadata",
+        ]
+    )
+    top = {e.name: e for e in storage.list_dir(log_dir, sized=lambda name: False)}
+    assert top["orders-3"].is_dir and not top["replication-offset-checkpoint"].is_dir
+
+
 def test_each_batch_gives_its_end_offset_and_times_from_its_header(log_dir):
     (log,) = find_topic_partitions(log_dir)
     s0, s1 = scan_partition(log)

@@ -18,6 +18,11 @@ _SEGMENT = re.compile(r"^(\d{20})\.log$")
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__cluster_metadata"})
 
 
+def _unsized(name: str) -> bool:
+    """A log dir's own entries (partition folders, checkpoint files): no sizes needed."""
+    return False
+
+
 @dataclass
 class TopicPartitionLog:
     topic: str
@@ -55,7 +60,7 @@ def find_topic_partitions(log_dir: str, wanted: set[tuple[str, int]] | None = No
     that the pattern refuses), each with its .log segments in offset order; only those in
     `wanted` when given. A log dir without any gives []."""
     try:
-        entries = storage.list_dir(log_dir)
+        entries = storage.list_dir(log_dir, sized=_unsized)
     except OSError:
         return []
     names = {e.name: e for e in entries}
@@ -69,7 +74,7 @@ def find_topic_partitions(log_dir: str, wanted: set[tuple[str, int]] | None = No
         topic, partition = m.group(1), int(m.group(2))
         if wanted is not None and (topic, partition) not in wanted:
             continue
-        listing = storage.list_dir(entry.path)
+        listing = storage.list_dir(entry.path, sized=_SEGMENT.match)
         log = TopicPartitionLog(
             topic,
             partition,
