@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TYPE_CHECKING
 
 from lib import storage
 from lib.cli import (
@@ -28,6 +30,9 @@ from lib.cli import (
 from lib.lake.lock import LockUnsupportedError
 from lib.replay.expiry import DEFAULT_RETENTION_MINUTES
 from lib.source.logdir import LogDirError, find_partitions, live_partitions
+
+if TYPE_CHECKING:
+    from lib.spark.pipeline import RunResult
 
 fail = failer("replay_offsets", nothing_changed=True)
 
@@ -159,11 +164,21 @@ def _run(
     lock see it, a run with nothing to replay and nothing new for its lag stage; its Spark
     context starts only if a stage asks for a job after all (a consumed partition grown at the
     same --now): a no-op starts no JVM (2.4 s of its 3.3 s on the bench log)."""
-    from lib.reporting.run_summary import assignment_summary, lag_summary, summarize
+    from lib.reporting.run_summary import lag_summary
     from lib.spark.pipeline import ReplayError, WarehouseBusyError, run_replay
     from lib.spark.session import REPLAY_DEFAULTS, build_context
 
     spark = build_context("replay_offsets", overrides, REPLAY_DEFAULTS, object_store=object_store, lazy=idle)
+    # --quiet prints one line: no summary queries (on a large log they cost more than the replay).
+    # Those of the replay's tables run beside the lag stage, which changes none of them
+    queries = ThreadPoolExecutor(1, thread_name_prefix="summary")
+    replay_summary: Future | None = None
+
+    def replayed(result: RunResult) -> None:
+        nonlocal replay_summary
+        if not args.quiet:
+            replay_summary = queries.submit(_replay_summary, args.warehouse, result)
+
     if logs is None:
         try:
             logs = find_partitions(args.input, partitions)
@@ -183,6 +198,7 @@ def _run(
             lag=not args.skip_lag,
             fetch_max_bytes=args.fetch_max_bytes,
             topic_listing=topic_listing,
+            replayed=replayed,
         )
     except ReplayError as e:
         return fail(str(e))
@@ -190,18 +206,29 @@ def _run(
         return fail(str(e), EXIT_BUSY)
     except LockUnsupportedError as e:
         return fail(str(e))
+    finally:
+        queries.shutdown(wait=False)
     wall = time.monotonic() - started
-    # --quiet prints one line: no summary queries (on a large log they cost more than the replay)
-    summary = None if args.quiet else summarize(args.warehouse, result.partitions, result.record_types)
+    summary = None
+    if not args.quiet:
+        summary = replay_summary.result() if replay_summary is not None else None
     if summary is not None and result.lag is not None and not result.lag.skipped:
         summary["lag"] = lag_summary(args.warehouse, result.now_ms)
-    if summary is not None and result.audit_rows is not None:
-        summary["assignments"] = assignment_summary(args.warehouse)
     print_summary(args, result, summary, wall)
     export_metrics(args, result, wall)
     if args.check:
         return run_checks(spark.session(), args, result.partitions)
     return 0
+
+
+def _replay_summary(warehouse: str, result: RunResult) -> dict:
+    """What the summary says of the replay's tables (committed when this runs)."""
+    from lib.reporting.run_summary import assignment_summary, summarize
+
+    summary = summarize(warehouse, result.partitions, result.record_types)
+    if result.audit_rows is not None:
+        summary["assignments"] = assignment_summary(warehouse)
+    return summary
 
 
 def export_metrics(args, result, wall: float) -> None:

@@ -16,6 +16,7 @@ import logging
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
@@ -113,6 +114,7 @@ def run_replay(
     assignments: bool = True,
     fetch_max_bytes: int | None = None,
     topic_listing: Future | None = None,
+    replayed: Callable[[RunResult], None] | None = None,
 ) -> RunResult:
     """Replay `logs` into the tables. Incremental unless `full` or a partition has no
     checkpoint yet: only records at or after each partition's checkpoint are read, and their
@@ -126,8 +128,9 @@ def run_replay(
     without it leaves the generations of the records it replays unaudited).
     `fetch_max_bytes`: the size limit of each Fetch of a live topic (default
     lib.source.live.FETCH_MAX_BYTES). `topic_listing`: the consumed topics' partitions of
-    `logs` being listed already (list_topic_logs). Raises WarehouseBusyError if another live run
-    writes the warehouse."""
+    `logs` being listed already (list_topic_logs). `replayed`: called with the result once the
+    replay's tables are committed, before the lag stage (which changes none of them). Raises
+    WarehouseBusyError if another live run writes the warehouse."""
     if on_corrupt not in ("fail", "quarantine"):
         raise ValueError(f"on_corrupt must be fail or quarantine, not {on_corrupt!r}")
     run_id = new_run_id()
@@ -159,6 +162,8 @@ def run_replay(
             topic_logs,
             starting,
         )
+        if replayed is not None:
+            replayed(result)
         if lag and logs:
             result.lag = _run_lag_locked(spark, logs, warehouse, result, full, topic_logs)
         return result
