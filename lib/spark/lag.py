@@ -200,7 +200,7 @@ def run_lag_stage(
                     _in_table(prev),
                     earlier_rows(prev) if prev is not None else None,
                     samples=_sample_rows([sample], run_id) if sample is not None else None,
-                    previous=prev,
+                    previous=_carried(prev),
                 )
             )
             changed |= sample is not None
@@ -224,7 +224,7 @@ def run_lag_stage(
                 _in_table(prev),
                 earlier_rows(prev) if prev is not None else None,
                 source_signature=signature if log is not None else (prev or {}).get("source_signature"),
-                previous=prev,
+                previous=_carried(prev),
             )
         )
     offsets_rows = [r for (topic, _), r in plan.prev_rows.items() if topic == OFFSETS_TOPIC]
@@ -270,6 +270,17 @@ def run_lag_stage(
     result.stage_seconds["lag_commit"] = time.monotonic() - t0
     remove_lag_input(warehouse)
     return result
+
+
+_SET_AT_COMMIT = ("run_id", "finished_at")  # what _commit_checkpoints stamps every row with
+
+
+def _carried(prev: dict | None) -> dict | None:
+    """The lag_checkpoints row a task starts a partition's from, without what the stage's
+    commit sets anew (its run and time: a datetime each, half the tasks' pickling)."""
+    if prev is None:
+        return None
+    return {k: v for k, v in prev.items() if k not in _SET_AT_COMMIT}
 
 
 def _in_table(prev: dict | None) -> bool:
@@ -393,18 +404,17 @@ def _commit_checkpoints(
     the previous ones, and every offsets partition's watermark from replay_checkpoints."""
     import pyarrow as pa
 
-    finished = dt.datetime.now(dt.UTC)
+    stamp = dict(zip(_SET_AT_COMMIT, (run_id, dt.datetime.now(dt.UTC))))
     new_rows: dict[tuple[str, int], dict] = dict(prev_rows)
     for c in checkpoints:
-        new_rows[(c["topic"], c["partition"])] = {**c, "run_id": run_id, "finished_at": finished}
+        new_rows[(c["topic"], c["partition"])] = {**c, **stamp}
     for p, nxt in _replayed_to(warehouse).items():
         new_rows[(OFFSETS_TOPIC, p)] = {
             "topic": OFFSETS_TOPIC,
             "partition": p,
             "next_offset": nxt,
             "at_ms": now_ms,  # the --now its `now` rows were computed at
-            "run_id": run_id,
-            "finished_at": finished,
+            **stamp,
         }
     names = T.LAG_CHECKPOINTS.column_names
     rows = [{c: row.get(c) for c in names} for _, row in sorted(new_rows.items())]
