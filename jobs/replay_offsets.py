@@ -209,9 +209,7 @@ def _run(
     finally:
         queries.shutdown(wait=False)
     wall = time.monotonic() - started
-    summary = None
-    if not args.quiet:
-        summary = replay_summary.result() if replay_summary is not None else None
+    summary = replay_summary.result() if replay_summary is not None else None  # (None with --quiet)
     if summary is not None and result.lag is not None and not result.lag.skipped:
         summary["lag"] = lag_summary(args.warehouse, result.now_ms)
     print_summary(args, result, summary, wall)
