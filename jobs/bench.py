@@ -4,9 +4,10 @@ assignment audit, lag), each run its own process, on a log that looks like a bus
 assignors' assignments, KIP-848 groups, transactions, tombstones, compressed batches, and the
 consumed topics of every committed partition in the same log dir), generated once and cached
 under bench-data/. Side by side in one run: decode only (this mix, one core, median of three passes), a run on an empty
-log (the fixed cost), the full run, the same without the assignment audit and without the lag
-stage (their shares), an incremental run after 1% more records (offsets and topics) and a run
-with nothing new (median of --repeat each), peak RSS per process at 1x and 2x the log; each run's
+log (the fixed cost, on Spark as the full run), the full run, the same without the assignment audit
+and without the lag stage (their shares), an incremental run after 1% more records (offsets and
+topics; and the same with --executor local, no JVM) and a run with
+nothing new (median of --repeat each), peak RSS per process at 1x and 2x the log; each run's
 input is read once before it, untimed (warm_input). Prints
 `name value unit` per figure, with each target, and writes them as JSON under the data folder.
 
@@ -102,9 +103,13 @@ def main(argv=None) -> int:
     shutil.rmtree(empty_log, ignore_errors=True)
     os.makedirs(os.path.join(empty_log, "__consumer_offsets-0"))
     open(os.path.join(empty_log, "__consumer_offsets-0", f"{0:020d}.log"), "wb").close()  # an empty segment
+    # (and on the local pool, --executor local: its own fixed cost)
     empty = run_job(empty_log, wh, now_ms, fresh=True)
     empty_noop = run_job(empty_log, wh, now_ms)
+    empty_local = run_job(empty_log, wh + "-empty", now_ms, fresh=True, extra=["--executor", "local"])
+    shutil.rmtree(wh + "-empty", ignore_errors=True)
     figures["empty_run_s"] = (empty.wall, "s (default command, empty log and warehouse: the fixed cost)")
+    figures["empty_run_local_s"] = (empty_local.wall, "s (the same with --executor local)")
     figures["empty_noop_s"] = (empty_noop.wall, "s (the same again: a no-op on an empty warehouse)")
 
     full = run_job(cut, wh, now_ms, fresh=True)
@@ -146,12 +151,16 @@ def main(argv=None) -> int:
         figures[name] = (round(statistics.median(shares), 3), f"of the full run's wall (median of {len(shares)})")
 
     # 1% more records (offsets and topics), then nothing new; each from a copy of the full run's tables
-    incs, noops = [], []
+    # (and the same incremental run on the local pool, alternating: what it saves)
+    incs, noops, local_incs = [], [], []
     for _ in range(args.repeat):
         shutil.rmtree(wh, ignore_errors=True)
         shutil.copytree(after_full, wh)
         incs.append(run_job(whole, wh, now_ms))
         noops.append(run_job(whole, wh, now_ms))
+        shutil.rmtree(wh, ignore_errors=True)
+        shutil.copytree(after_full, wh)
+        local_incs.append(run_job(whole, wh, now_ms, extra=["--executor", "local"]))
     inc = sorted(incs, key=lambda r: r.wall)[len(incs) // 2]
     noop_s = statistics.median(r.wall for r in noops)
     figures["incremental_records"] = (inc.records, "records")
@@ -159,12 +168,19 @@ def main(argv=None) -> int:
     figures["incremental_wall_s_each"] = (" ".join(f"{r.wall:.2f}" for r in incs), "s")
     for stage, seconds in inc.stages.items():
         figures[f"incremental_stage_{stage}_s"] = (seconds, "s")
+    local_inc = statistics.median(r.wall for r in local_incs)
+    figures["incremental_local_wall_s"] = (round(local_inc, 2), f"s (--executor local, median of {len(local_incs)})")
+    figures["incremental_local_wall_s_each"] = (" ".join(f"{r.wall:.2f}" for r in local_incs), "s")
     figures["noop_wall_s"] = (round(noop_s, 2), f"s (nothing new, median of {len(noops)})")
     figures["noop_wall_s_each"] = (" ".join(f"{r.wall:.2f}" for r in noops), "s")
     figures["noop_beyond_empty_noop_s"] = (round(noop_s - empty_noop.wall, 2), "s")
     figures["incremental_marginal_fraction"] = (
         round((inc.wall - noop_s) / full.wall, 4),
         "(incremental - no-op) / full",
+    )
+    figures["incremental_marginal_fraction_local"] = (
+        round((local_inc - noop_s) / full.wall, 4),
+        "the same with the incremental run on the local pool (--executor local)",
     )
     shutil.rmtree(after_full, ignore_errors=True)
 
@@ -273,9 +289,10 @@ def run_job(log_dir: str, warehouse: str, now_ms: int, fresh: bool = False, extr
 
 
 def is_python_worker(cmdline: str) -> bool:
-    """Spark's Python daemon and its workers, and those forked by a daemon zygote
-    (lib.spark.daemon), which the zygote's command line names."""
-    return "pyspark" in cmdline or "lib.spark.daemon" in cmdline
+    """Spark's Python daemon and its workers, those forked by a daemon zygote
+    (lib.spark.daemon), which the zygote's command line names, and the local pool's
+    (lib.spark.local_jobs: multiprocessing's fork server and what it forks)."""
+    return "pyspark" in cmdline or "lib.spark.daemon" in cmdline or "multiprocessing.forkserver" in cmdline
 
 
 def ensure_busy_log(data: str, records: int, seed: int, cut: bool = True) -> tuple[str, dict]:

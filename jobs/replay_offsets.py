@@ -11,7 +11,7 @@ import argparse
 import sys
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lib import storage
 from lib.cli import (
@@ -35,6 +35,9 @@ if TYPE_CHECKING:
     from lib.spark.pipeline import RunResult
 
 fail = failer("replay_offsets", nothing_changed=True)
+# --executor auto: the largest run (bytes of the offsets log to read) on the local pool. Below
+# it, starting Spark's JVM (2-3 s of both cores here) costs more than the tasks' own work
+LOCAL_RUN_BYTES = 64 << 20
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -107,6 +110,15 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="push the run's Prometheus metrics (lag, group states, the run's figures) to this Pushgateway",
     )
     p.add_argument("--metrics-file", metavar="PATH", help="write them as a node_exporter textfile (*.prom)")
+    p.add_argument(
+        "--executor",
+        choices=("auto", "spark", "local"),
+        default="spark",
+        help="where the Python tasks run: spark (default: a Spark context, its JVM), local (a pool of local "
+        "processes, no JVM: a local master and a log dir on local disk only; the same tables), or auto: local "
+        f"for a run on a local master that reads at most {LOCAL_RUN_BYTES >> 20} MiB of the offsets log, spark "
+        "otherwise",
+    )
     p.add_argument("--quiet", action="store_true", help="print only the one-line result")
     return p.parse_args(argv)
 
@@ -135,7 +147,7 @@ def main(argv=None) -> int:
 
     from lib.spark.daemon import start_zygote
     from lib.spark.lag import waits as lag_waits
-    from lib.spark.pipeline import list_topic_logs, replays_anything
+    from lib.spark.pipeline import list_topic_logs, replay_bytes
     from lib.spark.session import REPO_ROOT, starts_local_daemon
 
     started = time.monotonic()
@@ -143,32 +155,64 @@ def main(argv=None) -> int:
     # (lib.spark.daemon's zygote), and a log dir's consumed topics are listed
     zygote = None
     idle = False  # nothing to do, as the peeks see it: the JVM starts only if the run finds work after all
+    here = bool(logs) and not object_store and starts_local_daemon(overrides) and not args.bootstrap_servers
+    if args.executor == "local" and not here:
+        return fail("--executor local runs a log dir on local disk on a local master (spark.master local[...])")
+    to_read = None
     if logs and not object_store and starts_local_daemon(overrides):
-        retention = args.retention_minutes
-        if replays_anything(logs, args.warehouse, now_ms, retention, args.full):
-            zygote = start_zygote(REPO_ROOT)
-        else:  # (a lag stage at a later --now has work: its JVM starts now, beside the run's start)
+        to_read = replay_bytes(logs, args.warehouse, now_ms, args.retention_minutes, args.full)
+    local = args.executor == "local" or (args.executor == "auto" and here and (to_read or 0) <= LOCAL_RUN_BYTES)
+    if logs and not object_store and starts_local_daemon(overrides):
+        if to_read is None:  # (a lag stage at a later --now has work: its JVM starts now, beside the run's start)
             idle = args.skip_lag or lag_waits(args.warehouse, now_ms)
+        elif not local:
+            zygote = start_zygote(REPO_ROOT)
     topic_listing = list_topic_logs(logs) if logs is not None else None
     try:
-        return _run(args, overrides, logs, partitions, object_store, now_ms, started, topic_listing, idle)
+        return _run(
+            args, overrides, logs, partitions, object_store, now_ms, started, topic_listing, idle, local, to_read
+        )
     finally:
         if zygote is not None:
             zygote.stop()
 
 
 def _run(
-    args, overrides, logs, partitions, object_store: bool, now_ms: int, started: float, topic_listing, idle: bool
+    args,
+    overrides,
+    logs,
+    partitions,
+    object_store: bool,
+    now_ms: int,
+    started: float,
+    topic_listing,
+    idle: bool,
+    local: bool = False,
+    to_read: int | None = None,
 ) -> int:
     """The run, once the daemon's zygote (if any) is on its way. `idle`: as the peeks before the
     lock see it, a run with nothing to replay and nothing new for its lag stage; its Spark
     context starts only if a stage asks for a job after all (a consumed partition grown at the
-    same --now): a no-op starts no JVM (2.4 s of its 3.3 s on the bench log)."""
+    same --now): a no-op starts no JVM (2.4 s of its 3.3 s on the bench log). `local`: the tasks
+    run in a local pool (lib.spark.local_jobs), started now if the run replays something
+    (`to_read` not None), on first use otherwise."""
     from lib.reporting.run_summary import lag_summary
     from lib.spark.pipeline import ReplayError, WarehouseBusyError, run_replay
-    from lib.spark.session import REPLAY_DEFAULTS, build_context
+    from lib.spark.session import REPLAY_DEFAULTS, build_context, build_session
 
-    spark = build_context("replay_offsets", overrides, REPLAY_DEFAULTS, object_store=object_store, lazy=idle)
+    spark: Any
+    if local:
+        from lib.spark.local_jobs import LocalJobs, local_parallelism
+        from lib.spark.session import spark_master
+
+        spark = LocalJobs(
+            local_parallelism(spark_master(overrides)) or 1,
+            session=lambda: build_session("replay_offsets", overrides),
+        )
+        if to_read is not None:
+            spark.start()
+    else:
+        spark = build_context("replay_offsets", overrides, REPLAY_DEFAULTS, object_store=object_store, lazy=idle)
     # --quiet prints one line: no summary queries (on a large log they cost more than the replay).
     # Those of the replay's tables run beside the lag stage, which changes none of them
     queries = ThreadPoolExecutor(1, thread_name_prefix="summary")
@@ -208,11 +252,13 @@ def _run(
         return fail(str(e))
     finally:
         queries.shutdown(wait=False)
+        if local:
+            spark.stop()  # (its processes idle now: they end at once)
     wall = time.monotonic() - started
     summary = replay_summary.result() if replay_summary is not None else None  # (None with --quiet)
     if summary is not None and result.lag is not None and not result.lag.skipped:
         summary["lag"] = lag_summary(args.warehouse, result.now_ms)
-    print_summary(args, result, summary, wall)
+    print_summary(args, result, summary, wall, f"a local pool of {spark.parallelism} processes" if local else "Spark")
     export_metrics(args, result, wall)
     if args.check:
         return run_checks(spark.session(), args, result.partitions)
@@ -258,7 +304,7 @@ def run_checks(spark, args, partitions) -> int:
     return 1
 
 
-def print_summary(args, result, s: dict | None, wall: float) -> None:
+def print_summary(args, result, s: dict | None, wall: float, executor: str = "Spark") -> None:
     rate = result.records / max(wall, 1e-9)
     mode = "incremental" if result.incremental else "full"
     if result.skipped_partitions:
@@ -282,7 +328,7 @@ def print_summary(args, result, s: dict | None, wall: float) -> None:
     if args.quiet or s is None:
         return
     print(
-        f"  as of {format_ms(result.now_ms)}, retention {result.retention_minutes} min; stages: "
+        f"  as of {format_ms(result.now_ms)}, retention {result.retention_minutes} min; tasks on {executor}; stages: "
         + ", ".join(f"{k} {v:.1f}s" for k, v in result.stage_seconds.items())
         + f"; {rate:,.0f} records/s"
     )

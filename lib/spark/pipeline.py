@@ -221,18 +221,23 @@ def _topic_logs(logs: list[PartitionLog]) -> list[TopicPartitionLog] | None:
     return find_topic_partitions(storage.dirname(logs[0].path))
 
 
-def replays_anything(
+def replay_bytes(
     logs: list[PartitionLog], warehouse: str, now_ms: int, retention_minutes: int, full: bool = False
-) -> bool:
-    """Whether run_replay would replay a partition of `logs`, as seen now: a peek before the
-    JVM starts, without the lock (run_replay decides again under it)."""
+) -> int | None:
+    """The bytes of segments run_replay would read, as seen now (None: it would replay no
+    partition of `logs`): a peek before the JVM starts, without the lock (run_replay decides
+    again under it). A partition re-judged for expiry with nothing new reads 0 bytes."""
     if not logs:
-        return False
+        return None
     try:
         prev = None if full else previous_run(None, warehouse, [pl.partition for pl in logs])
     except Exception:  # (the run itself reads it again, and says what is wrong)
-        return False
-    return bool(_changed(logs, prev, now_ms, retention_minutes))
+        return None
+    changed = _changed(logs, prev, now_ms, retention_minutes)
+    if not changed:
+        return None
+    starts = prev.next_offsets if prev is not None else {}
+    return sum(_segments_to_read(pl, starts.get(pl.partition, 0), prev)[0] for pl in changed)
 
 
 def list_topic_logs(logs: list[PartitionLog]) -> Future:
@@ -474,8 +479,16 @@ def _replay_task(
     task = replace(common, partition=p, start_offset=int(start_offset), end_offset=(end_offsets or {}).get(p))
     if pl.bootstrap is not None:
         return 0, replace(task, bootstrap=pl.bootstrap, fetch_max_bytes=fetch_max_bytes)
+    size, segs, start_position = _segments_to_read(pl, start_offset, prev)
+    task = replace(task, segments=tuple((s.path, s.base_offset) for s in segs), start_position=start_position)
+    return size, task
+
+
+def _segments_to_read(pl: PartitionLog, start_offset: int, prev: PreviousRun | None) -> tuple[int, list, int | None]:
+    """A log dir partition's bytes to read from `start_offset`, its segments from there, and
+    the byte position in the first where its checkpoint stopped (None: from its start)."""
     segs = segments_from(pl, start_offset)
-    row = prev.rows.get(p) if prev is not None else None
+    row = prev.rows.get(pl.partition) if prev is not None else None
     start_position = None
     if (
         row
@@ -485,8 +498,7 @@ def _replay_task(
         and row["source_signature"].split(":", 1)[0] == str(segs[0].base_offset)
     ):
         start_position = int(row["next_byte_position"])
-    task = replace(task, segments=tuple((s.path, s.base_offset) for s in segs), start_position=start_position)
-    return sum(s.size for s in segs) - (start_position or 0), task
+    return sum(s.size for s in segs) - (start_position or 0), segs, start_position
 
 
 def _resolve_topic_names(

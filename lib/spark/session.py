@@ -221,9 +221,18 @@ def starts_local_daemon(overrides: dict[str, str] | None = None) -> bool:
     with this repository's Python daemon (as _settings sets them): what a daemon zygote needs."""
     if "PYSPARK_GATEWAY_PORT" in os.environ:
         return False
-    conf = {**read_conf(os.environ.get("OFFSETS_LAKE_SPARK_CONF", DEFAULT_CONF)), **(overrides or {})}
+    conf = _job_conf(overrides)
     module = conf.get("spark.python.daemon.module", LOCAL_DAEMON_MODULE)
     return conf.get("spark.master", LOCAL_MASTER).startswith("local") and module == LOCAL_DAEMON_MODULE
+
+
+def spark_master(overrides: dict[str, str] | None = None) -> str:
+    """The master a job started here with these --conf settings runs on."""
+    return _job_conf(overrides).get("spark.master", LOCAL_MASTER)
+
+
+def _job_conf(overrides: dict[str, str] | None) -> dict[str, str]:
+    return {**read_conf(os.environ.get("OFFSETS_LAKE_SPARK_CONF", DEFAULT_CONF)), **(overrides or {})}
 
 
 def _settings(

@@ -1,0 +1,146 @@
+"""The replay's and the lag stage's Python tasks in a pool of local processes, for a small run
+on a local master: the same tasks (lib.lake.tasks), the same typed seams and the same commits,
+without starting a JVM.
+
+On a local master Spark runs those tasks in Python workers on this machine anyway; its JVM only
+schedules them, and starting it costs a small run more than the run's work (on make bench's 1%
+incremental run, about 2 s of its 7: the JVM's start-up takes both cores for 2-3 s). A job picks
+this pool for a run whose new input is small (jobs.replay_offsets --executor auto) and Spark for
+anything larger, a cluster master or an object store.
+
+The pool's processes fork from a server that has imported the tasks' modules once
+(lib.spark.daemon.PRELOAD, as Spark's daemon here does), with string hashing seeded as pyspark
+seeds its workers'. They are reused from job to job, as Spark reuses its Python workers. A task's
+exception reaches the driver as it was raised (a WorkerError's text included, so
+raising_worker_errors reads it as from Spark); a worker that dies fails the job
+(BrokenProcessPool), before anything is committed."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import re
+import threading
+from collections.abc import Callable, Iterable
+from concurrent.futures import ProcessPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+def local_parallelism(master: str) -> int | None:
+    """The task slots of a local master (local, local[N], local[*], local[N,F]); None for any
+    other master."""
+    if master == "local":
+        return 1
+    m = re.fullmatch(r"local\[(\*|\d+)(?:,\d+)?\]", master)
+    if m is None:
+        return None
+    return (os.cpu_count() or 1) if m.group(1) == "*" else max(1, int(m.group(1)))
+
+
+def _prepare_worker(driver: int) -> None:
+    """In each pool process, once: what lib.spark.daemon.prepare does before its forks (the
+    modules are already imported by the fork server), and a watch on the driver: a pool
+    process holds its own queue's pipes, so it would wait on them for ever once the driver is
+    gone (killed: the run's lock is taken over by the next run, its processes must not stay)."""
+    import select
+
+    from lib.spark.daemon import prepare
+
+    prepare()
+    try:
+        watched = os.pidfd_open(driver)
+    except ProcessLookupError:  # the driver already gone
+        os._exit(1)
+    except (AttributeError, OSError):  # (not Linux: no watch)
+        return
+
+    def watch() -> None:
+        select.select([watched], [], [])  # readable once the driver has exited
+        os._exit(1)
+
+    threading.Thread(target=watch, name="driver-watch", daemon=True).start()
+
+
+class LocalJob:
+    """parallelize(items).map(fn): collect() runs fn on each item in the pool, in order."""
+
+    def __init__(self, jobs: LocalJobs, items: list, fn: Callable[[Any], Any] | None = None):
+        self._jobs, self._items, self._fn = jobs, items, fn
+
+    def map(self, fn: Callable[[Any], Any]) -> LocalJob:
+        return LocalJob(self._jobs, self._items, fn)
+
+    def collect(self) -> list:
+        assert self._fn is not None
+        pool = self._jobs.pool()
+        # one item a submission: the items are Spark's tasks, each as long as a partition's work
+        futures = [pool.submit(self._fn, item) for item in self._items]
+        try:
+            return [f.result() for f in futures]
+        except BaseException:
+            for f in futures:
+                f.cancel()
+            raise
+
+
+class LocalContext:
+    """The part of a SparkContext the replay and the lag stage use."""
+
+    def __init__(self, jobs: LocalJobs, parallelism: int):
+        self._jobs = jobs
+        self.defaultParallelism = parallelism
+
+    def parallelize(self, items: Iterable, num_slices: int | None = None) -> LocalJob:
+        return LocalJob(self._jobs, list(items))
+
+
+class LocalJobs:
+    """SparkJobs's surface (sparkContext, start, started, session, stop) over a local pool of
+    `parallelism` processes. `session()` (the --check) starts a real Spark session then."""
+
+    def __init__(self, parallelism: int, session: Callable[[], SparkSession] | None = None):
+        self.parallelism = max(1, parallelism)
+        self._context = LocalContext(self, self.parallelism)
+        self._session = session
+        self._pool: ProcessPoolExecutor | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def sparkContext(self) -> LocalContext:
+        return self._context
+
+    def start(self) -> LocalContext:
+        """The pool's fork server started (its imports under way), and the context."""
+        self.pool()
+        return self._context
+
+    @property
+    def started(self) -> bool:
+        return self._pool is not None
+
+    def pool(self) -> ProcessPoolExecutor:
+        with self._lock:
+            if self._pool is None:
+                from lib.spark.daemon import PRELOAD
+
+                context = multiprocessing.get_context("forkserver")
+                context.set_forkserver_preload(list(PRELOAD))
+                _start_fork_server()
+                self._pool = ProcessPoolExecutor(
+                    self.parallelism, mp_context=context, initializer=_prepare_worker, initargs=(os.getpid(),)
+                )
+            return self._pool
+
+    def session(self) -> SparkSession:
+        if self._session is None:
+            raise RuntimeError("no Spark session for this run")
+        return self._session()
+
+    def stop(self, wait_for_jvm_s: float | None = None) -> None:
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)

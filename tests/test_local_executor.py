@@ -1,0 +1,141 @@
+"""The local pool (lib.spark.local_jobs): jobs.replay_offsets --executor local runs the same
+tasks as Spark and commits the same tables; auto picks it for a small run on a local master;
+a worker's typed error and a worker's death fail the run with nothing changed."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from jobs import replay_offsets
+from lib.spark.local_jobs import LocalJobs, local_parallelism
+from tests.helpers import NOW, REPO, phases, snapshot
+
+
+def test_local_parallelism():
+    assert local_parallelism("local") == 1
+    assert local_parallelism("local[2]") == 2
+    assert local_parallelism("local[3,4]") == 3
+    assert local_parallelism("local[*]") == os.cpu_count()
+    assert local_parallelism("spark://h:7077") is None
+    assert local_parallelism("yarn") is None
+    assert local_parallelism("local-cluster[2,1,1024]") is None
+
+
+def _square(x: int) -> int:
+    return x * x
+
+
+def _fail(x: int) -> int:
+    if x == 2:
+        raise ValueError(f"task {x} failed")
+    return x
+
+
+def _die(x: int) -> int:
+    if x == 1:
+        os._exit(3)
+    return x
+
+
+def test_pool_runs_tasks_in_order_and_raises_theirs():
+    jobs = LocalJobs(2)
+    try:
+        assert jobs.sparkContext.defaultParallelism == 2
+        assert jobs.sparkContext.parallelize(range(7), 7).map(_square).collect() == [0, 1, 4, 9, 16, 25, 36]
+        pids = jobs.sparkContext.parallelize(range(4), 4).map(_getpid).collect()
+        assert os.getpid() not in pids and 1 <= len(set(pids)) <= 2
+        with pytest.raises(ValueError, match="task 2 failed"):
+            jobs.sparkContext.parallelize(range(4), 4).map(_fail).collect()
+        from concurrent.futures.process import BrokenProcessPool
+
+        with pytest.raises(BrokenProcessPool):
+            jobs.sparkContext.parallelize(range(3), 3).map(_die).collect()
+    finally:
+        jobs.stop()
+    assert not jobs.started
+
+
+def _getpid(_: int) -> int:
+    return os.getpid()
+
+
+def _write_phase(builders, phase, log_dir):
+    phase()
+    for b in builders:
+        b.write(str(log_dir))
+
+
+def test_same_tables_as_spark(spark, tmp_path):
+    """A full run and two incremental runs of the growing log, each on the pool (as auto picks
+    it for a run this small) and on Spark: every table the same, row for row (run ids and times
+    aside, as snapshot leaves them)."""
+    (b0, b1), steps = phases()
+    log_dir = tmp_path / "logdir"
+    pool, jvm = tmp_path / "pool", tmp_path / "spark"
+    for step in steps:
+        _write_phase((b0, b1), step, log_dir)
+        for wh, how, where in ((pool, "auto", "a local pool of 2 processes"), (jvm, "spark", "Spark")):
+            out, err = _job(log_dir, wh, how)
+            assert out.startswith("replayed (") and f"; tasks on {where}; stages: " in out, err
+        assert snapshot(spark, pool) == snapshot(spark, jvm)
+
+
+def _job(log_dir, wh, executor: str, now: int = NOW) -> tuple[str, str]:
+    """jobs.replay_offsets in its own process on local[2] with --executor `executor`."""
+    env = dict(os.environ, PYTHONPATH=REPO, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
+    cmd = [sys.executable, "-m", "jobs.replay_offsets", "--input", str(log_dir), "--warehouse", str(wh)]
+    cmd += ["--now", str(now), "--conf", "spark.master=local[2]", "--executor", executor]
+    done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return done.stdout, done.stderr
+
+
+def test_executor_local_needs_a_local_master(tmp_path, capsys):
+    (b0, b1), steps = phases()
+    _write_phase((b0, b1), steps[0], tmp_path / "logdir")
+    code = replay_offsets.main(
+        ["--input", str(tmp_path / "logdir"), "--warehouse", str(tmp_path / "wh"), "--executor", "local"]
+        + ["--master", "spark://127.0.0.1:1", "--now", str(NOW)]
+    )
+    assert code == 2
+    assert "--executor local runs a log dir on local disk on a local master" in capsys.readouterr().err
+    assert not (tmp_path / "wh").exists()
+
+
+def test_worker_error_names_the_place_and_changes_nothing(tmp_path, capsys):
+    """A CRC mismatch found in a pool process: the same typed error as from Spark."""
+    from lib.testdata.logbuilder import T0, PartitionLogBuilder
+
+    logs = tmp_path / "logs"
+    b1 = PartitionLogBuilder(1).commit("g1", "t", 0, 3, T0).commit("g1", "t", 1, 4, T0)
+    path = b1.write(str(logs)) + "/00000000000000000000.log"
+    data = bytearray(open(path, "rb").read())
+    second = len(data) // 2  # both batches have equal size
+    data[second + 70] ^= 0xFF  # inside the CRC-covered region of offset 1's batch
+    open(path, "wb").write(bytes(data))
+    args = ["--input", str(logs), "--warehouse", str(tmp_path / "wh"), "--executor", "local", "--quiet"]
+    assert replay_offsets.main([*args, "--now", str(T0 + 86_400_000)]) == 2
+    err = capsys.readouterr().err
+    assert "CRC-32C mismatch" in err and f"file {path}, partition 1, log offset 1, byte position {second}" in err
+    assert "no table was changed" in err and "Traceback" not in err
+    assert not (tmp_path / "wh" / "offsets_log").exists()
+
+
+def test_killed_driver_leaves_no_pool_process(tmp_path):
+    """SIGKILL at the lag stage's start: the pool's processes end with the driver (they would
+    hold the run's pipes, and wait for ever), and the next run completes the stage."""
+    (b0, b1), steps = phases()
+    log_dir = tmp_path / "logdir"
+    _write_phase((b0, b1), steps[0], log_dir)
+    env = dict(os.environ, PYTHONPATH=REPO, PYSPARK_PYTHON=sys.executable, OFFSETS_LAKE_KILL_AT="lag_start")
+    cmd = [sys.executable, "-m", "jobs.replay_offsets", "--input", str(log_dir), "--warehouse", str(tmp_path / "wh")]
+    cmd += ["--now", str(NOW), "--conf", "spark.master=local[2]", "--executor", "local", "--quiet"]
+    killed = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    assert killed.returncode == -9 and "SIGKILL at crash point lag_start" in killed.stderr
+    out, _ = _job(log_dir, tmp_path / "wh", "local")
+    assert out.startswith("took over the lock of replay run ")
+    assert "\nreplayed (incremental, 2 partitions unchanged) 0 records" in out
