@@ -64,6 +64,21 @@ def _prepare_worker(driver: int) -> None:
     threading.Thread(target=watch, name="driver-watch", daemon=True).start()
 
 
+def _start_fork_server() -> None:
+    """The fork server, a new interpreter, started now (its imports under way beside the
+    driver's work) with the hash seed pyspark gives its workers (this process's environment
+    as it was after)."""
+    from multiprocessing import forkserver
+
+    seed = os.environ.get("PYTHONHASHSEED")
+    os.environ["PYTHONHASHSEED"] = seed if seed is not None else "0"
+    try:
+        forkserver.ensure_running()
+    finally:
+        if seed is None:
+            del os.environ["PYTHONHASHSEED"]
+
+
 class LocalJob:
     """parallelize(items).map(fn): collect() runs fn on each item in the pool, in order."""
 
