@@ -93,7 +93,7 @@ def waits(warehouse: str, now_ms: int) -> bool:
     """Whether, as its checkpoints tell, this run's lag stage has nothing new to do at `now_ms`:
     the last stage ran as of `now_ms`, or none ever wrote a checkpoint (a log dir without consumed
     partitions). A peek before the JVM starts, as the replay's
-    (lib.spark.pipeline.replays_anything): what it cannot see (a consumed partition grown, one
+    (lib.spark.pipeline.replay_bytes): what it cannot see (a consumed partition grown, one
     that appeared) the stage finds, later; anything unexpected answers False."""
     try:
         table = read_small_table(table_path(warehouse, T.LAG_CHECKPOINTS))
