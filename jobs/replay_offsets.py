@@ -155,14 +155,16 @@ def main(argv=None) -> int:
     # (lib.spark.daemon's zygote), and a log dir's consumed topics are listed
     zygote = None
     idle = False  # nothing to do, as the peeks see it: the JVM starts only if the run finds work after all
-    here = bool(logs) and not object_store and starts_local_daemon(overrides) and not args.bootstrap_servers
+    # (the job's conf read once: a log on local disk or a live cluster, run on a local master)
+    local_daemon = bool(logs) and not object_store and starts_local_daemon(overrides)
+    here = local_daemon and not args.bootstrap_servers
     if args.executor == "local" and not here:
         return fail("--executor local runs a log dir on local disk on a local master (spark.master local[...])")
-    to_read = None
-    if logs and not object_store and starts_local_daemon(overrides):
-        to_read = replay_bytes(logs, args.warehouse, now_ms, args.retention_minutes, args.full)
+    to_read = (
+        replay_bytes(logs, args.warehouse, now_ms, args.retention_minutes, args.full) if logs and local_daemon else None
+    )
     local = args.executor == "local" or (args.executor == "auto" and here and (to_read or 0) <= LOCAL_RUN_BYTES)
-    if logs and not object_store and starts_local_daemon(overrides):
+    if local_daemon:
         if to_read is None:  # (a lag stage at a later --now has work: its JVM starts now, beside the run's start)
             idle = args.skip_lag or lag_waits(args.warehouse, now_ms)
         elif not local:
