@@ -35,9 +35,6 @@ if TYPE_CHECKING:
     from lib.spark.pipeline import RunResult
 
 fail = failer("replay_offsets", nothing_changed=True)
-# --executor auto: the largest run (bytes of the offsets log to read) on the local pool. Below
-# it, starting Spark's JVM (2-3 s of both cores here) costs more than the tasks' own work
-LOCAL_RUN_BYTES = 64 << 20
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -113,11 +110,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument(
         "--executor",
         choices=("auto", "spark", "local"),
-        default="spark",
-        help="where the Python tasks run: spark (default: a Spark context, its JVM), local (a pool of local "
-        "processes, no JVM: a local master and a log dir on local disk only; the same tables), or auto: local "
-        f"for a run on a local master that reads at most {LOCAL_RUN_BYTES >> 20} MiB of the offsets log, spark "
-        "otherwise",
+        default="auto",
+        help="where the Python tasks run: local (a pool of local processes, no JVM: a local master and a log "
+        "dir on local disk only; the same tables), spark (a Spark context, its JVM), or auto (the default): local "
+        "for a log dir on local disk on a local master, spark otherwise (a cluster master, an object store, "
+        "--bootstrap-servers)",
     )
     p.add_argument("--quiet", action="store_true", help="print only the one-line result")
     return p.parse_args(argv)
@@ -163,7 +160,10 @@ def main(argv=None) -> int:
     to_read = (
         replay_bytes(logs, args.warehouse, now_ms, args.retention_minutes, args.full) if logs and local_daemon else None
     )
-    local = args.executor == "local" or (args.executor == "auto" and here and (to_read or 0) <= LOCAL_RUN_BYTES)
+    # (on a local master Spark runs the same tasks in Python workers on this machine: its JVM only
+    # schedules them, and costs a run 2-3 s of both cores to start; make bench's full run took
+    # 26-29 s on the pool against 31-32 s on Spark, its 1% incremental run 5.2 against 9.0 s)
+    local = args.executor == "local" or (args.executor == "auto" and here)
     if local_daemon:
         if to_read is None:  # (a lag stage at a later --now has work: its JVM starts now, beside the run's start)
             idle = args.skip_lag or lag_waits(args.warehouse, now_ms)
@@ -196,8 +196,8 @@ def _run(
     lock see it, a run with nothing to replay and nothing new for its lag stage; its Spark
     context starts only if a stage asks for a job after all (a consumed partition grown at the
     same --now): a no-op starts no JVM (2.4 s of its 3.3 s on the bench log). `local`: the tasks
-    run in a local pool (lib.spark.local_jobs), started now if the run replays something
-    (`to_read` not None), on first use otherwise."""
+    run in a local pool (lib.spark.local_jobs), started now unless the peeks found nothing to do,
+    on first use then."""
     from lib.reporting.run_summary import lag_summary
     from lib.spark.pipeline import ReplayError, WarehouseBusyError, run_replay
     from lib.spark.session import REPLAY_DEFAULTS, build_context, build_session
@@ -211,7 +211,7 @@ def _run(
             local_parallelism(spark_master(overrides)) or 1,
             session=lambda: build_session("replay_offsets", overrides),
         )
-        if to_read is not None:
+        if to_read is not None or not idle:  # (work ahead: the fork server's imports start now)
             spark.start()
     else:
         spark = build_context("replay_offsets", overrides, REPLAY_DEFAULTS, object_store=object_store, lazy=idle)

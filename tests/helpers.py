@@ -15,10 +15,17 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def replay_job(
-    log_dir, warehouse, env: dict | None = None, conf: tuple[str, ...] = (), now: int | None = None, **popen
+    log_dir,
+    warehouse,
+    env: dict | None = None,
+    conf: tuple[str, ...] = (),
+    now: int | None = None,
+    args: tuple[str, ...] = (),
+    **popen,
 ) -> subprocess.Popen:
     """jobs.replay_offsets in its own process as of `now` (default NOW; --quiet, local[2], `conf`
-    as --conf key=value), with `env` added to this environment; stdout and stderr piped as text."""
+    as --conf key=value, then `args`), with `env` added to this environment; stdout and stderr
+    piped as text."""
     run_env = dict(
         os.environ, PYTHONPATH=REPO, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable, **(env or {})
     )
@@ -26,6 +33,7 @@ def replay_job(
     cmd += ["--now", str(NOW if now is None else now), "--quiet", "--conf", "spark.master=local[2]"]
     for setting in conf:
         cmd += ["--conf", setting]
+    cmd += args
     return subprocess.Popen(
         cmd, cwd=REPO, env=run_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen
     )

@@ -392,8 +392,9 @@ def test_a_run_with_nothing_new_starts_no_jvm(tmp_path):
     full run of it: with SPARK_HOME naming no Spark (a JVM cannot start) the no-op succeeds and
     says what it skipped. Work the peek before the JVM does not see (a consumed partition grown,
     the same --now) starts the context when the lag stage asks for it: with that SPARK_HOME
-    the run fails, with the real one it scans that partition. At a later --now (the lag
-    stage's now rows) the JVM starts at once, as for a replay."""
+    the run fails with --executor spark; the default (auto: the local pool, no JVM, on this
+    local master) scans that partition. At a later --now (the lag stage's now rows) the JVM of
+    --executor spark starts at once, as for a replay; the default needs none."""
     import os
     import shutil
     import subprocess
@@ -425,18 +426,20 @@ def test_a_run_with_nothing_new_starts_no_jvm(tmp_path):
     last = list(SegmentReader(read_segment_bytes(segment), verify_crc=False))[-1]
     with open(segment, "ab") as f:
         f.write(encode_batch(last.next_offset, [(last.next_offset, last.max_timestamp + 1000, None, b"x")]))
-    failed = replay_job(log_dir, wh, env=no_spark, now=now)
+    spark = ("--executor", "spark")
+    failed = replay_job(log_dir, wh, env=no_spark, now=now, args=spark)
     _, err = failed.communicate()
     assert failed.returncode != 0 and "no-spark/./bin/spark-submit" in err
-    scanned = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True)
+    scanned = subprocess.run(cmd, cwd=REPO, env=dict(env, **no_spark), capture_output=True, text=True)
     assert scanned.returncode == 0, scanned.stderr
     assert "lag: 1 consumed partitions read (1 batch headers)" in scanned.stdout
+    assert "tasks on a local pool of " in scanned.stdout
 
     later = now + 60_000
-    failed = replay_job(log_dir, wh, env=no_spark, now=later)
+    failed = replay_job(log_dir, wh, env=no_spark, now=later, args=spark)
     _, err = failed.communicate()
     assert failed.returncode != 0 and "no-spark/./bin/spark-submit" in err
-    out, err = replay_job(log_dir, wh, now=later).communicate()
+    out, err = replay_job(log_dir, wh, env=no_spark, now=later).communicate()
     assert "replayed (incremental, 50 partitions unchanged) 0 records" in out, err
     lag = open_delta(table_path(wh, "group_lag")).to_pyarrow_table(columns=["kind", "at"]).to_pylist()
     now_rows = [int(r["at"].timestamp() * 1000) for r in lag if r["kind"] == "now"]

@@ -1,12 +1,13 @@
-"""The replay's and the lag stage's Python tasks in a pool of local processes, for a small run
-on a local master: the same tasks (lib.lake.tasks), the same typed seams and the same commits,
+"""The replay's and the lag stage's Python tasks in a pool of local processes, for a run on a
+local master: the same tasks (lib.lake.tasks), the same typed seams and the same commits,
 without starting a JVM.
 
 On a local master Spark runs those tasks in Python workers on this machine anyway; its JVM only
-schedules them, and starting it costs a small run more than the run's work (on make bench's 1%
-incremental run, about 2 s of its 7: the JVM's start-up takes both cores for 2-3 s). A job picks
-this pool for a run whose new input is small (jobs.replay_offsets --executor auto) and Spark for
-anything larger, a cluster master or an object store.
+schedules them. Its start-up takes both cores for 2-3 s, more than a small run's work (make
+bench's 1% incremental run: 5.2 s here against 9.0 s on Spark), and a full run pays it too (26-29
+s against 31-32 s). The job runs its tasks here for a log dir on local disk on a local master
+(jobs.replay_offsets --executor auto, the default) and on Spark for a cluster master, an object
+store or a live cluster.
 
 The pool's processes fork from a server that has imported the tasks' modules once
 (lib.spark.daemon.PRELOAD, as Spark's daemon here does), with string hashing seeded as pyspark
@@ -64,12 +65,32 @@ def _prepare_worker(driver: int) -> None:
     threading.Thread(target=watch, name="driver-watch", daemon=True).start()
 
 
+def _start_resource_tracker() -> None:
+    """multiprocessing's resource tracker (it unlinks the pool's named semaphores should this
+    process die) started with its stderr on /dev/null: all it would say is, after a killed run,
+    that it cleans up the semaphores the run left ("There appear to be 5 leaked semaphore
+    objects"), the last line of the run's stderr instead of what killed it. The pool's
+    processes keep this process's stderr."""
+    from multiprocessing import resource_tracker
+
+    saved = os.dup(2)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        resource_tracker.ensure_running()
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+
+
 def _start_fork_server() -> None:
     """The fork server, a new interpreter, started now (its imports under way beside the
     driver's work) with the hash seed pyspark gives its workers (this process's environment
     as it was after)."""
     from multiprocessing import forkserver
 
+    _start_resource_tracker()
     seed = os.environ.get("PYTHONHASHSEED")
     os.environ["PYTHONHASHSEED"] = seed if seed is not None else "0"
     try:
