@@ -4,10 +4,10 @@ assignment audit, lag), each run its own process, on a log that looks like a bus
 assignors' assignments, KIP-848 groups, transactions, tombstones, compressed batches, and the
 consumed topics of every committed partition in the same log dir), generated once and cached
 under bench-data/. Side by side in one run: decode only (this mix, one core, median of three passes), a run on an empty
-log (the fixed cost, on Spark as the full run), the full run, the same without the assignment audit
-and without the lag stage (their shares), an incremental run after 1% more records (offsets and
-topics; and the same with --executor local, no JVM) and a run with
-nothing new (median of --repeat each), peak RSS per process at 1x and 2x the log; each run's
+log (the fixed cost), the full run, the same without the assignment audit and without the lag
+stage (their shares), an incremental run after 1% more records (offsets and topics) and a run with
+nothing new (median of --repeat each); the empty, the full and the incremental run also with
+--executor spark (Spark's JVM instead of the default's local pool, alternating), peak RSS per process at 1x and 2x the log; each run's
 input is read once before it, untimed (warm_input). Prints
 `name value unit` per figure, with each target, and writes them as JSON under the data folder.
 
@@ -49,6 +49,13 @@ TARGETS = {
     "peak_rss_driver_jvm_2x_over_1x": (1.15, None, "<="),
 }
 INCREMENT = 0.01  # the incremental run's share of new records
+# the cut's version (a cached cut of an older one is made again): 2, segments copied whole keep
+# their modification time, as in a log dir that grew
+CUT_VERSION = 2
+
+
+# the runs beside the default command: the tasks on Spark's JVM instead of the local pool
+SPARK = ["--executor", "spark"]
 
 
 def main(argv=None) -> int:
@@ -103,13 +110,13 @@ def main(argv=None) -> int:
     shutil.rmtree(empty_log, ignore_errors=True)
     os.makedirs(os.path.join(empty_log, "__consumer_offsets-0"))
     open(os.path.join(empty_log, "__consumer_offsets-0", f"{0:020d}.log"), "wb").close()  # an empty segment
-    # (and on the local pool, --executor local: its own fixed cost)
+    # (and with --executor spark: Spark's JVM, its own fixed cost)
     empty = run_job(empty_log, wh, now_ms, fresh=True)
     empty_noop = run_job(empty_log, wh, now_ms)
-    empty_local = run_job(empty_log, wh + "-empty", now_ms, fresh=True, extra=["--executor", "local"])
+    empty_spark = run_job(empty_log, wh + "-empty", now_ms, fresh=True, extra=SPARK)
     shutil.rmtree(wh + "-empty", ignore_errors=True)
     figures["empty_run_s"] = (empty.wall, "s (default command, empty log and warehouse: the fixed cost)")
-    figures["empty_run_local_s"] = (empty_local.wall, "s (the same with --executor local)")
+    figures["empty_run_spark_s"] = (empty_spark.wall, "s (the same with --executor spark)")
     figures["empty_noop_s"] = (empty_noop.wall, "s (the same again: a no-op on an empty warehouse)")
 
     full = run_job(cut, wh, now_ms, fresh=True)
@@ -140,6 +147,11 @@ def main(argv=None) -> int:
     for i in range(args.repeat):
         if i:
             fulls.append(run_job(cut, wh + "-share", now_ms, fresh=True).wall)
+        else:  # the same full run on Spark's JVM, once
+            spark_full = run_job(cut, wh + "-share", now_ms, fresh=True, extra=SPARK)
+            figures["full_spark_wall_s"] = (spark_full.wall, "s (the full run with --executor spark)")
+            figures["peak_rss_mb_worker_1x_spark"] = (spark_full.peaks["worker_mb"], "MB (its largest Python worker)")
+            figures["peak_rss_mb_driver_jvm_1x_spark"] = (spark_full.peaks["jvm_mb"], "MB (its driver JVM)")
         no_audits.append(run_job(cut, wh + "-no-audit", now_ms, fresh=True, extra=["--skip-assignment-audit"]).wall)
         no_lags.append(run_job(cut, wh + "-no-lag", now_ms, fresh=True, extra=["--skip-lag"]).wall)
     shutil.rmtree(wh + "-share", ignore_errors=True)
@@ -151,8 +163,8 @@ def main(argv=None) -> int:
         figures[name] = (round(statistics.median(shares), 3), f"of the full run's wall (median of {len(shares)})")
 
     # 1% more records (offsets and topics), then nothing new; each from a copy of the full run's tables
-    # (and the same incremental run on the local pool, alternating: what it saves)
-    incs, noops, local_incs = [], [], []
+    # (and the same incremental run on Spark's JVM, alternating)
+    incs, noops, spark_incs = [], [], []
     for _ in range(args.repeat):
         shutil.rmtree(wh, ignore_errors=True)
         shutil.copytree(after_full, wh)
@@ -160,7 +172,7 @@ def main(argv=None) -> int:
         noops.append(run_job(whole, wh, now_ms))
         shutil.rmtree(wh, ignore_errors=True)
         shutil.copytree(after_full, wh)
-        local_incs.append(run_job(whole, wh, now_ms, extra=["--executor", "local"]))
+        spark_incs.append(run_job(whole, wh, now_ms, extra=SPARK))
     inc = sorted(incs, key=lambda r: r.wall)[len(incs) // 2]
     noop_s = statistics.median(r.wall for r in noops)
     figures["incremental_records"] = (inc.records, "records")
@@ -168,9 +180,9 @@ def main(argv=None) -> int:
     figures["incremental_wall_s_each"] = (" ".join(f"{r.wall:.2f}" for r in incs), "s")
     for stage, seconds in inc.stages.items():
         figures[f"incremental_stage_{stage}_s"] = (seconds, "s")
-    local_inc = statistics.median(r.wall for r in local_incs)
-    figures["incremental_local_wall_s"] = (round(local_inc, 2), f"s (--executor local, median of {len(local_incs)})")
-    figures["incremental_local_wall_s_each"] = (" ".join(f"{r.wall:.2f}" for r in local_incs), "s")
+    spark_inc = statistics.median(r.wall for r in spark_incs)
+    figures["incremental_spark_wall_s"] = (round(spark_inc, 2), f"s (--executor spark, median of {len(spark_incs)})")
+    figures["incremental_spark_wall_s_each"] = (" ".join(f"{r.wall:.2f}" for r in spark_incs), "s")
     figures["noop_wall_s"] = (round(noop_s, 2), f"s (nothing new, median of {len(noops)})")
     figures["noop_wall_s_each"] = (" ".join(f"{r.wall:.2f}" for r in noops), "s")
     figures["noop_beyond_empty_noop_s"] = (round(noop_s - empty_noop.wall, 2), "s")
@@ -178,9 +190,9 @@ def main(argv=None) -> int:
         round((inc.wall - noop_s) / full.wall, 4),
         "(incremental - no-op) / full",
     )
-    figures["incremental_marginal_fraction_local"] = (
-        round((local_inc - noop_s) / full.wall, 4),
-        "the same with the incremental run on the local pool (--executor local)",
+    figures["incremental_marginal_fraction_spark"] = (
+        round((spark_inc - noop_s) / spark_full.wall, 4),
+        "the same with the incremental and the full run on Spark (--executor spark)",
     )
     shutil.rmtree(after_full, ignore_errors=True)
 
@@ -195,9 +207,17 @@ def main(argv=None) -> int:
             round(two.peaks["worker_mb"] / max(full.peaks["worker_mb"], 1), 2),
             "ratio",
         )
+        figures["peak_rss_driver_python_2x_over_1x"] = (
+            round(two.peaks["python_mb"] / max(full.peaks["python_mb"], 1), 2),
+            "ratio (the default command's driver: no JVM on the local pool)",
+        )
+        # the driver JVM's: the same two logs with --executor spark
+        two_spark = run_job(double, wh + "-2x", stats_now(double), fresh=True, extra=SPARK)
+        figures["full_spark_wall_s_2x"] = (two_spark.wall, "s (the 2x log with --executor spark)")
+        figures["peak_rss_mb_driver_jvm_2x_spark"] = (two_spark.peaks["jvm_mb"], "MB (its driver JVM)")
         figures["peak_rss_driver_jvm_2x_over_1x"] = (
-            round(two.peaks["jvm_mb"] / max(full.peaks["jvm_mb"], 1), 2),
-            "ratio",
+            round(two_spark.peaks["jvm_mb"] / max(spark_full.peaks["jvm_mb"], 1), 2),
+            "ratio (--executor spark)",
         )
     return _report(figures, os.path.join(args.data, "bench.json"))
 
@@ -332,11 +352,11 @@ def cut_log_dir_at_share(src: str, dest: str, stats: dict, share: float) -> None
     marker = os.path.join(dest, ".cut")
     if os.path.exists(marker):
         with open(marker) as f:
-            if f.read() == f"{src} {instant}":
+            if f.read() == f"{src} {instant} {CUT_VERSION}":
                 return
     cut_log_dir_at(src, dest, instant)
     with open(marker, "w") as f:
-        f.write(f"{src} {instant}")
+        f.write(f"{src} {instant} {CUT_VERSION}")
 
 
 def warm_input(log_dir: str) -> None:

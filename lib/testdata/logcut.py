@@ -43,7 +43,9 @@ def cut_segment_bytes(data: bytes, before_ms: int) -> tuple[int, bool]:
 def cut_log_dir_at(src: str, dest: str, before_ms: int) -> None:
     """Copy the log dir `src` to `dest` (replaced) as of `before_ms`: see the module's doc.
     Partition folders keep their other files (partition.metadata, checkpoints); index files
-    are left out (nothing here reads them)."""
+    are left out (nothing here reads them). A segment copied whole keeps its modification time:
+    a broker's log dir does not touch a segment nothing is appended to, so a run on the cut
+    and the next on `src` see that partition's segments as they are (its signature unchanged)."""
     shutil.rmtree(dest, ignore_errors=True)
     os.makedirs(dest)
     for name in sorted(os.listdir(src)):
@@ -64,5 +66,7 @@ def cut_log_dir_at(src: str, dest: str, before_ms: int) -> None:
             if keep or i == 0:
                 with open(os.path.join(out, f), "wb") as fh:
                     fh.write(data[:keep])
+                if keep == len(data):  # a segment nothing was appended to since: as it was listed then
+                    shutil.copystat(os.path.join(path, f), os.path.join(out, f))
             if cut:
                 break
