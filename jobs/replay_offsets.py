@@ -142,33 +142,43 @@ def main(argv=None) -> int:
     if error := fetch_max_bytes_error(args):
         return fail(error)
 
-    from lib.spark.daemon import start_zygote
-    from lib.spark.lag import waits as lag_waits
-    from lib.spark.pipeline import list_topic_logs, replay_bytes
     from lib.spark.session import REPO_ROOT, starts_local_daemon
 
     started = time.monotonic()
-    # while the JVM starts: the Python daemon of a run that will replay something prepares
-    # (lib.spark.daemon's zygote), and a log dir's consumed topics are listed
-    zygote = None
-    idle = False  # nothing to do, as the peeks see it: the JVM starts only if the run finds work after all
     # (the job's conf read once: a log on local disk or a live cluster, run on a local master)
     local_daemon = bool(logs) and not object_store and starts_local_daemon(overrides)
     here = local_daemon and not args.bootstrap_servers
     if args.executor == "local" and not here:
         return fail("--executor local runs a log dir on local disk on a local master (spark.master local[...])")
-    to_read = (
-        replay_bytes(logs, args.warehouse, now_ms, args.retention_minutes, args.full) if logs and local_daemon else None
-    )
     # (on a local master Spark runs the same tasks in Python workers on this machine: its JVM only
     # schedules them, and costs a run 2-3 s of both cores to start; make bench's full run took
     # 26-29 s on the pool against 31-32 s on Spark, its 1% incremental run 5.2 against 9.0 s)
     local = args.executor == "local" or (args.executor == "auto" and here)
+    if local:
+        from lib.spark.local_jobs import start_fork_server, stop_fork_server
+
+        # at once: its imports beside the driver's own and its peeks (0.9 s on make bench's
+        # incremental run, which waited for the pool's first task 0.6 s when it started after them)
+        start_fork_server()
+
+    from lib.spark.daemon import start_zygote
+    from lib.spark.lag import waits as lag_waits
+    from lib.spark.pipeline import list_topic_logs, replay_bytes
+
+    # while the JVM starts: the Python daemon of a run that will replay something prepares
+    # (lib.spark.daemon's zygote), and a log dir's consumed topics are listed
+    zygote = None
+    idle = False  # nothing to do, as the peeks see it: the JVM starts only if the run finds work after all
+    to_read = (
+        replay_bytes(logs, args.warehouse, now_ms, args.retention_minutes, args.full) if logs and local_daemon else None
+    )
     if local_daemon:
         if to_read is None:  # (a lag stage at a later --now has work: its JVM starts now, beside the run's start)
             idle = args.skip_lag or lag_waits(args.warehouse, now_ms)
         elif not local:
             zygote = start_zygote(REPO_ROOT)
+    if local and to_read is None and idle:
+        stop_fork_server()  # (a pool asked for after all starts another)
     topic_listing = list_topic_logs(logs) if logs is not None else None
     try:
         return _run(

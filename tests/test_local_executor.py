@@ -84,9 +84,10 @@ def test_same_tables_as_spark(spark, tmp_path):
         assert snapshot(spark, pool) == snapshot(spark, jvm)
 
 
-def _job(log_dir, wh, executor: str, now: int = NOW) -> tuple[str, str]:
+def _job(log_dir, wh, executor: str, now: int = NOW, env_extra: dict | None = None) -> tuple[str, str]:
     """jobs.replay_offsets in its own process on local[2] with --executor `executor`."""
     env = dict(os.environ, PYTHONPATH=REPO, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
+    env.update(env_extra or {})
     cmd = [sys.executable, "-m", "jobs.replay_offsets", "--input", str(log_dir), "--warehouse", str(wh)]
     cmd += ["--now", str(now), "--conf", "spark.master=local[2]", "--executor", executor]
     done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True)
@@ -135,7 +136,45 @@ def test_killed_driver_leaves_no_pool_process(tmp_path):
     cmd = [sys.executable, "-m", "jobs.replay_offsets", "--input", str(log_dir), "--warehouse", str(tmp_path / "wh")]
     cmd += ["--now", str(NOW), "--conf", "spark.master=local[2]", "--executor", "local", "--quiet"]
     killed = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
-    assert killed.returncode == -9 and "SIGKILL at crash point lag_start" in killed.stderr
+    # (its last line: nothing of the pool's after it, multiprocessing's resource tracker included)
+    assert killed.returncode == -9 and killed.stderr.endswith("SIGKILL at crash point lag_start\n"), killed.stderr
     out, _ = _job(log_dir, tmp_path / "wh", "local")
     assert out.startswith("took over the lock of replay run ")
     assert "\nreplayed (incremental, 2 partitions unchanged) 0 records" in out
+
+
+def _marked_processes(mark: str) -> list[int]:
+    """The pids of the processes whose environment holds OFFSETS_LAKE_TEST_MARK=`mark`."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                if f"OFFSETS_LAKE_TEST_MARK={mark}".encode() in f.read().split(b"\0"):
+                    found.append(int(pid))
+        except OSError:  # (gone, or not ours to read)
+            continue
+    return found
+
+
+def test_a_run_with_nothing_to_do_stops_the_fork_server_it_started(tmp_path):
+    """The job starts the pool's fork server before its peeks know whether it has work. A run
+    with nothing new (the default command, auto: the pool) kills it when the peeks say so: when
+    the run has returned, no process of it is left (asked to stop, the server would still be
+    importing, holding the caller's pipes)."""
+    (b0, b1), steps = phases()
+    log_dir = tmp_path / "logdir"
+    _write_phase((b0, b1), steps[0], log_dir)
+    _job(log_dir, tmp_path / "wh", "auto")
+    mark = f"{os.getpid()}-{tmp_path.name}"
+    env = dict(os.environ, PYTHONPATH=REPO, PYSPARK_PYTHON=sys.executable, OFFSETS_LAKE_TEST_MARK=mark)
+    cmd = [sys.executable, "-m", "jobs.replay_offsets", "--input", str(log_dir), "--warehouse", str(tmp_path / "wh")]
+    cmd += ["--now", str(NOW), "--conf", "spark.master=local[2]"]
+    # (into files, not pipes: the run has returned when its driver has, whatever it left running)
+    with open(tmp_path / "out", "w+") as out, open(tmp_path / "err", "w+") as err:
+        assert subprocess.run(cmd, cwd=REPO, env=env, stdout=out, stderr=err, timeout=120).returncode == 0
+        left = _marked_processes(mark)
+        out.seek(0)
+        text = out.read()
+    assert text.startswith("replayed (incremental, 2 partitions unchanged) 0 records"), text
+    assert "lag: not computed (the input holds no consumed topic partitions)" in text
+    assert left == []

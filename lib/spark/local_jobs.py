@@ -84,12 +84,17 @@ def _start_resource_tracker() -> None:
         os.close(devnull)
 
 
-def _start_fork_server() -> None:
-    """The fork server, a new interpreter, started now (its imports under way beside the
-    driver's work) with the hash seed pyspark gives its workers (this process's environment
-    as it was after)."""
+def start_fork_server() -> None:
+    """The pool's fork server, a new interpreter, started now (its imports of the tasks'
+    modules, about a second of CPU, under way beside the driver's work) with the hash seed
+    pyspark gives its workers (this process's environment as it was after). A job starts it
+    before it knows whether it has work (stop_fork_server if not); a pool started later uses
+    it."""
     from multiprocessing import forkserver
 
+    from lib.spark.daemon import PRELOAD
+
+    multiprocessing.get_context("forkserver").set_forkserver_preload(list(PRELOAD))
     _start_resource_tracker()
     seed = os.environ.get("PYTHONHASHSEED")
     os.environ["PYTHONHASHSEED"] = seed if seed is not None else "0"
@@ -98,6 +103,21 @@ def _start_fork_server() -> None:
     finally:
         if seed is None:
             del os.environ["PYTHONHASHSEED"]
+
+
+def stop_fork_server() -> None:
+    """The fork server killed at once, for a run that found nothing to do after all: asked to
+    stop, it would first finish its imports, holding this process's stdout and stderr (a caller
+    reading them waits). multiprocessing has no public call for either; its own stop, after
+    the kill, reaps it and forgets it (a pool started later starts another)."""
+    import signal
+    from multiprocessing import forkserver
+
+    server: Any = forkserver._forkserver  # (its private state: typeshed declares none of it)
+    with server._lock:
+        if server._forkserver_pid is not None:
+            os.kill(server._forkserver_pid, signal.SIGKILL)
+            server._stop_unlocked()
 
 
 class LocalJob:
@@ -160,13 +180,12 @@ class LocalJobs:
     def pool(self) -> ProcessPoolExecutor:
         with self._lock:
             if self._pool is None:
-                from lib.spark.daemon import PRELOAD
-
-                context = multiprocessing.get_context("forkserver")
-                context.set_forkserver_preload(list(PRELOAD))
-                _start_fork_server()
+                start_fork_server()  # (running already if the job started it)
                 self._pool = ProcessPoolExecutor(
-                    self.parallelism, mp_context=context, initializer=_prepare_worker, initargs=(os.getpid(),)
+                    self.parallelism,
+                    mp_context=multiprocessing.get_context("forkserver"),
+                    initializer=_prepare_worker,
+                    initargs=(os.getpid(),),
                 )
             return self._pool
 
