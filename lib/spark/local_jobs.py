@@ -65,12 +65,18 @@ def _prepare_worker(driver: int) -> None:
     threading.Thread(target=watch, name="driver-watch", daemon=True).start()
 
 
+_tracker_started = False  # (it serves this process for its life: its start's fd juggling once)
+
+
 def _start_resource_tracker() -> None:
     """multiprocessing's resource tracker (it unlinks the pool's named semaphores should this
     process die) started with its stderr on /dev/null: all it would say is, after a killed run,
     that it cleans up the semaphores the run left ("There appear to be 5 leaked semaphore
     objects"), the last line of the run's stderr instead of what killed it. The pool's
     processes keep this process's stderr."""
+    global _tracker_started
+    if _tracker_started:
+        return
     from multiprocessing import resource_tracker
 
     saved = os.dup(2)
@@ -78,6 +84,7 @@ def _start_resource_tracker() -> None:
     try:
         os.dup2(devnull, 2)
         resource_tracker.ensure_running()
+        _tracker_started = True
     finally:
         os.dup2(saved, 2)
         os.close(saved)
