@@ -63,6 +63,37 @@ def _getpid(_: int) -> int:
     return os.getpid()
 
 
+def _what_the_server_prepared(_: int) -> tuple[bool, dict[str, int]]:
+    """In a pool process, before any task's work: whether pandas is loaded, and the overloads
+    of each of POOL_KERNELS loaded (-1: no such kernel)."""
+    import importlib
+
+    from numba.core.dispatcher import Dispatcher
+
+    from lib.spark.daemon import POOL_KERNELS
+
+    loaded = {}
+    for name in sorted(POOL_KERNELS):
+        module, _, attr = name.rpartition(".")
+        kernel = getattr(sys.modules.get(module) or importlib.import_module(module), attr, None)
+        loaded[name] = len(kernel.overloads) if isinstance(kernel, Dispatcher) else -1
+    return "pandas" in sys.modules, loaded
+
+
+def test_pool_processes_start_with_the_tasks_kernels_and_without_pandas():
+    """The fork server (lib.spark.pool_server) loaded every kernel of POOL_KERNELS (a renamed
+    kernel fails here) and kept pandas out, in whichever process serves the task."""
+    jobs = LocalJobs(2)
+    try:
+        results = jobs.sparkContext.parallelize(range(2), 2).map(_what_the_server_prepared).collect()
+    finally:
+        jobs.stop()
+    for has_pandas, loaded in results:
+        assert has_pandas is False
+        assert {name: n for name, n in loaded.items() if n < 1} == {}
+    assert "lib.spark.pool_server" not in sys.modules  # (the test process keeps its pandas)
+
+
 def _write_phase(builders, phase, log_dir):
     phase()
     for b in builders:

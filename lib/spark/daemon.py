@@ -47,7 +47,8 @@ def prefer_installed_pyspark(path: list[str]) -> list[str]:
 
 
 # what the replay's and the lag stage's tasks import (lib.lake.tasks); pandas because pyarrow
-# imports it on its first array when it is installed, pyarrow.dataset for Parquet reads
+# imports it on its first array when it is installed (the local pool's server keeps it out
+# instead: lib.spark.pool_server), pyarrow.dataset for Parquet reads
 PRELOAD = (
     "pandas",
     "pyarrow.pandas_compat",
@@ -68,7 +69,8 @@ def preload(modules: tuple[str, ...] = PRELOAD) -> list[str]:
     every process loads before its first kernel: 0.2 s of each replay task's first use): the
     names of what failed. What fails here fails again in the task that needs it, which says
     why; the daemon serves on. The kernels themselves load in the workers, those each uses
-    (all of them here took longer than the two workers loading theirs side by side)."""
+    (all of them here took longer than the two workers loading theirs side by side; the local
+    pool's server loads the few every run calls, POOL_KERNELS, in 0.2 s)."""
     import importlib
 
     failed = []
@@ -102,14 +104,44 @@ def prepare(kernels: bool = False) -> list[str]:
     return failed
 
 
-def load_cached_kernels(prefix: str = "lib.") -> int:
+# the kernels every run's pool tasks call (make bench's incremental run: a replay task's decode,
+# replay and audit, a lag task's scan and lag), loaded by the local pool's fork server
+# (lib.spark.pool_server) once instead of by each of its processes on first use
+POOL_KERNELS = frozenset(
+    {
+        "lib.assignors.fast._assign_batch",
+        "lib.assignors.fast_audit._first_pass",
+        "lib.assignors.fast_audit._second_pass",
+        "lib.decode.arrow_kernel.gather",
+        "lib.decode.arrow_kernel.row_bytes",
+        "lib.decode.arrow_kernel.row_layout",
+        "lib.decode.arrow_kernel.value_buffers",
+        "lib.decode.fast._frame",
+        "lib.decode.fast._records",
+        "lib.decode.fast.group_values",
+        "lib.decode.group_kernel.group_values",
+        "lib.decode.json_kernel.value_json",
+        "lib.lake.lag_rows._lag",
+        "lib.lake.lag_rows._next_segment",
+        "lib.lake.lag_rows._summarise",
+        "lib.replay.engine._apply",
+        "lib.replay.engine._build_keys",
+        "lib.replay.engine._intern_all",
+        "lib.replay.engine._intern_keys",
+        "lib.source.topic_scan._hop",
+    }
+)
+
+
+def load_cached_kernels(prefix: str = "lib.", only: frozenset[str] | None = None) -> int:
     """Load every compiled kernel of the loaded modules under `prefix` from numba's on-disk
     cache (make setup writes it): each signature its cache index holds for the kernel's current
     source, none compiled. A worker forked after this runs its tasks' kernels at once instead of
     loading them on first use (some 0.35 s of a replay task's CPU, 0.1 s of a lag task's). For
     the zygote, which has the JVM's start-up to spend; the daemon the JVM starts does not (on
     its critical path, the workers loading only theirs, side by side, were sooner). Uses
-    numba's cache internals: anything unexpected loads nothing more. Returns the count."""
+    numba's cache internals: anything unexpected loads nothing more. `only`: the kernels of
+    these names (module.name) only. Returns the count."""
     try:
         from numba.core.dispatcher import Dispatcher
     except ImportError:
@@ -118,8 +150,10 @@ def load_cached_kernels(prefix: str = "lib.") -> int:
     for name, module in list(sys.modules.items()):
         if not name.startswith(prefix) or module is None:
             continue
-        for kernel in list(vars(module).values()):
+        for attr, kernel in list(vars(module).items()):
             if not isinstance(kernel, Dispatcher) or getattr(kernel, "_cache", None) is None:
+                continue
+            if only is not None and f"{name}.{attr}" not in only:
                 continue
             try:
                 cache: Any = getattr(kernel, "_cache")  # noqa: B009 - (numba's, untyped)

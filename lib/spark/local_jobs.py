@@ -9,8 +9,8 @@ s against 31-32 s). The job runs its tasks here for a log dir on local disk on a
 (jobs.replay_offsets --executor auto, the default) and on Spark for a cluster master, an object
 store or a live cluster.
 
-The pool's processes fork from a server that has imported the tasks' modules once
-(lib.spark.daemon.PRELOAD, as Spark's daemon here does), with string hashing seeded as pyspark
+The pool's processes fork from a server that has imported the tasks' modules and loaded their
+kernels once (lib.spark.pool_server), with string hashing seeded as pyspark
 seeds its workers'. They are reused from job to job, as Spark reuses its Python workers. A task's
 exception reaches the driver as it was raised (a WorkerError's text included, so
 raising_worker_errors reads it as from Spark); a worker that dies fails the job
@@ -42,15 +42,15 @@ def local_parallelism(master: str) -> int | None:
 
 
 def _prepare_worker(driver: int) -> None:
-    """In each pool process, once: what lib.spark.daemon.prepare does before its forks (the
-    modules are already imported by the fork server), and a watch on the driver: a pool
-    process holds its own queue's pipes, so it would wait on them for ever once the driver is
-    gone (killed: the run's lock is taken over by the next run, its processes must not stay)."""
+    """In each pool process, once: what it allocated since its fork frozen out of the garbage
+    collector (the fork server prepared the rest: lib.spark.pool_server), and a watch on the
+    driver: a pool process holds its own queue's pipes, so it would wait on them for ever once
+    the driver is gone (killed: the run's lock is taken over by the next run, its processes
+    must not stay)."""
+    import gc
     import select
 
-    from lib.spark.daemon import prepare
-
-    prepare()
+    gc.freeze()
     try:
         watched = os.pidfd_open(driver)
     except ProcessLookupError:  # the driver already gone
@@ -92,16 +92,15 @@ def _start_resource_tracker() -> None:
 
 
 def start_fork_server() -> None:
-    """The pool's fork server, a new interpreter, started now (its imports of the tasks'
-    modules, about a second of CPU, under way beside the driver's work) with the hash seed
+    """The pool's fork server, a new interpreter, started now (its preparation,
+    lib.spark.pool_server: the tasks' modules and kernels, about 0.7 s of CPU, under way beside
+    the driver's work) with the hash seed
     pyspark gives its workers (this process's environment as it was after). A job starts it
     before it knows whether it has work (stop_fork_server if not); a pool started later uses
     it."""
     from multiprocessing import forkserver
 
-    from lib.spark.daemon import PRELOAD
-
-    multiprocessing.get_context("forkserver").set_forkserver_preload(list(PRELOAD))
+    multiprocessing.get_context("forkserver").set_forkserver_preload(["lib.spark.pool_server"])
     _start_resource_tracker()
     seed = os.environ.get("PYTHONHASHSEED")
     os.environ["PYTHONHASHSEED"] = seed if seed is not None else "0"
