@@ -63,9 +63,9 @@ def _getpid(_: int) -> int:
     return os.getpid()
 
 
-def _what_the_server_prepared(_: int) -> tuple[bool, dict[str, int]]:
-    """In a pool process, before any task's work: whether pandas is loaded, and the overloads
-    of each of POOL_KERNELS loaded (-1: no such kernel)."""
+def _what_the_server_prepared(_: int) -> tuple[list[str], dict[str, int]]:
+    """In a pool process, before any task's work: which of pandas and cffi are loaded, and the
+    overloads of each of POOL_KERNELS loaded (-1: no such kernel)."""
     import importlib
 
     from numba.core.dispatcher import Dispatcher
@@ -77,19 +77,19 @@ def _what_the_server_prepared(_: int) -> tuple[bool, dict[str, int]]:
         module, _, attr = name.rpartition(".")
         kernel = getattr(sys.modules.get(module) or importlib.import_module(module), attr, None)
         loaded[name] = len(kernel.overloads) if isinstance(kernel, Dispatcher) else -1
-    return "pandas" in sys.modules, loaded
+    return [m for m in ("pandas", "cffi") if m in sys.modules], loaded
 
 
 def test_pool_processes_start_with_the_tasks_kernels_and_without_pandas():
     """The fork server (lib.spark.pool_server) loaded every kernel of POOL_KERNELS (a renamed
-    kernel fails here) and kept pandas out, in whichever process serves the task."""
+    kernel fails here) and kept pandas and cffi out, in whichever process serves the task."""
     jobs = LocalJobs(2)
     try:
         results = jobs.sparkContext.parallelize(range(2), 2).map(_what_the_server_prepared).collect()
     finally:
         jobs.stop()
-    for has_pandas, loaded in results:
-        assert has_pandas is False
+    for kept_out, loaded in results:
+        assert kept_out == []
         assert {name: n for name, n in loaded.items() if n < 1} == {}
     assert "lib.spark.pool_server" not in sys.modules  # (the test process keeps its pandas)
 
@@ -214,3 +214,26 @@ def test_a_run_with_nothing_to_do_stops_the_fork_server_it_started(tmp_path):
     assert text.startswith("replayed (incremental, 2 partitions unchanged) 0 records"), text
     assert "lag: not computed (the input holds no consumed topic partitions)" in text
     assert left == []
+
+
+@pytest.mark.parametrize("input_kind", ["missing", "without_offsets_partitions"])
+def test_a_run_that_ends_before_its_pool_stops_the_fork_server_started_ahead(tmp_path, input_kind):
+    """The fork server starts before the log dir is listed (its preparation is what a pool
+    run's first task waits for): a run that then finds no log dir, or one without offsets
+    partitions, says so and leaves no fork server behind."""
+    log_dir = tmp_path / "logdir"
+    if input_kind == "without_offsets_partitions":
+        (log_dir / "orders-0").mkdir(parents=True)
+    mark = f"{os.getpid()}-{tmp_path.name}"
+    env = dict(os.environ, PYTHONPATH=REPO, PYSPARK_PYTHON=sys.executable, OFFSETS_LAKE_TEST_MARK=mark)
+    cmd = [sys.executable, "-m", "jobs.replay_offsets", "--input", str(log_dir), "--warehouse", str(tmp_path / "wh")]
+    cmd += ["--now", str(NOW), "--conf", "spark.master=local[2]", "--quiet"]
+    with open(tmp_path / "out", "w+") as out, open(tmp_path / "err", "w+") as err:
+        code = subprocess.run(cmd, cwd=REPO, env=env, stdout=out, stderr=err, timeout=120).returncode
+        left = _marked_fork_servers(mark)
+        err.seek(0)
+        text = err.read()
+    assert left == []
+    assert code == 2, text
+    assert "replay_offsets: error: " in text and "Traceback" not in text
+    assert not (tmp_path / "wh" / "offsets_log").exists()
