@@ -136,7 +136,11 @@ def main(argv=None) -> int:
     # an object store's settings may come from the session (--conf spark.hadoop.fs.s3a.*):
     # such an input is listed once the session is up; a local one first, failing fast
     object_store = any(storage.is_remote(p) for p in (args.input or "", args.warehouse))
-    pool_early = _start_pool_early(args, overrides, object_store)
+    from lib.spark.session import REPO_ROOT, starts_local_daemon
+
+    # (the job's conf read once: a log on local disk or a live cluster, run on a local master)
+    daemon_here = not object_store and starts_local_daemon(overrides)
+    pool_early = _start_pool_early(args, daemon_here)
     try:
         logs = None
         if args.bootstrap_servers:
@@ -148,24 +152,17 @@ def main(argv=None) -> int:
         _stop_pool_if(pool_early)
         return fail(str(e))
 
-    from lib.spark.session import REPO_ROOT, starts_local_daemon
-
     started = time.monotonic()
-    # (the job's conf read once: a log on local disk or a live cluster, run on a local master)
-    local_daemon = bool(logs) and not object_store and starts_local_daemon(overrides)
+    local_daemon = bool(logs) and daemon_here
     here = local_daemon and not args.bootstrap_servers
+    _stop_pool_if(pool_early and not here)  # (a log dir without offsets partitions: no pool)
     if args.executor == "local" and not here:
-        _stop_pool_if(pool_early)
         return fail("--executor local runs a log dir on local disk on a local master (spark.master local[...])")
     # (on a local master Spark runs the same tasks in Python workers on this machine: its JVM only
     # schedules them, and costs a run 2-3 s of both cores to start; make bench's full run took
     # 26-29 s on the pool against 31-32 s on Spark, its 1% incremental run 5.2 against 9.0 s)
+    # (on the pool, its fork server is running: _start_pool_early)
     local = args.executor == "local" or (args.executor == "auto" and here)
-    _stop_pool_if(pool_early and not local)  # (a log dir without offsets partitions)
-    if local:
-        from lib.spark.local_jobs import start_fork_server, stop_fork_server
-
-        start_fork_server()  # (running already: _start_pool_early)
 
     from lib.spark.daemon import start_zygote
     from lib.spark.lag import waits as lag_waits
@@ -183,8 +180,7 @@ def main(argv=None) -> int:
             idle = args.skip_lag or lag_waits(args.warehouse, now_ms)
         elif not local:
             zygote = start_zygote(REPO_ROOT)
-    if local and to_read is None and idle:
-        stop_fork_server()  # (a pool asked for after all starts another)
+    _stop_pool_if(local and to_read is None and idle)  # (a pool asked for after all starts another)
     # the modules are in: the collector's full passes skip what they made (it stays), as they
     # otherwise walked it whenever the plans' per-partition dicts filled the young generations
     gc.freeze()
@@ -198,15 +194,13 @@ def main(argv=None) -> int:
             zygote.stop()
 
 
-def _start_pool_early(args, overrides: dict[str, str], object_store: bool) -> bool:
+def _start_pool_early(args, daemon_here: bool) -> bool:
     """Whether the run will use the local pool if its log dir holds offsets partitions (a log
-    dir on local disk, a local master, not --executor spark); if so its fork server starts now,
-    before the log dir is listed: the pool's first task waits for the server's preparation (0.9 s
-    of CPU), not for the driver's (make bench's 1% incremental run waited 0.25-0.3 s for it when
-    it started after the listing, 0.15-0.2 s now)."""
-    from lib.spark.session import starts_local_daemon
-
-    if args.executor == "spark" or args.bootstrap_servers or object_store or not starts_local_daemon(overrides):
+    dir on local disk, a local master: `daemon_here`; not --executor spark); if so its fork
+    server starts now, before the log dir is listed: the pool's first task waits for the
+    server's preparation (0.9 s of CPU), not for the driver's (make bench's 1% incremental run
+    waited 0.25-0.3 s for it when it started after the listing, 0.15-0.2 s now)."""
+    if args.executor == "spark" or args.bootstrap_servers or not daemon_here:
         return False
     from lib.spark.local_jobs import start_fork_server
 
@@ -215,7 +209,7 @@ def _start_pool_early(args, overrides: dict[str, str], object_store: bool) -> bo
 
 
 def _stop_pool_if(started: bool) -> None:
-    """The fork server _start_pool_early started, stopped, for a run that will not use it."""
+    """The pool's fork server stopped, for a run that will not use it (or not yet)."""
     if started:
         from lib.spark.local_jobs import stop_fork_server
 
