@@ -655,3 +655,57 @@ def test_the_batch_from_arrow_or_python_values():
                 for f in GenerationBatch.__dataclass_fields__
             )
         )
+
+
+def test_a_batch_holds_the_values_as_the_audit_reads_them():
+    """audit_view: every field the audit reads, as it is; `assignment_bytes` only as empty or
+    not; the raw bytes, hosts and timeouts left behind; nulls and a slice's offset kept."""
+    member = {
+        "member_id": "m-1",
+        "group_instance_id": "i-1",
+        "client_id": "c",
+        "client_host": "/10.0.0.1",
+        "rebalance_timeout_ms": 300000,
+        "session_timeout_ms": 45000,
+        "subscription_version": 3,
+        "subscribed_topics": ["a", "b"],
+        "owned_partitions": [{"topic": "a", "partitions": [0]}],
+        "subscription_user_data": b"\x00\x01",
+        "generation_id": 4,
+        "rack_id": "r1",
+        "assignment_version": 3,
+        "assignment": [{"topic": "a", "partitions": [0, 1]}],
+        "assignment_user_data": b"\x07",
+        "subscription_bytes": b"\x00\x03sub",
+        "assignment_bytes": b"\x00\x03assignment",
+    }
+    first = {"protocol_type": "consumer", "generation": 5, "protocol": "range", "leader": "m-1",
+             "current_state_timestamp": None, "members": [member, {**member, "member_id": "m-2", "assignment_bytes": b""},
+                                                           {**member, "member_id": "m-3", "assignment_bytes": None}, None]}  # fmt: skip
+    values = pa.array([None, first, None, {**first, "members": None}], GROUP_METADATA_TYPE).slice(1)
+    view = fast_audit.audit_view(values)
+    assert view.type == fast_audit.AUDIT_VALUE_TYPE
+    kept = ("member_id", "group_instance_id", "client_id", "rack_id", "subscribed_topics", "owned_partitions",
+            "subscription_user_data", "generation_id", "assignment")  # fmt: skip
+    want_member = {k: member[k] for k in kept}
+    assert view.to_pylist() == [
+        {
+            "protocol_type": "consumer",
+            "generation": 5,
+            "protocol": "range",
+            "leader": "m-1",
+            "members": [
+                {**want_member, "assignment_bytes": b"\x01"},
+                {**want_member, "member_id": "m-2", "assignment_bytes": b""},
+                {**want_member, "member_id": "m-3", "assignment_bytes": None},
+                None,
+            ],
+        },
+        None,
+        {"protocol_type": "consumer", "generation": 5, "protocol": "range", "leader": "m-1", "members": None},
+    ]
+    assert fast_audit.audit_view(view) is view
+    batch = GenerationBatch.of(values, ["g", "g", "g"], [0, 0, 0], [1, 2, 3], [1, 2, 3])
+    assert batch.group_metadata.equals(view)
+    with pytest.raises(ValueError, match="not GroupMetadata values"):
+        fast_audit.audit_view(pa.array([1]))

@@ -61,6 +61,33 @@ from schemas.types import arrow_type
 use_stable_zip_cache(__file__)  # before the first @njit(cache=True): see lib.numba_cache
 
 GROUP_METADATA_TYPE = arrow_type(GROUP_METADATA)
+# What the audit reads of a GroupMetadata value (audit_view): a GenerationBatch holds only these,
+# so taking the generations' values into one copies a third less (the raw subscription and
+# assignment bytes, hosts and timeouts stay behind). `assignment_bytes` is only asked whether it
+# is empty (no assignment yet): the view holds b"\x01" for a non-empty one.
+AUDIT_VALUE_FIELDS = ("protocol_type", "generation", "protocol", "leader", "members")
+AUDIT_MEMBER_FIELDS = (
+    "member_id",
+    "group_instance_id",
+    "client_id",
+    "rack_id",
+    "subscribed_topics",
+    "owned_partitions",
+    "subscription_user_data",
+    "generation_id",
+    "assignment",
+    "assignment_bytes",
+)
+_MEMBER_TYPE = GROUP_METADATA_TYPE.field("members").type.value_type
+AUDIT_MEMBER_TYPE = pa.struct([_MEMBER_TYPE.field(f) for f in AUDIT_MEMBER_FIELDS])
+AUDIT_VALUE_TYPE = pa.struct(
+    [
+        pa.field("members", pa.list_(AUDIT_MEMBER_TYPE), GROUP_METADATA_TYPE.field("members").nullable)
+        if f == "members"
+        else GROUP_METADATA_TYPE.field(f)
+        for f in AUDIT_VALUE_FIELDS
+    ]
+)
 AUDIT_SCHEMA = ASSIGNMENT_AUDIT.arrow_schema
 MAX_UNIVERSE = 1 << 22  # partitions of one generation's subscribed topics the kernels take on
 
@@ -83,11 +110,42 @@ def _arrow(values, type_: pa.DataType) -> pa.Array:
     return array if array.type == type_ else array.cast(type_)
 
 
+def _mask(array: pa.Array) -> pa.Array | None:
+    return array.is_null() if array.null_count else None
+
+
+def audit_view(values: pa.Array) -> pa.StructArray:
+    """GroupMetadata values (GROUP_METADATA_TYPE) as the audit reads them (AUDIT_VALUE_TYPE):
+    their columns, but for `assignment_bytes`, shared, not copied."""
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    if values.type == AUDIT_VALUE_TYPE:
+        return values
+    if values.type != GROUP_METADATA_TYPE:
+        raise ValueError(f"not GroupMetadata values: {values.type}")
+    lists = values.field("members")
+    members = lists.values
+    flag = members.field("assignment_bytes")
+    nonempty = pc.greater(pc.binary_length(flag), 0)
+    children = [
+        pc.if_else(nonempty, pa.scalar(b"\x01"), pa.scalar(b"")) if f == "assignment_bytes" else members.field(f)
+        for f in AUDIT_MEMBER_FIELDS
+    ]
+    member_view = pa.StructArray.from_arrays(children, fields=list(AUDIT_MEMBER_TYPE), mask=_mask(members))
+    offsets = pa.array(lists.offsets.to_numpy())  # (a slice's offsets and a mask: Arrow takes them unsliced)
+    list_view = pa.ListArray.from_arrays(offsets, member_view, type=pa.list_(AUDIT_MEMBER_TYPE), mask=_mask(lists))
+    return pa.StructArray.from_arrays(
+        [list_view if f == "members" else values.field(f) for f in AUDIT_VALUE_FIELDS],
+        fields=list(AUDIT_VALUE_TYPE),
+        mask=_mask(values),
+    )
+
+
 @dataclass(frozen=True)
 class GenerationBatch:
     """Classic generations in the order they are audited (AssignmentTracker's: a generation
     when its group's next record shows it over), each as its last GroupMetadata record: the
-    value (GROUP_METADATA, as lib.decode gives it), group id, offsets partition, log offset
+    value (GROUP_METADATA, as lib.decode gives it, in audit_view), group id, offsets partition, log offset
     and time (ms, null where the record has none). A row with ``deleted`` is a group tombstone
     instead (its value is not read): the group's previous generation is forgotten, its next
     one is a new group's first. A row audit_generation would skip (no member has an
@@ -114,7 +172,11 @@ class GenerationBatch:
         """From Arrow arrays or Python sequences (values as dicts, e.g. the tracker's)."""
         n = len(group_id)
         return cls(
-            _arrow(group_metadata, GROUP_METADATA_TYPE),
+            audit_view(
+                group_metadata
+                if isinstance(group_metadata, pa.Array | pa.ChunkedArray)
+                else _arrow(group_metadata, GROUP_METADATA_TYPE)
+            ),
             _arrow(group_id, pa.string()),
             _arrow(offsets_partition, pa.int32()),
             _arrow(log_offset, pa.int64()),
@@ -126,8 +188,8 @@ class GenerationBatch:
         lengths = {len(getattr(self, f)) for f in self.__dataclass_fields__}
         if len(lengths) != 1:
             raise ValueError(f"GenerationBatch: columns of different lengths {sorted(lengths)}")
-        if self.group_metadata.type != GROUP_METADATA_TYPE:
-            raise ValueError("GenerationBatch: group_metadata is not of the GROUP_METADATA type")
+        if self.group_metadata.type != AUDIT_VALUE_TYPE:
+            raise ValueError("GenerationBatch: group_metadata is not in audit_view")
         if self.group_id.null_count or self.deleted.null_count:
             raise ValueError("GenerationBatch: a null group id or deleted flag")
 

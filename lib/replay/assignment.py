@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 
 from lib.assignors.audit import CLASSIC, CONSUMER, AuditMember, Generation, audit_generation
 from lib.assignors.fast_audit import (
-    GROUP_METADATA_TYPE,
+    AUDIT_VALUE_TYPE,
     GenerationBatch,
     Previous,
     audit_classic_batch,
@@ -513,7 +513,7 @@ class AssignmentTracker:
         src_all = np.concatenate(source) if source else np.zeros(0, np.int64)
         row_all = np.concatenate(rows) if rows else np.zeros(0, np.int64)
         if not arrays:
-            values = pa.nulls(n, GROUP_METADATA_TYPE)
+            values = pa.nulls(n, AUDIT_VALUE_TYPE)
         else:
             # one take, from the sources one after the other (an entry with no source, a
             # tombstone, takes a null index: a null value); taking each source's rows, then

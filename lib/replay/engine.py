@@ -403,6 +403,7 @@ class PartitionReplay:
         self.records = 0
         self.emit_commit_events = False
         self._classic_values: tuple | None = None  # (group_metadata column, decoder's values) of the batch fed
+        self._audit_values: pa.Array | None = None  # its audit_view (the audit's, as it feeds)
         self._classic_read: dict[int, dict] = {}  # values read from that batch, by row
         self.audit: AssignmentTracker | None = None  # set to audit assignments in the pass
         self._audit_loaded: set[int] = set()
@@ -654,8 +655,11 @@ class PartitionReplay:
         lazy: dict[int, GroupFold] = {}
         generations = None
         if self.audit is not None and group_rec.any():
+            from lib.assignors.fast_audit import audit_view
+
             nested = batch.column("group_metadata")
             generations = pc.struct_field(nested, "generation").fill_null(0).to_numpy(zero_copy_only=False)
+            self._audit_values = audit_view(nested)  # what the audit keeps of the values
         is_commit: np.ndarray | None = None
         r = 0
         while True:
@@ -720,7 +724,7 @@ class PartitionReplay:
                 fold.keep_classic(functools.partial(_kept_value, kept, i))
         if self.audit is not None:
             self.audit.end_batch()
-        self._classic_values = None
+        self._classic_values = self._audit_values = None
         self._classic_read = {}
         if self.emit_commit_events:
             self._collect_events(batch, kind == PLAIN, log_offset)
@@ -793,7 +797,7 @@ class PartitionReplay:
                 rows.offset,
                 [rows.at_ms[r] for r in where],
                 rows.tombstone,
-                self._classic_values[0],
+                self._audit_values,
                 rows.rows,
             )
         last = {g: i for i, g in enumerate(groups)}  # each group's last record
@@ -845,7 +849,7 @@ class PartitionReplay:
                     row["offsets_partition"],
                     row["log_offset"],
                     at_ms,
-                    self._classic_values[0],
+                    self._audit_values,
                     r,
                 )
         elif rtype == CONSUMER_GROUP_METADATA and row["is_tombstone"]:
