@@ -1284,9 +1284,15 @@ def _null_if(values: np.ndarray, null: np.ndarray, type_: pa.DataType) -> pa.Arr
     return pa.array(values, type_, mask=null if null.any() else None)
 
 
+GROUP_TYPES = pa.array([CLASSIC, CONSUMER], pa.string())  # a row's, by whether it is a KIP-848 epoch
+
+
 def _string_or_null(array: pa.Array) -> pa.Array:
-    """audit_generation's `x or None`: empty strings null."""
-    return pc.if_else(pc.equal(pc.binary_length(array), 0), pa.scalar(None, pa.string()), array)
+    """audit_generation's `x or None`: empty strings null (most batches have none)."""
+    empty = pc.equal(pc.binary_length(array), 0)
+    if not pc.any(empty).as_py():
+        return array
+    return pc.if_else(empty, pa.scalar(None, pa.string()), array)
 
 
 def _fast_table(
@@ -1313,10 +1319,11 @@ def _fast_table(
     subscribed = members.field("subscribed_topics").take(by_member)
     if subscribed.null_count:  # audit_generation lists a null as no topics
         subscribed = pa.ListArray.from_arrays(subscribed.offsets, subscribed.values)
+    member_ids = members.field("member_id").take(by_member)
     member_type = _field_type("members").value_type
     member_values = pa.StructArray.from_arrays(
         [
-            members.field("member_id").take(by_member),
+            member_ids,
             _string_or_null(members.field("group_instance_id").take(by_member)),
             members.field("client_id").take(by_member),
             _string_or_null(members.field("rack_id").take(by_member)),
@@ -1339,7 +1346,7 @@ def _fast_table(
     reference_null = ~second.recomputed[rows]
     reference_entry = pa.StructArray.from_arrays(
         [
-            members.field("member_id").take(by_member),
+            member_ids,
             per_member(second.reference_offsets, second.reference_topic, second.reference_partition),
         ],
         fields=list(_field_type("reference").value_type),
@@ -1350,7 +1357,7 @@ def _fast_table(
     smallest, largest = first.min_per_member[rows], first.max_per_member[rows]
     columns = {
         "group_id": batch.group_id.take(take),
-        "group_type": pa.array(np.array([CLASSIC, CONSUMER])[is_epoch.astype(np.int64)], pa.string()),
+        "group_type": GROUP_TYPES.take(pa.array(is_epoch.astype(np.int8))),
         "generation": gm.field("generation").take(take).fill_null(0),
         "at": pc.multiply(batch.at_ms.take(take), 1000).cast(pa.timestamp("us", tz="UTC")),
         "protocol_type": gm.field("protocol_type").take(take),
@@ -1381,7 +1388,10 @@ def _fast_table(
         "offsets_partition": batch.offsets_partition.take(take),
         "log_offset": batch.log_offset.take(take),
     }
-    return pa.Table.from_arrays([columns[f.name].cast(f.type) for f in AUDIT_SCHEMA], schema=AUDIT_SCHEMA)
+    return pa.Table.from_arrays(
+        [c if c.type == f.type else c.cast(f.type) for f, c in ((f, columns[f.name]) for f in AUDIT_SCHEMA)],
+        schema=AUDIT_SCHEMA,
+    )
 
 
 def epoch_value(gen: Generation) -> dict | None:
