@@ -788,7 +788,7 @@ class PartitionReplay:
         if self.audit is not None:
             for g in set(groups) - self._audit_loaded:
                 self._load_audit(g)
-            assert self._classic_values is not None
+            assert self._audit_values is not None
             self.audit.classic_records(
                 [self._group_name(g) for g in groups],
                 rows.groups,
@@ -842,7 +842,7 @@ class PartitionReplay:
             if row["is_tombstone"]:
                 self.audit.group_deleted(group_id)
             else:
-                assert self._classic_values is not None
+                assert self._audit_values is not None
                 self.audit.classic(
                     group_id,
                     int(generations[r]),
