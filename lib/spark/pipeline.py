@@ -44,7 +44,7 @@ from lib.lake.worker_errors import raising_worker_errors
 from lib.replay.expiry import DEFAULT_RETENTION_MINUTES
 from lib.source.logdir import PartitionLog, segments_from
 from lib.source.topic_log import TopicPartitionLog
-from lib.spark.lag import LagResult
+from lib.spark.lag import LagPreparation, LagResult, prepare_lag_stage
 from lib.spark.session import SparkJobs
 from schemas import tables as T
 
@@ -142,12 +142,18 @@ def run_replay(
         prev = None if full else previous_run(spark, warehouse, result.partitions)
         todo = _changed(logs, prev, now_ms, retention_minutes)
         starting = start_workers(spark) if todo else None
+        # the files this run replaces, listed while the consumed topics' listing ends
+        t0 = time.monotonic()
+        replacing = _replacing(warehouse, todo, prev, assignments)
+        result.stage_seconds["plan"] = time.monotonic() - t0
         # the consumed topics' partitions beside the offsets partitions, listed once a run (7,500
         # folders of a busy log dir take a second); None for a live cluster
         topic_logs = topic_listing.result() if topic_listing is not None else _topic_logs(logs)
         # the commits that take effect go to the lag stage (lib.lake.lag_input), this run's or,
         # when it is skipped, the next one's
         lag_input = bool(logs) and (topic_logs is None or bool(topic_logs))
+        # the lag stage's reads that the replay changes nothing of, while the replay's tasks run
+        preparing = _LagPreparing(warehouse, full, topic_logs) if lag and topic_logs else None
         _run_locked(
             spark,
             logs,
@@ -155,17 +161,19 @@ def run_replay(
             result,
             prev,
             todo,
+            replacing,
             end_offsets,
             fetch_max_bytes,
             lag_input,
             assignments,
             topic_logs,
             starting,
+            preparing,
         )
         if replayed is not None:
             replayed(result)
         if lag and logs:
-            result.lag = _run_lag_locked(spark, logs, warehouse, result, full, topic_logs)
+            result.lag = _run_lag_locked(spark, logs, warehouse, result, full, topic_logs, preparing)
         return result
 
 
@@ -251,8 +259,35 @@ def list_topic_logs(logs: list[PartitionLog]) -> Future:
         executor.shutdown(wait=False)
 
 
+class _LagPreparing:
+    """lib.spark.lag.prepare_lag_stage, in a thread of its own once the replay's tasks are
+    handed out (start: the driver only waits for them then; before, it would slow the driver's
+    planning), else in the caller's when the stage asks for it (result: its value or its error)."""
+
+    def __init__(self, warehouse: str, full: bool, topic_logs: list[TopicPartitionLog]):
+        self._args = (warehouse, full, topic_logs)
+        self._future: Future | None = None
+
+    def start(self) -> None:
+        if self._future is None:
+            executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lag-preparation")
+            try:
+                self._future = executor.submit(prepare_lag_stage, *self._args)
+            finally:
+                executor.shutdown(wait=False)
+
+    def result(self) -> LagPreparation:
+        return self._future.result() if self._future is not None else prepare_lag_stage(*self._args)
+
+
 def _run_lag_locked(
-    spark: SparkSession | SparkJobs, logs, warehouse: str, result: RunResult, full: bool, topic_logs: list | None = None
+    spark: SparkSession | SparkJobs,
+    logs,
+    warehouse: str,
+    result: RunResult,
+    full: bool,
+    topic_logs: list | None = None,
+    preparing: _LagPreparing | None = None,
 ):
     from lib.spark.lag import run_lag_stage, run_live_lag_stage
 
@@ -270,6 +305,7 @@ def _run_lag_locked(
                 result.now_ms,
                 full,
                 topic_logs=topic_logs,
+                prepared=preparing.result() if preparing is not None else None,
             )
     except BaseException:
         roll_back_incomplete_runs(warehouse, T.LAG_TABLES, T.LAG_CHECKPOINTS)
@@ -296,20 +332,20 @@ def _run_locked(
     result: RunResult,
     prev: PreviousRun | None,
     todo: list[PartitionLog],
+    replacing: _Replacing,
     end_offsets: dict[int, int] | None,
     fetch_max_bytes: int | None = None,
     lag_input: bool = False,
     audit: bool = True,
     topic_logs: list[TopicPartitionLog] | None = None,
     starting: threading.Thread | None = None,
+    preparing: _LagPreparing | None = None,
 ) -> None:
     """Each partition with anything to do is one Spark task (lib.lake.partition_task) that reads it
     once and writes its files; the driver then commits them table by table (delta-rs), the
     checkpoints last. `todo`: the partitions whose input or judgement may have changed
     (`_changed`); the others are skipped: a run with nothing new makes no Spark job and no
     commit."""
-    from lib.lake.partition_task import STATE_FILE_PREFIX, STATE_TABLES
-
     run_id, now_ms, retention_minutes, partitions = (
         result.run_id,
         result.now_ms,
@@ -323,33 +359,10 @@ def _run_locked(
     t0 = time.monotonic()
     result.skipped_partitions = len(logs) - len(todo)
     if not todo:
-        result.stage_seconds["plan"] = time.monotonic() - t0
+        result.stage_seconds["plan"] += time.monotonic() - t0
         return
     todo_ids = sorted(pl.partition for pl in todo)
-    # what this run replaces: the state of the partitions it replays (with the assignment audit's
-    # open rows) and, in a full run, all their rows
-    replaced = [
-        t
-        for t in T.REPLAY_TABLES
-        if t in STATE_TABLES
-        or (t is T.ASSIGNMENT_AUDIT and audit)
-        or (prev is None and t not in (T.REPLAY_CHECKPOINTS, T.ASSIGNMENT_AUDIT))
-    ]
-    layouts: dict[str, tuple[str, ...]] = {}
-    removed: dict[str, list[DataFile]] = {}
-    for table in (T.OFFSETS_LOG, T.QUARANTINED_RECORDS):
-        if table not in replaced:
-            layout = table_layout(table_path(warehouse, table))
-            layouts[table.name] = table.partition_by if layout is None else layout
-    for table in replaced:
-        listing = table_files(table_path(warehouse, table))
-        layouts[table.name] = table.partition_by if listing is None else listing[0]
-        files = listing[1] if listing else []
-        if table is T.ASSIGNMENT_AUDIT and prev is not None:  # its rows of generations over stay
-            files = [f for f in files if storage.basename(f.path).startswith(STATE_FILE_PREFIX[table.name] + "-")]
-        # the exact partitions of the files whose min/max covers one replayed (a footer read each)
-        candidates = [f.with_partitions() for f in files if f.may_hold(todo_ids)]
-        removed[table.name] = [f for f in candidates if f.may_hold(todo_ids)]
+    layouts, removed = replacing.layouts, replacing.removed
     audit_input = None
     if audit:
         from lib.spark.assignment import known_topics
@@ -377,11 +390,13 @@ def _run_locked(
     groups = _group_tasks(
         packed, warehouse, run_id, todo_ids, layouts, removed, previous_state=prev is not None, lag_input=lag_input
     )
-    result.stage_seconds["plan"] = time.monotonic() - t0
+    result.stage_seconds["plan"] += time.monotonic() - t0
 
     t0 = time.monotonic()
     if starting is not None:
         starting.join()
+    if preparing is not None:
+        preparing.start()
     with raising_worker_errors():
         results = spark.sparkContext.parallelize(groups, len(groups)).map(replay_task).collect()
         results = _resolve_topic_names(spark, groups, results)
@@ -464,6 +479,48 @@ def _run_locked(
         roll_back_incomplete_runs(warehouse, T.REPLAY_TABLES, T.REPLAY_CHECKPOINTS)
         raise
     result.stage_seconds["commit"] = time.monotonic() - t0
+
+
+@dataclass(frozen=True)
+class _Replacing:
+    """What a run replaces, from the tables' logs: each table's partition columns (`layouts`)
+    and the files of the replayed partitions it removes (`removed`, by table name)."""
+
+    layouts: dict[str, tuple[str, ...]]
+    removed: dict[str, list[DataFile]]
+
+
+def _replacing(warehouse: str, todo: list[PartitionLog], prev: PreviousRun | None, audit: bool) -> _Replacing:
+    """The state of the partitions a run replays (with the assignment audit's open rows) and, in
+    a full run, all their rows: the files that hold them, and each table's layout."""
+    from lib.lake.partition_task import STATE_FILE_PREFIX, STATE_TABLES
+
+    if not todo:
+        return _Replacing({}, {})
+    todo_ids = sorted(pl.partition for pl in todo)
+    replaced = [
+        t
+        for t in T.REPLAY_TABLES
+        if t in STATE_TABLES
+        or (t is T.ASSIGNMENT_AUDIT and audit)
+        or (prev is None and t not in (T.REPLAY_CHECKPOINTS, T.ASSIGNMENT_AUDIT))
+    ]
+    layouts: dict[str, tuple[str, ...]] = {}
+    removed: dict[str, list[DataFile]] = {}
+    for table in (T.OFFSETS_LOG, T.QUARANTINED_RECORDS):
+        if table not in replaced:
+            layout = table_layout(table_path(warehouse, table))
+            layouts[table.name] = table.partition_by if layout is None else layout
+    for table in replaced:
+        listing = table_files(table_path(warehouse, table))
+        layouts[table.name] = table.partition_by if listing is None else listing[0]
+        files = listing[1] if listing else []
+        if table is T.ASSIGNMENT_AUDIT and prev is not None:  # its rows of generations over stay
+            files = [f for f in files if storage.basename(f.path).startswith(STATE_FILE_PREFIX[table.name] + "-")]
+        # the exact partitions of the files whose min/max covers one replayed (a footer read each)
+        candidates = [f.with_partitions() for f in files if f.may_hold(todo_ids)]
+        removed[table.name] = [f for f in candidates if f.may_hold(todo_ids)]
+    return _Replacing(layouts, removed)
 
 
 def _replay_task(
