@@ -618,6 +618,48 @@ def test_previous_in_the_trackers_json_form_and_back():
     assert ours.generation("no such group") is None
 
 
+def test_previous_owners_by_hand():
+    """Previous built from members in order and read back, against owners written out by hand:
+    a partition assigned twice belongs to its first member, a member left with nothing is gone,
+    a group that assigned nothing keeps its row; the same from a table in chunks and sliced."""
+    owners = {
+        "g1": [
+            ("i-a", [("t", 1), ("t", 0)]),
+            ("m-b", [("t", 1), ("u", 2)]),
+            ("m-c", [("t", 0)]),
+        ],
+        "g2": [],
+        "g3": [("m-d", [("u", 0)]), ("m-e", [])],
+    }
+    previous = Previous._of(owners)
+    assert previous.table.to_pylist() == [
+        {
+            "group_id": "g1",
+            "owners": [
+                {"topic": "t", "partition": 1, "owner": "i-a"},
+                {"topic": "t", "partition": 0, "owner": "i-a"},
+                {"topic": "u", "partition": 2, "owner": "m-b"},
+            ],
+        },
+        {"group_id": "g2", "owners": []},
+        {"group_id": "g3", "owners": [{"topic": "u", "partition": 0, "owner": "m-d"}]},
+    ]
+
+    def member(who, assignment):
+        return {"member_id": who, "instance": None, "assignment": assignment}
+
+    want = {
+        "g1": {"members": [member("i-a", [["t", 1], ["t", 0]]), member("m-b", [["u", 2]])]},
+        "g2": {"members": []},
+        "g3": {"members": [member("m-d", [["u", 0]])]},
+    }
+    assert previous.states() == want
+    chunked = Previous(pa.concat_tables([previous.table.slice(0, 1), previous.table.slice(1)]))
+    assert chunked.states() == want
+    assert Previous(previous.table.slice(1, 2)).states() == {"g2": want["g2"], "g3": want["g3"]}
+    assert Previous.empty().states() == {} and len(Previous._of({})) == 0
+
+
 def test_a_batch_carried_from_the_trackers_previous_generations():
     """A run that starts with the previous generations an earlier run left (the tracker's
     Generation objects, or their JSON form)."""
