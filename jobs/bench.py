@@ -8,7 +8,7 @@ log (the fixed cost), the full run, the same without the assignment audit and wi
 stage (their shares), an incremental run after 1% more records (offsets and topics) and a run with
 nothing new (median of --repeat each); the empty, the full and the incremental run also with
 --executor spark (Spark's JVM instead of the default's local pool, alternating), peak RSS per process at 1x and 2x the log; each run's
-input is read once before it, untimed (warm_input). Prints
+input is read once before it, untimed (warm_input), and so is the code it loads (warm_code). Prints
 `name value unit` per figure, with each target, and writes them as JSON under the data folder.
 
     python -m jobs.bench [--records N] [--seed 7] [--repeat 3] [--skip-2x] [--scale-only]
@@ -286,6 +286,7 @@ def run_job(log_dir: str, warehouse: str, now_ms: int, fresh: bool = False, extr
         shutil.rmtree(warehouse, ignore_errors=True)
     settle_disk()
     warm_input(log_dir)
+    warm_code()
     cmd = [sys.executable, "-m", "jobs.replay_offsets", "--input", log_dir, "--warehouse", warehouse]
     cmd += ["--now", str(now_ms), *(extra or [])]
     peaks = {"jvm_mb": 0.0, "python_mb": 0.0, "worker_mb": 0.0}
@@ -366,11 +367,54 @@ def warm_input(log_dir: str) -> None:
     kind of machine, the 1.4 GB offsets log evicted against cached: 28.47 / 26.14 s against
     23.76 / 22.94 s), and the first round set the rate and paired a cold full run with warm runs
     without the audit for its share."""
-    for folder, _, names in os.walk(log_dir):
-        for name in names:
+    _read_tree(log_dir)
+
+
+# the packages a run imports (python -X importtime: the driver's and the pool's; hundreds of MB
+# of native libraries among them: numpy's, pyarrow's, llvmlite's, deltalake's), pyspark's
+# without its jars, and this repo's folders (its bytecode and numba's cache)
+CODE_PACKAGES = (
+    "pyarrow", "numba", "llvmlite", "numpy", "deltalake", "pandas", "pyspark", "py4j", "dateutil", "pytz", "lz4",
+    "crc32c", "zstandard", "xxhash", "arro3",
+)  # fmt: skip
+CODE_FOLDERS = ("lib", "jobs", "schemas")
+
+
+def warm_code() -> None:
+    """Read what a run loads, untimed, as warm_input does its input: the packages' files, this
+    repo's, and the standard library's compiled modules. On this kind of machine the kernel pages
+    out file pages left untouched for about a minute (DAMON's `pageout` scheme): the same imports
+    took 1.05 s right after a run and 17.1 s after 75 s idle (172 major page faults), so a
+    timed run's figure depended on how long the runs before it took."""
+    import importlib.util
+
+    for name in CODE_PACKAGES:
+        spec = importlib.util.find_spec(name)
+        for folder in (spec.submodule_search_locations or []) if spec is not None else []:
+            _read_tree(folder, skip=("jars",))
+    for folder in CODE_FOLDERS:
+        _read_tree(os.path.join(REPO, folder))
+    stdlib = os.path.dirname(os.__file__)
+    for folder, subfolders, names in os.walk(stdlib):
+        subfolders[:] = [d for d in subfolders if d not in ("test", "site-packages", "idlelib", "tkinter")]
+        if os.path.basename(folder) in ("__pycache__", "lib-dynload"):
+            _read_files(folder, names)
+
+
+def _read_tree(root: str, skip: tuple[str, ...] = ()) -> None:
+    for folder, subfolders, names in os.walk(root):
+        subfolders[:] = [d for d in subfolders if d not in skip]
+        _read_files(folder, names)
+
+
+def _read_files(folder: str, names: list[str]) -> None:
+    for name in names:
+        try:
             with open(os.path.join(folder, name), "rb", buffering=0) as f:
                 while f.read(1 << 20):
                     pass
+        except OSError:  # (a file gone meanwhile, a socket)
+            pass
 
 
 def settle_disk() -> None:
@@ -624,6 +668,7 @@ def end_offsets_process(mode: str, log_dir: str, repeat: int) -> dict:
     import sys
 
     settle_disk()
+    warm_code()
     cmd = [sys.executable, "-m", "jobs.bench_end_offsets", mode, log_dir, "--repeat", str(repeat)]
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, stdin=subprocess.DEVNULL)
     assert proc.returncode == 0, proc.stderr
