@@ -15,6 +15,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from lib import storage
+from lib.allocator import use_run_allocator
 from lib.cli import (
     EXIT_BUSY,
     add_conf_argument,
@@ -122,6 +123,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def main(argv=None) -> int:
+    use_run_allocator()  # (before the pool, the JVM and their workers start: lib.allocator)
     args = parse_args(argv)
     try:
         now_ms = parse_time_ms(args.now)

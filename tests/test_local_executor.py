@@ -63,11 +63,12 @@ def _getpid(_: int) -> int:
     return os.getpid()
 
 
-def _what_the_server_prepared(_: int) -> tuple[list[str], dict[str, int]]:
-    """In a pool process, before any task's work: which of pandas and cffi are loaded, and the
-    overloads of each of POOL_KERNELS loaded (-1: no such kernel)."""
+def _what_the_server_prepared(_: int) -> tuple[list[str], dict[str, int], str]:
+    """In a pool process, before any task's work: which of pandas and cffi are loaded, the
+    overloads of each of POOL_KERNELS loaded (-1: no such kernel), and Arrow's memory pool."""
     import importlib
 
+    import pyarrow as pa
     from numba.core.dispatcher import Dispatcher
 
     from lib.spark.daemon import POOL_KERNELS
@@ -77,19 +78,24 @@ def _what_the_server_prepared(_: int) -> tuple[list[str], dict[str, int]]:
         module, _, attr = name.rpartition(".")
         kernel = getattr(sys.modules.get(module) or importlib.import_module(module), attr, None)
         loaded[name] = len(kernel.overloads) if isinstance(kernel, Dispatcher) else -1
-    return [m for m in ("pandas", "cffi") if m in sys.modules], loaded
+    return [m for m in ("pandas", "cffi") if m in sys.modules], loaded, pa.default_memory_pool().backend_name
 
 
 def test_pool_processes_start_with_the_tasks_kernels_and_without_pandas():
     """The fork server (lib.spark.pool_server) loaded every kernel of POOL_KERNELS (a renamed
-    kernel fails here) and kept pandas and cffi out, in whichever process serves the task."""
+    kernel fails here) and kept pandas and cffi out, in whichever process serves the task; the
+    tasks allocate from jemalloc (lib.allocator), which this pyarrow is built with."""
+    import pyarrow as pa
+
+    assert "jemalloc" in pa.supported_memory_backends()
     jobs = LocalJobs(2)
     try:
         results = jobs.sparkContext.parallelize(range(2), 2).map(_what_the_server_prepared).collect()
     finally:
         jobs.stop()
-    for kept_out, loaded in results:
+    for kept_out, loaded, pool in results:
         assert kept_out == []
+        assert pool == "jemalloc"
         assert {name: n for name, n in loaded.items() if n < 1} == {}
     assert "lib.spark.pool_server" not in sys.modules  # (the test process keeps its pandas)
 

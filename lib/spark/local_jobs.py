@@ -100,6 +100,9 @@ def start_fork_server() -> None:
     it."""
     from multiprocessing import forkserver
 
+    from lib.allocator import use_run_allocator
+
+    use_run_allocator()  # (the memory pool of the server and its tasks: lib.allocator)
     multiprocessing.get_context("forkserver").set_forkserver_preload(["lib.spark.pool_server"])
     _start_resource_tracker()
     seed = os.environ.get("PYTHONHASHSEED")

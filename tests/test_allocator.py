@@ -1,0 +1,30 @@
+"""lib.allocator: the memory pool a run's processes allocate from, unless the operator chose one."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pyarrow as pa
+
+from lib.allocator import POOL_VARIABLE, use_run_allocator
+
+
+def test_jemalloc_for_the_processes_started_after(monkeypatch):
+    monkeypatch.delenv(POOL_VARIABLE, raising=False)
+    use_run_allocator()
+    assert "jemalloc" in pa.supported_memory_backends()
+    out = subprocess.run(
+        [sys.executable, "-c", "import pyarrow as pa; pa.array([1]); print(pa.default_memory_pool().backend_name)"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.strip() == "jemalloc"
+
+
+def test_the_operators_choice_stays(monkeypatch):
+    monkeypatch.setenv(POOL_VARIABLE, "system")
+    use_run_allocator()
+    assert os.environ[POOL_VARIABLE] == "system"
