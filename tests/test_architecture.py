@@ -12,10 +12,11 @@ import sys
 REPO = pathlib.Path(__file__).resolve().parent.parent
 
 # layer -> what it may import from lib (schemas is the shared vocabulary of every layer)
-BOTTOM = {"storage", "numba_cache", "ports"}  # modules every layer may use; they import nothing of lib
+BOTTOM = {"storage", "numba_cache", "ports", "allocator"}  # modules every layer may use; they import nothing of lib
 ALLOWED = {
     "storage": set(),
     "numba_cache": set(),
+    "allocator": set(),
     "codec": BOTTOM,
     "assignors": BOTTOM,  # lib.assignors.fast: numba kernels (the rest is stdlib only)
     "decode": {"codec"} | BOTTOM,
@@ -34,6 +35,7 @@ PYSPARK_FREE = [
     "lib.assignors",
     "lib.assignors.audit",
     "lib.numba_cache",
+    "lib.allocator",
     "lib.codec",
     "lib.decode",
     "lib.replay",
