@@ -28,3 +28,19 @@ def test_the_operators_choice_stays(monkeypatch):
     monkeypatch.setenv(POOL_VARIABLE, "system")
     use_run_allocator()
     assert os.environ[POOL_VARIABLE] == "system"
+
+
+def test_a_clusters_executors_get_the_runs_pool(monkeypatch):
+    """A standalone or YARN cluster's Python workers start from their worker's environment, not
+    this process's: the pool goes to them as an executor setting (a local master's inherit it)."""
+    from lib.spark.session import _settings
+
+    monkeypatch.setenv(POOL_VARIABLE, "jemalloc")
+    key = f"spark.executorEnv.{POOL_VARIABLE}"
+    assert _settings("t", {"spark.master": "spark://127.0.0.1:7077"}, None, False)[key] == "jemalloc"
+    assert key not in _settings("t", {"spark.master": "local[2]"}, None, False)
+    # the operator's own setting stays
+    given = {"spark.master": "spark://127.0.0.1:7077", key: "system"}
+    assert _settings("t", given, None, False)[key] == "system"
+    monkeypatch.delenv(POOL_VARIABLE)
+    assert key not in _settings("t", {"spark.master": "spark://127.0.0.1:7077"}, None, False)

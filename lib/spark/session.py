@@ -11,6 +11,8 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from lib.allocator import POOL_VARIABLE
+
 if TYPE_CHECKING:
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
@@ -282,6 +284,12 @@ def _settings(
         conf.setdefault("spark.executorEnv.PYTHONPATH", os.environ.get("PYTHONPATH", ""))
         # pyspark from the installed package, compiled, not Spark's zip of its sources
         conf.setdefault("spark.python.daemon.module", LOCAL_DAEMON_MODULE)
+    else:
+        # the run's Arrow memory pool (lib.allocator) in the executors' Python workers too: a
+        # local master's start from this process's environment, a cluster's from their worker's
+        pool = os.environ.get(POOL_VARIABLE)
+        if pool:
+            conf.setdefault(f"spark.executorEnv.{POOL_VARIABLE}", pool)
     # elsewhere the code reaches executors as a built artifact (spark-submit --py-files
     # build/offsets_lake.zip, `make dist`), never through this machine's paths
     given = [j for j in submitted.get("spark.jars", "").split(",") if j]
