@@ -61,14 +61,14 @@ def reference(warehouse, floors: dict, names: dict) -> list[dict]:
     return sorted(rows, key=lambda r: tuple(r[k] for k in KEY))
 
 
-def floors_and_names() -> tuple[dict, dict]:
+def floors_and_names(log_dir: str = SAMPLE) -> tuple[dict, dict]:
     """What the driver knows before the first run into an empty warehouse: the log dir's
     partition folders and topic ids."""
     from lib.source.topic_log import find_topic_partitions
 
     floors: dict[str, int] = {}
     names: dict[str, str] = {}
-    for t in find_topic_partitions(SAMPLE):
+    for t in find_topic_partitions(log_dir):
         floors[t.topic] = max(floors.get(t.topic, 0), t.partition + 1)
         if t.topic_id:
             names[t.topic_id] = t.topic
@@ -107,6 +107,24 @@ def test_one_full_run_audits_as_the_record_by_record_audit(replay_logdir, tmp_pa
             }
             for path in ("group_id", "members.list.element.member_id", "reference.list.element.member_id"):
                 assert "RLE_DICTIONARY" in chunks[path].encodings, (f, path, chunks[path].encodings)
+
+
+def test_a_busy_log_with_kip848_groups_audits_as_the_record_by_record_audit(replay_logdir, tmp_path):
+    """make bench's kind of log, small: classic generations of every assignor and KIP-848 target
+    epochs of other groups in the same batches, so that a flush audits classic generations and
+    epochs together (lib.replay.assignment._flush: one batch of the kernels for both)."""
+    from lib.testdata.busy import generate_busy_log
+
+    log = str(tmp_path / "busy")
+    start = NOW - 3 * 3_600_000
+    generate_busy_log(log, 12_000, partitions=3, groups=40, seed=5, consumed_partitions=12,
+                      topic_records=4_000, span_ms=2 * 3_600_000, start_ts=start, workers=1)  # fmt: skip
+    replay_logdir(log, tmp_path / "wh", NOW)
+    got = audit_table(tmp_path / "wh")
+    want = reference(tmp_path / "wh", *floors_and_names(log))
+    kinds = {t: sum(r["group_type"] == t for r in want) for t in ("classic", "consumer")}
+    assert kinds["classic"] > 100 and kinds["consumer"] > 10, kinds
+    assert [{**r, "what_if": None} for r in got] == [{**r, "what_if": None} for r in want]
 
 
 def test_an_incremental_run_after_a_run_a_day_earlier_audits_as_one_full_run(replay_logdir, tmp_path):
