@@ -1055,12 +1055,18 @@ def _valid(array: pa.Array) -> np.ndarray:
 
 
 def _bytes_csr(array: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """A string or binary array's offsets (its slice's, int64) and its values buffer."""
+    """A string or binary array's offsets (its slice's, int64) and its values buffer, read-only
+    always: a view of an Arrow buffer is writable or not as the buffer was made (a batch's
+    values built from Python, an epoch's, gave read-only ones), and numba compiles a kernel
+    once for each, so every pool process loaded both (a second specialization of _first_pass,
+    _second_pass and lib.assignors.fast._assign_batch before its first task)."""
     if len(array) == 0:
         return np.zeros(1, np.int64), np.frombuffer(b"", np.uint8)
     _, offsets, data = array.buffers()[:3]
     o = np.frombuffer(offsets, np.int32, count=len(array) + 1, offset=array.offset * 4).astype(np.int64)
-    return o, np.frombuffer(data, np.uint8) if data is not None else np.frombuffer(b"", np.uint8)
+    values = np.frombuffer(data, np.uint8) if data is not None else np.frombuffer(b"", np.uint8)
+    values.flags.writeable = False
+    return o, values
 
 
 def _list_csr(lists: pa.Array) -> tuple[np.ndarray, pa.Array, np.ndarray]:
