@@ -14,6 +14,7 @@ here by hand."""
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -52,6 +53,7 @@ OWN_STICKY_PORT = {("librdkafka", "cooperative-sticky")}
 
 
 ERRORS: list[str] = []  # what the Python clients' polls raised
+CLIENT_LOG: list[str] = []  # where kafka-python's own log goes, for a failure's message
 
 
 class PollingMember:
@@ -165,7 +167,7 @@ def _wait_stable(bootstrap: str, group: str, members: int, partitions: int, time
         time.sleep(0.5)
     raise AssertionError(
         f"{group}: not stable with {members} members after {timeout}s (state, members, held: {last}); "
-        f"client errors: {ERRORS[-5:]}"
+        f"client errors: {ERRORS[-5:]}; kafka-python's log: {CLIENT_LOG}, the Java clients' next to it"
     )
 
 
@@ -174,6 +176,14 @@ def audited(spark, replay_logdir, kafka4, tmp_path_factory):
     """Drive every group, copy the log dir, replay it; the audit rows and what the broker said."""
     b = kafka4.bootstrap
     work = str(tmp_path_factory.mktemp("assignment-clients"))
+    # kafka-python's joins and rebalances, so a group that does not settle can be read after
+    client_log = logging.FileHandler(os.path.join(work, "kafka-python.log"))
+    client_log.setFormatter(logging.Formatter("%(asctime)s %(threadName)s %(name)s %(levelname)s %(message)s"))
+    kafka_logger = logging.getLogger("kafka")
+    previous_level = kafka_logger.level
+    kafka_logger.addHandler(client_log)
+    kafka_logger.setLevel(logging.INFO)
+    CLIENT_LOG[:] = [client_log.baseFilename]
     for topic, n in PARTITIONS.items():
         S.create_topic(b, topic, n, messages=0)
     groups = {(kind, assignor): f"asg-{kind}-{assignor}" for kind, assignor in CLIENTS}
@@ -215,6 +225,9 @@ def audited(spark, replay_logdir, kafka4, tmp_path_factory):
         # the admin clients go while their broker is up: one kept to the end of the session
         # kept reconnecting to the stopped broker, a librdkafka error a second after the tests
         _ADMINS.clear()
+        kafka_logger.removeHandler(client_log)
+        kafka_logger.setLevel(previous_level)
+        client_log.close()
     wh = str(tmp_path_factory.mktemp("assignment-wh"))
     replay_logdir(log_dir, wh, int(time.time() * 1000))
     rows = [

@@ -93,7 +93,9 @@ class SparkCluster:
                     state = json.load(r)
                 if sum(1 for w in state.get("workers", []) if w.get("state") == "ALIVE") == self.workers:
                     return self
-            except OSError:
+            except (OSError, ValueError):
+                # ValueError: the master's web server starts before its pages are attached, and
+                # in that window its "/" page (HTML) answers for "/json/" too: not ready yet.
                 pass
             time.sleep(0.5)
         raise RuntimeError(f"the Spark cluster did not start in 120 s: see {self.root}/*/out.log")
