@@ -360,6 +360,21 @@ def delete_tree(uri: str) -> None:
         pass
 
 
+def delete_file(uri: str) -> None:
+    """One file; nothing when it is gone already."""
+    if not is_remote(uri):
+        try:
+            os.remove(uri)
+        except FileNotFoundError:
+            pass
+        return
+    fs, path = filesystem(uri)
+    try:
+        fs.delete_file(path)
+    except FileNotFoundError:
+        pass
+
+
 def open_parquet(uri: str, read_dictionary: list[str] | None = None) -> Any:
     """A pyarrow ParquetFile: the footer read once, row groups read as asked (range reads on
     an object store, coalesced). `read_dictionary`: string columns read as dictionary arrays."""
@@ -403,7 +418,7 @@ class OutputFile:
             self.sink.close()
 
 
-def write_bytes(uri: str, data: bytes) -> None:
+def write_bytes(uri: str, data: bytes | memoryview) -> None:
     """Whole-file write: a local file replaced atomically (written aside, then renamed); an
     object appears whole when its upload completes."""
     if not is_remote(uri):

@@ -363,6 +363,12 @@ LAG_CHECKPOINTS = Table(
         ),
         C("first_at_ms", "BIGINT", "consumed partition: `at` of its first partition_end_offsets row"),
         C("first_offset", "BIGINT", "consumed partition: first_offset of its first partition_end_offsets row"),
+        C(
+            "tail_file",
+            "STRING",
+            "consumed partition: the file of _lag_tails holding its last partition_end_offsets rows with a time "
+            "(null: none kept; its rows are read where a point needs them)",
+        ),
     ),
     key=("topic", "partition"),
 )

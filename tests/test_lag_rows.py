@@ -12,7 +12,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from lib.lake.lag_rows import NO, Earlier, Names, lag_at, rows_of, summarise
+from lib.lake import lag_rows
+from lib.lake.lag_rows import NO, Earlier, Names, Rows, Tail, lag_at, next_tail, rows_of, sorted_order, summarise
 from schemas import tables as T
 
 T0 = 1_763_000_000_000
@@ -207,6 +208,108 @@ def test_a_checkpoint_account_answers_as_the_rows_do(seed):
 
     assert names_of(shortcut.topic_id, names2) == names_of(whole.topic_id, names)
     assert names_of(shortcut.batch_segment_file, names2) == names_of(whole.batch_segment_file, names)
+
+
+@pytest.mark.parametrize("tail_rows", [1, 2, 3, 64])
+def test_a_tail_answers_as_the_rows_do(tail_rows, monkeypatch):
+    """A partition's rows come in over one to four earlier stages, each stage's tail made from
+    the last one's and its new rows (next_tail, TAIL_ROWS of 1 to 64); where Earlier.answers
+    with the tail says so, the last rows after the account and the tail give what all the rows
+    give, batches included. And the tail answers for points the account alone does not."""
+    monkeypatch.setattr(lag_rows, "TAIL_ROWS", tail_rows)
+    answered = only_with_tail = partial = 0
+    for seed in range(300):
+        rng = random.Random(seed)
+        rows = random_rows(rng, "t", 0)
+        points = random_points(rng, "t", 0, rows)
+        whole, names, _ = _ours(rows, points)
+        cuts = sorted(rng.sample(range(len(rows) + 1), rng.randrange(1, min(4, len(rows) + 1) + 1)))
+        mine = Names()
+        table = _table(rows)
+        every = rows_of(table, np.zeros(table.num_rows, np.int64), mine)
+        tail = Tail(Rows.empty(), np.ones(1, bool), np.ones(1, bool))  # nothing yet: complete
+        start = 0
+        for cut in cuts[:-1]:  # the earlier stages
+            tail = next_tail(tail, every.take(np.arange(start, cut)))
+            start = cut
+        last = cuts[-1]
+        tail = next_tail(tail, every.take(np.arange(start, last)))
+        partial += int(tail.known[0] and not tail.complete[0])
+        earlier = summarise(every.take(np.arange(0, last)), Earlier.none(1))
+        fresh = every.take(np.arange(last, len(rows)))
+        part = np.zeros(len(points), np.int64)
+        at = np.array([_ms(p["at"]) for p in points], np.int64)
+        asof = np.array([_ms(p["_asof"]) for p in points], np.int64)
+        committed = np.array([p["committed_offset"] for p in points], np.int64)
+        shortcut = lag_at(fresh, earlier, part, at, asof, committed, tail)
+        if not earlier.answers(shortcut, part, asof, committed, tail)[0]:
+            continue
+        answered += 1
+        alone = lag_at(fresh, earlier, part, at, asof, committed)
+        only_with_tail += int(not earlier.answers(alone, part, asof, committed)[0])
+        for field in ("end_offset", "end_offset_at", "lag_records", "truncated", "interpolated_ms",
+                      "batch_first_offset", "batch_first_ts", "batch_byte_position"):  # fmt: skip
+            assert list(getattr(shortcut, field)) == list(getattr(whole, field)), (field, seed, rows, cuts, points)
+
+        def names_of(codes, n):
+            return [None if c < 0 else n.values[c] for c in codes]
+
+        assert names_of(shortcut.topic_id, mine) == names_of(whole.topic_id, names)
+        assert names_of(shortcut.batch_segment_file, mine) == names_of(whole.batch_segment_file, names)
+    assert answered > 90 and only_with_tail > 20  # the comparison has teeth
+    assert partial > 50 if tail_rows < 4 else partial == 0
+
+
+def test_next_tail_keeps_the_last_rows_by_end_offset_and_drops_one_no_longer_a_suffix(monkeypatch):
+    """Exact tails of hand-made rows: the last TAIL_ROWS by (end offset, at), rows without a time
+    left out, complete while every row is in; a partial tail whose partition gets a row below
+    it is dropped; a complete one takes any row."""
+    monkeypatch.setattr(lag_rows, "TAIL_ROWS", 2)
+
+    def rows(part, end, at):
+        n = len(part)
+        z = np.full(n, NO, np.int64)
+        return Rows(np.array(part, np.int64), np.array(end, np.int64), np.array(at, np.int64), z, z, z,
+                    np.zeros(n, bool), np.full(n, -1, np.int64), z)  # fmt: skip
+
+    start = Tail(Rows.empty(), np.array([True, True, False]), np.array([True, True, False]))
+    t = next_tail(start, rows([0, 0, 0, 1, 2], [5, 7, 9, 3, 4], [10, NO, 30, 40, 50]))
+    assert list(zip(t.rows.part, t.rows.end, t.rows.at)) == [(0, 5, 10), (0, 9, 30), (1, 3, 40)]
+    assert list(t.known) == [True, True, False] and list(t.complete) == [True, True, False]
+    t = next_tail(t, rows([0, 1, 1], [11, 8, 6], [31, 41, 45]))
+    assert list(zip(t.rows.part, t.rows.end, t.rows.at)) == [(0, 9, 30), (0, 11, 31), (1, 6, 45), (1, 8, 41)]
+    assert list(t.complete) == [False, False, False]
+    assert list(t.floor(np.array([11, 8, 4]))) == [9, 6, 4]
+    t = next_tail(t, rows([0, 1], [10, 9], [32, 46]))  # partition 0: (10, 32) is below (11, 31)? no: above (9, 30)
+    assert list(t.known) == [True, True, False]
+    assert list(zip(t.rows.part, t.rows.end)) == [(0, 10), (0, 11), (1, 8), (1, 9)]
+    t = next_tail(t, rows([0], [9], [29]))  # below partition 0's lowest row, (10, 32): no longer a suffix
+    assert list(t.known) == [False, True, False]
+    assert list(t.floor(np.array([11, 9, 4]))) == [11, 8, 4]
+
+
+def test_sorted_order_is_lexsorts_permutation():
+    """lag_rows.sorted_order against np.lexsort: rows in order within their partitions (runs of
+    a tail then new rows, the shortcut), ties (equal keys keep their order) and rows out of
+    order (the lexsort)."""
+    rng = np.random.default_rng(5)
+    shortcut = 0
+    for trial in range(300):
+        n = int(rng.integers(0, 400))
+        part = rng.integers(0, int(rng.integers(1, 30)), n)
+        first = rng.integers(0, 6, n)
+        second = rng.integers(0, 6, n)
+        if trial % 2:  # each partition's rows in (first, second) order, in two runs
+            half = n // 2
+            for lo, hi in ((0, half), (half, n)):
+                o = np.lexsort((second[lo:hi], first[lo:hi], part[lo:hi]))
+                part[lo:hi], first[lo:hi], second[lo:hi] = part[lo:hi][o], first[lo:hi][o], second[lo:hi][o]
+            top = np.zeros(int(part.max(initial=0)) + 1, np.int64)
+            np.maximum.at(top, part[:half], first[:half] if half else first[:0])
+            first[half:] += top[part[half:]]  # the second run's rows come after the first's
+            shortcut += 1
+        assert list(sorted_order(part, first, second)) == list(np.lexsort((second, first, part)))
+    assert shortcut > 100
 
 
 @pytest.mark.parametrize("seed", range(4))

@@ -32,8 +32,8 @@ SAMPLE = os.path.join(REPO, "samples", "days", "logdir")
 with open(os.path.join(REPO, "samples", "days", "NOW")) as _f:
     NOW = int(_f.read())
 DAY = 86_400_000
-# where the input was read and when: differ from run to run
-IGNORED = {"run_id", "finished_at"}
+# where the input was read and when, the name of a file of the lag's tails: differ from run to run
+IGNORED = {"run_id", "finished_at", "tail_file"}
 COMMIT_POINTS = [
     "lag_start",
     "after_commit:partition_end_offsets",
@@ -53,6 +53,30 @@ def tables(warehouse) -> dict[str, list[tuple]]:
         data = open_delta(path).to_pyarrow_table()
         names = [n for n in data.column_names if n not in IGNORED]
         out[table.name] = sorted(repr(r) for r in data.select(names).to_pylist())
+    return out
+
+
+def lag_tails(warehouse) -> dict[tuple[str, int], list[tuple]]:
+    """Each consumed partition's tail, from the file its lag checkpoint names (a file may hold
+    older tails of partitions that have moved on to another); and no file in _lag_tails that
+    no checkpoint names."""
+    import pyarrow as pa
+    import pyarrow.ipc as ipc
+
+    from lib.lake.lag_plan import LAG_TAILS
+
+    rows = open_delta(table_path(str(warehouse), T.LAG_CHECKPOINTS)).to_pyarrow_table().to_pylist()
+    file_of = {(r["topic"], r["partition"]): r["tail_file"] for r in rows if r["tail_file"]}
+    folder = os.path.join(str(warehouse), LAG_TAILS)
+    assert set(os.listdir(folder)) == set(file_of.values())
+    out: dict[tuple[str, int], list[tuple]] = {}
+    for name in set(file_of.values()):
+        with pa.memory_map(os.path.join(folder, name)) as f:
+            table = ipc.open_file(f).read_all()
+        for r in table.to_pylist():
+            key = (r.pop("topic"), r.pop("partition"))
+            if file_of.get(key) == name:
+                out.setdefault(key, []).append(tuple(r.values()))
     return out
 
 
@@ -93,6 +117,7 @@ def states(replay_logdir, tmp_path_factory):
         "prefix": tmp / "prefix",
         "after_wh": tmp / "after",
         "after": tables(tmp / "after"),
+        "after_tails": lag_tails(tmp / "after"),
         "lag_seconds": lag_seconds,
     }
 
@@ -103,6 +128,7 @@ def retry_and_compare(replay_logdir, states, wh) -> None:
     assert (result.took_over_lock is not None) == held
     problems = differing(tables(wh), states["after"])
     assert not problems, "the retry differs from an uninterrupted run:\n" + "\n".join(problems)
+    assert lag_tails(wh) == states["after_tails"]
     assert_every_commit_names_its_run(wh)
 
 
@@ -166,3 +192,24 @@ def test_killed_at_random_moments_inside_the_lag_stage_then_retried(replay_logdi
             proc.communicate()
         kills += 1
         retry_and_compare(replay_logdir, states, wh)
+
+
+def test_a_warehouse_of_the_version_before_tails_goes_on(replay_logdir, states, tmp_path):
+    """Run A's warehouse as the version before the lag's tails left it: lag_checkpoints without
+    its tail_file column, no _lag_tails folder. Run B then reads the partitions' rows where its
+    points need them, ends with the tables of an uninterrupted B, and keeps tails from then on."""
+    from deltalake import write_deltalake
+
+    wh = tmp_path / "wh"
+    shutil.copytree(states["prefix"], wh)
+    path = table_path(str(wh), T.LAG_CHECKPOINTS)
+    write_deltalake(
+        path, open_delta(path).to_pyarrow_table().drop_columns(["tail_file"]), mode="overwrite", schema_mode="overwrite"
+    )
+    shutil.rmtree(wh / "_lag_tails")
+    assert "tail_file" not in open_delta(path).to_pyarrow_table().column_names
+    replay_logdir(states["log"], wh, NOW)
+    problems = differing(tables(wh), states["after"])
+    assert not problems, "B after the version before differs from B:\n" + "\n".join(problems)
+    tails = lag_tails(wh)
+    assert tails and set(tails) <= set(states["after_tails"])

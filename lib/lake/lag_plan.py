@@ -7,6 +7,10 @@ from __future__ import annotations
 from lib.lake.seams import EarlierRows
 
 NOW_FILES = "now"  # group_lag files of kind-now rows: named now-<at ms>-<run>-...
+# The partitions' tails (lib.lake.lag_rows.Tail), one Arrow file per lag task: a file is the
+# stage's state once a committed lag_checkpoints row names it (`tail_file`), garbage before and
+# once none does (lib.spark.lag removes those after its commit point)
+LAG_TAILS = "_lag_tails"
 
 
 def now_file_prefix(now_ms: int) -> str:

@@ -16,8 +16,11 @@ kernel; no Spark, no I/O), for many partitions at once. The rules, once:
   which (`caught_up` when nothing is left to consume).
 
 Rows and points carry the index of their partition (`part`). A partition's earlier rows, those
-of earlier lag stages, may be given by what its checkpoint says of them (`Earlier`) instead of
-the rows themselves; `Earlier.answers` says for which partitions that is exact."""
+of earlier lag stages, may be given by what its checkpoint says of them (`Earlier`) and by its
+last rows (`Tail`: a suffix of its rows with a time, by end offset, kept beside the checkpoint)
+instead of all the rows themselves; `Earlier.answers` says for which partitions that is exact:
+a point behind needs the rows around its committed offset, which a tail holds from its smallest
+end offset on."""
 
 from __future__ import annotations
 
@@ -32,6 +35,9 @@ from lib.numba_cache import use_stable_zip_cache
 use_stable_zip_cache(__file__)  # before the first @njit(cache=True): see lib.numba_cache
 
 NO = np.iinfo(np.int64).min  # an absent value in an int64 column of this module
+# A partition's tail: its last rows with a time. On make bench's log a consumer behind had its
+# first unconsumed record in the last 8 rows for 95.5% of commits, 64 for 99.9% (of 39,679)
+TAIL_ROWS = 64
 
 
 def ms_of(col) -> np.ndarray:
@@ -46,6 +52,18 @@ def ms_of(col) -> np.ndarray:
 def ints_of(col) -> np.ndarray:
     arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
     return arr.cast(pa.int64()).fill_null(NO).to_numpy()
+
+
+def sorted_order(part: np.ndarray, first: np.ndarray, second: np.ndarray) -> np.ndarray:
+    """np.lexsort((second, first, part)), the same permutation: a stable sort by partition
+    alone where each partition's rows already come in (first, second) order (a tail's rows
+    then the new ones: runs that a stable sort merges in linear time), else the lexsort."""
+    order = np.argsort(part, kind="stable")
+    p, a, b = part[order], first[order], second[order]
+    same = p[1:] == p[:-1]
+    if np.all(~same | (a[1:] > a[:-1]) | ((a[1:] == a[:-1]) & (b[1:] >= b[:-1]))):
+        return order
+    return np.lexsort((second, first, part))
 
 
 @dataclass
@@ -162,25 +180,80 @@ class Earlier:
         z = np.full(n, NO, np.int64)
         return Earlier(np.zeros(n, bool), z, z.copy(), np.full(n, -1, np.int64), z.copy(), z.copy(), z.copy())
 
-    def answers(self, lag: Lag, part: np.ndarray, asof: np.ndarray, committed: np.ndarray) -> np.ndarray:
-        """Per partition: whether the lag computed with this account instead of its earlier
-        rows is exact. It is not where a point comes before the last earlier row's time, or is
-        behind with its first unconsumed record among the earlier rows, or the partition's end
-        offsets once went back (recreated)."""
+    def answers(
+        self, lag: Lag, part: np.ndarray, asof: np.ndarray, committed: np.ndarray, tail: Tail | None = None
+    ) -> np.ndarray:
+        """Per partition: whether the lag computed with this account (and `tail`) instead of its
+        earlier rows is exact. It is not where a point comes before the last earlier row's time,
+        or is behind with its first unconsumed record among the earlier rows the tail does not
+        hold, or the partition's end offsets once went back (recreated)."""
         bad = self.has & (self.log_end > self.last_end)
         early = self.has[part] & (self.last_at[part] != NO) & (asof < self.last_at[part])
         behind = (lag.lag_records != NO) & (lag.lag_records > 0)
-        inside = self.has[part] & behind & (committed < self.last_end[part])
+        floor = self.last_end if tail is None else tail.floor(self.last_end)
+        inside = self.has[part] & behind & (committed < floor[part])
         hit = np.zeros(len(self.has), bool)
         np.logical_or.at(hit, part[early | inside], True)
         return ~(bad | hit)
+
+
+@dataclass
+class Tail:
+    """Per partition (by index), its last earlier rows with a time: a suffix of them by (end
+    offset, at), TAIL_ROWS at most. `known`: it has one; `complete`: it holds every earlier row
+    with a time. A point behind is answered from it when its committed offset is at least the
+    tail's smallest end offset (the last row at or below the offset and every row after it are
+    in the tail), or always when it is complete."""
+
+    rows: Rows
+    known: np.ndarray  # bool
+    complete: np.ndarray  # bool
+
+    @staticmethod
+    def none(n: int) -> Tail:
+        return Tail(Rows.empty(), np.zeros(n, bool), np.zeros(n, bool))
+
+    def floor(self, last_end: np.ndarray) -> np.ndarray:
+        """Per partition: the committed offset from which a point behind is answered (NO: any);
+        `last_end` where it has no tail (only the last row is known)."""
+        out = np.array(last_end)
+        low = np.full(len(out), np.iinfo(np.int64).max, np.int64)
+        np.minimum.at(low, self.rows.part, self.rows.end)
+        out[self.known] = low[self.known]
+        out[self.known & self.complete] = NO
+        return out
+
+
+def next_tail(base: Tail, fresh: Rows) -> Tail:
+    """The tails once `fresh` rows follow the earlier ones `base` holds (for its known
+    partitions: none elsewhere). A partial tail whose partition got a row below its smallest
+    (end offset, at) is no longer a suffix: that partition's tail is dropped."""
+    n = len(base.known)
+    old = np.flatnonzero(base.known[base.rows.part] & (base.rows.at != NO))
+    new = np.flatnonzero(base.known[fresh.part] & (fresh.at != NO))
+    every = Rows.concat([base.rows.take(old), fresh.take(new)])
+    is_new = np.r_[np.zeros(len(old), bool), np.ones(len(new), bool)]
+    order = sorted_order(every.part, every.end, every.at)  # stable: at a tie the earlier row first
+    part = every.part[order]
+    first = np.r_[True, part[1:] != part[:-1]] if len(part) else np.zeros(0, bool)
+    has_old = np.zeros(n, bool)
+    has_old[every.part[: len(old)]] = True
+    # a new row first while earlier ones are held: below the partial tail's lowest row
+    below = part[first & is_new[order]]
+    keep = base.known.copy()
+    keep[below[~base.complete[below] & has_old[below]]] = False
+    ends = np.searchsorted(part, np.arange(n), side="right")
+    from_end = ends[part] - 1 - np.arange(len(part))  # 0 for each partition's last row
+    tail = every.take(order[(from_end < TAIL_ROWS) & keep[part]])
+    counts = np.bincount(part, minlength=n)
+    return Tail(tail, keep, keep & base.complete & (counts <= TAIL_ROWS))
 
 
 def summarise(rows: Rows, earlier: Earlier) -> Earlier:
     """The account of each partition's rows once `rows` follow its earlier ones."""
     n = len(earlier.has)
     out = Earlier(*(np.array(getattr(earlier, f)) for f in _EARLIER_FIELDS))
-    order = np.lexsort((rows.end, rows.at, rows.part))
+    order = sorted_order(rows.part, rows.at, rows.end)
     r = rows.take(order)
     _summarise(r.part, r.at, r.end, r.topic_id, r.first_offset, out.has, out.last_at, out.last_end,
                out.last_topic_id, out.log_end, out.first_at, out.first_offset, n)  # fmt: skip
@@ -250,13 +323,17 @@ def lag_at(
     at: np.ndarray,
     asof: np.ndarray,
     committed: np.ndarray,
+    tail: Tail | None = None,
 ) -> Lag:
     """The lag of points (`part`: their partition's index; `at` and `asof` in ms: the instant
     of the point and the one whose end offset it takes; `committed`: the committed offsets) from
-    each partition's `rows` after its `earlier` ones (exact where `earlier.answers` says so)."""
+    each partition's `rows` after its `earlier` ones and their `tail` (exact where
+    `earlier.answers` says so)."""
     n_parts = len(earlier.has)
-    # each partition's earlier last row before its rows (it holds no batch: no segment row)
-    with_last = np.flatnonzero(earlier.has & (earlier.last_at != NO))
+    known = np.zeros(n_parts, bool) if tail is None else tail.known
+    # each partition's earlier last row before its rows (it holds no batch: no segment row),
+    # or its tail
+    with_last = np.flatnonzero(earlier.has & (earlier.last_at != NO) & ~known)
     k = len(with_last)
     before = Rows(
         with_last.astype(np.int64),
@@ -269,14 +346,16 @@ def lag_at(
         np.full(k, -1, np.int64),
         np.full(k, NO, np.int64),
     )
-    every = Rows.concat([before, rows]) if k else rows
-    order = np.lexsort((every.end, every.at, every.part))  # NO first: rows without a time, as Spark's nulls
+    if tail is not None and len(tail.rows):
+        before = Rows.concat([before, tail.rows.take(np.flatnonzero(known[tail.rows.part]))])
+    every = Rows.concat([before, rows]) if len(before) else rows
+    order = sorted_order(every.part, every.at, every.end)  # NO first: rows without a time, as Spark's nulls
     r = every.take(order)
     starts = np.searchsorted(r.part, np.arange(n_parts + 1), side="left")
     timed = r.at != NO
     # rows with a time, by (part, end, at): the order the first unconsumed record is found in
     t_idx = np.flatnonzero(timed)
-    by_end = t_idx[np.lexsort((r.at[t_idx], r.end[t_idx], r.part[t_idx]))]
+    by_end = t_idx[sorted_order(r.part[t_idx], r.end[t_idx], r.at[t_idx])]
     t_starts = np.searchsorted(r.part[by_end], np.arange(n_parts + 1), side="left")
     # per partition: its first row and largest end offset, over the earlier rows and these
     whole = summarise(rows, earlier)

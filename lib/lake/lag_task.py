@@ -5,27 +5,31 @@ The partitions' new batches are read from their headers (lib.source.topic_scan: 
 no decompression) into partition_end_offsets rows, or a live cluster's samples come from the
 driver; then the lag of every point on them (the commits that took effect since the last lag
 stage, read from the replay's lag input, and every live offset at --now, from group_offsets)
-is computed for all of them at once (lib.lake.lag_rows), from the new rows and what each
-partition's checkpoint says of its earlier rows, or, for the partitions where a point needs
-them, the earlier rows themselves (read from the table's files: the row groups of those
-partitions). A record is decoded only where its batch header does not tell its time. Rows go to
-Parquet files in the tables' folders, invisible until the driver commits them; what returns is
-the files and each partition's checkpoint. Memory: the task's points and its partitions' new
-rows (a task is sized so that they fit), and the earlier rows of the partitions that need them."""
+is computed for all of them at once (lib.lake.lag_rows), from the new rows, what each
+partition's checkpoint says of its earlier rows and its tail (its last rows, in the file of
+_lag_tails the checkpoint names), or, for the partitions where a point needs more, the earlier
+rows themselves (read from the table's files: the row groups of those partitions). The task
+writes its partitions' next tails to one file. A record is decoded only where its batch header
+does not tell its time. Rows go to Parquet files in the tables' folders, invisible until the
+driver commits them; what returns is the files and each partition's checkpoint. Memory: the
+task's points and its partitions' new rows (a task is sized so that they fit), their tails, and
+the earlier rows of the partitions that need them."""
 
 from __future__ import annotations
 
 import time
+import uuid
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.ipc as ipc
 
 from lib import storage
 from lib.codec.errors import DecodeError
 from lib.lake.lag_input import NameTable, buckets, pair_cells, read_events
-from lib.lake.lag_plan import now_file_prefix
+from lib.lake.lag_plan import LAG_TAILS, now_file_prefix
 from lib.lake.lag_rows import (
     METHODS,
     NO,
@@ -33,7 +37,9 @@ from lib.lake.lag_rows import (
     Lag,
     Names,
     Rows,
+    Tail,
     lag_at,
+    next_tail,
     rows_of,
     summarise,
     time_lag,
@@ -46,6 +52,10 @@ from schemas import tables as T
 
 _TS = pa.timestamp("us", tz="UTC")
 ROW_GROUP_ROWS = 65_536
+# partition_end_offsets' row groups: where a tail cannot answer for a partition its rows are read,
+# the row groups whose topic and partition statistics may hold it (_History): smaller ones, fewer
+# other partitions' rows read with them
+HISTORY_GROUP_ROWS = 8_192
 
 
 def _same(value: str, n: int) -> pa.Array:
@@ -472,13 +482,17 @@ def run_lag_task(task: LagTask) -> LagTaskResult:
             getattr(earlier, f)[read_before] = getattr(exact, f)[read_before]
         lap("lag_history")
 
+    tail = _read_tails(task.warehouse, inputs, keys, read_before, names)
+    lap("lag_history")
+
     at = _ms(points.column("at"))
     asof = _ms(points.column("asof"))
     committed = points.column("committed_offset").to_numpy()
-    lag = lag_at(fresh, earlier, part, at, asof, committed)
-    # the partitions the accounts cannot answer for: again, with their earlier rows
-    again = np.flatnonzero(~earlier.answers(lag, part, asof, committed))
+    lag = lag_at(fresh, earlier, part, at, asof, committed, tail)
+    # the partitions the accounts and tails cannot answer for: again, with their earlier rows
+    again = np.flatnonzero(~earlier.answers(lag, part, asof, committed, tail))
     lap("lag_compute")
+    rows_before = held
     if len(again):
         result.history_partitions = len(again)
         missing = sorted(set(again.tolist()) - set(read_before))
@@ -513,14 +527,163 @@ def run_lag_task(task: LagTask) -> LagTaskResult:
     )
     ends = new.table(keys, task.run_id)
     if ends is not None:
-        result.end_offset_files = _write_table(task, T.PARTITION_END_OFFSETS, ends, None)
+        result.end_offset_files = _write_table(task, T.PARTITION_END_OFFSETS, ends, None, HISTORY_GROUP_ROWS)
     after = summarise(fresh, earlier)
+    read = np.zeros(len(keys), bool)
+    read[read_before] = True
+    read[again] = True
+    tails = next_tail(_tail_base(inputs, earlier, tail, rows_before, read), fresh)
+    tail_file = _write_tails(task, tails, keys, names)
     for i, checkpoint in checkpoints.items():
         _account(checkpoint, after, i, names, inputs[i])
+        checkpoint["tail_file"] = tail_file if tail_file is not None and tails.known[i] else None
         result.checkpoints.append(checkpoint)
     lap("lag_compute")
     result.seconds = clock
     return result
+
+
+# --- tails ------------------------------------------------------------------------------------------
+
+
+_TAIL_SCHEMA = pa.schema(
+    [
+        pa.field("topic", pa.dictionary(pa.int32(), pa.string())),
+        pa.field("partition", pa.int32()),
+        pa.field("end_offset", pa.int64()),
+        pa.field("at_ms", pa.int64()),
+        pa.field("topic_id", pa.dictionary(pa.int32(), pa.string())),
+        pa.field("first_offset", pa.int64()),  # NO: null
+        pa.field("first_timestamp_ms", pa.int64()),
+        pa.field("is_segment", pa.bool_()),
+        pa.field("segment_file", pa.dictionary(pa.int32(), pa.string())),
+        pa.field("byte_position", pa.int64()),
+        pa.field("complete", pa.bool_()),  # the partition's: its tail holds all its rows with a time
+    ]
+)
+
+
+def _read_tails(
+    warehouse: str, inputs: list[PartitionInput | None], keys, read_before: list[int], names: Names
+) -> Tail:
+    """The tails the partitions' checkpoints name (not those whose rows are read anyway); a
+    file gone (a table restored to an older version) leaves its partitions without one."""
+    tail = Tail.none(len(keys))
+    skip = set(read_before)
+    by_file: dict[str, dict[tuple[str, int], int]] = {}
+    for i, tp in enumerate(inputs):
+        name = (tp.previous or {}).get("tail_file") if tp is not None and tp.in_table and i not in skip else None
+        if name:
+            by_file.setdefault(name, {})[keys[i]] = i
+    parts: list[Rows] = []
+    for name, wanted in by_file.items():
+        path = storage.join(warehouse, LAG_TAILS, name)
+        if not storage.exists(path):
+            continue
+        table = ipc.open_file(pa.py_buffer(storage.read_bytes(path))).read_all().combine_chunks()
+        row_keys, code = _row_keys(table)
+        lookup = {code[t] << 32 | (p + (1 << 31)): i for (t, p), i in wanted.items() if t in code}
+        if not lookup:
+            continue
+        known_keys = np.array(sorted(lookup), np.int64)
+        pick = np.flatnonzero(np.isin(row_keys, known_keys))
+        idx = np.array([lookup[k] for k in known_keys], np.int64)[np.searchsorted(known_keys, row_keys[pick])]
+
+        def ints(c: str) -> np.ndarray:
+            return table.column(c).chunk(0).to_numpy(zero_copy_only=False)[pick]  # noqa: B023
+
+        def codes(c: str) -> np.ndarray:
+            return _codes_of(table.column(c).chunk(0), names)[pick]  # noqa: B023
+
+        parts.append(
+            Rows(
+                idx,
+                ints("end_offset"),
+                ints("at_ms"),
+                codes("topic_id"),
+                ints("first_offset"),
+                ints("first_timestamp_ms"),
+                ints("is_segment").astype(bool),
+                codes("segment_file"),
+                ints("byte_position"),
+            )
+        )
+        tail.known[idx] = True
+        tail.complete[idx] = ints("complete").astype(bool)
+    tail.rows = Rows.concat(parts)
+    return tail
+
+
+def _codes_of(arr: pa.DictionaryArray, names: Names) -> np.ndarray:
+    """Names' codes of a dictionary column's rows (-1: null), a lookup per dictionary value."""
+    table = np.array([names.code(v) for v in arr.dictionary.to_pylist()] + [-1], np.int64)
+    return table[arr.indices.fill_null(len(arr.dictionary)).to_numpy(zero_copy_only=False)]
+
+
+def _tail_base(
+    inputs: list[PartitionInput | None], earlier: Earlier, tail: Tail, rows_before: Rows, read: np.ndarray
+) -> Tail:
+    """What each partition's next tail starts from: all its earlier rows where they were read;
+    its tail; else the account's last row (a partial tail: written by an earlier version, or
+    dropped), where that is the row of the largest end offset; nothing before a partition's
+    first rows."""
+    fresh_start = np.array([tp is not None and not tp.in_table for tp in inputs], bool)
+    use_tail = tail.known & ~read
+    last = ~read & ~use_tail & earlier.has & (earlier.last_at != NO) & (earlier.log_end == earlier.last_end)
+    li = np.flatnonzero(last)
+    k = len(li)
+    z = np.full(k, NO, np.int64)
+    last_rows = Rows(li.astype(np.int64), earlier.last_end[li], earlier.last_at[li], earlier.last_topic_id[li],
+                     z, z.copy(), np.zeros(k, bool), np.full(k, -1, np.int64), z.copy())  # fmt: skip
+    every = Rows.concat(
+        [
+            rows_before.take(np.flatnonzero(read[rows_before.part])),
+            tail.rows.take(np.flatnonzero(use_tail[tail.rows.part])),
+            last_rows,
+        ]
+    )
+    known = read | use_tail | last | (fresh_start & ~earlier.has)
+    complete = read | (use_tail & tail.complete) | (fresh_start & ~earlier.has)
+    has_input = np.array([tp is not None for tp in inputs], bool)
+    return Tail(every, known & has_input, complete & has_input)
+
+
+def _write_tails(task: LagTask, tails: Tail, keys, names: Names) -> str | None:
+    """The task's tails in one file of the warehouse's _lag_tails (its name; None: no tails)."""
+    r = tails.rows
+    if not tails.known.any():
+        return None
+
+    def strings(codes: np.ndarray, values: list) -> pa.DictionaryArray:
+        return pa.DictionaryArray.from_arrays(
+            pa.array(codes.astype(np.int32), mask=codes < 0), pa.array(values, pa.string())
+        )
+
+    topics = sorted({t for t, _ in keys})  # (a dictionary's values distinct: _row_keys reads it)
+    topic_code = {t: c for c, t in enumerate(topics)}
+    key_topic = np.array([topic_code[t] for t, _ in keys], np.int64)
+    table = pa.table(
+        {
+            "topic": strings(key_topic[r.part], topics),
+            "partition": pa.array(np.array([p for _, p in keys], np.int32)[r.part]),
+            "end_offset": r.end,
+            "at_ms": r.at,
+            "topic_id": strings(r.topic_id, names.values),
+            "first_offset": r.first_offset,
+            "first_timestamp_ms": r.first_ts,
+            "is_segment": r.is_segment,
+            "segment_file": strings(r.segment_file, names.values),
+            "byte_position": r.byte_position,
+            "complete": tails.complete[r.part],
+        },
+        schema=_TAIL_SCHEMA,
+    )
+    sink = pa.BufferOutputStream()
+    with ipc.new_file(sink, _TAIL_SCHEMA) as writer:
+        writer.write_table(table)
+    name = f"tail-{task.run_id}-{task.bucket_lo}-{uuid.uuid4().hex[:8]}.arrow"
+    storage.write_bytes(storage.join(task.warehouse, LAG_TAILS, name), memoryview(sink.getvalue()))
+    return name
 
 
 def _held_rows(history: _History, keys, which: list[int], index: dict, names: Names) -> Rows:
@@ -680,12 +843,14 @@ def _write(task: LagTask, rows: pa.Table, prefix: str | None) -> list[WrittenFil
     return _write_table(task, T.GROUP_LAG, rows, prefix)
 
 
-def _write_table(task: LagTask, table: T.Table, rows: pa.Table, prefix: str | None) -> list[WrittenFile]:
-    """One file of `rows` (sorted by topic partition), a row group per ROW_GROUP_ROWS."""
+def _write_table(
+    task: LagTask, table: T.Table, rows: pa.Table, prefix: str | None, group_rows: int = ROW_GROUP_ROWS
+) -> list[WrittenFile]:
+    """One file of `rows` (sorted by topic partition), a row group per `group_rows`."""
     if rows.num_rows == 0:
         return []
     writer = FileWriter(task.warehouse, table, None, task.run_id, prefix=prefix or "part")
-    for start in range(0, rows.num_rows, ROW_GROUP_ROWS):
-        writer.write(rows.slice(start, ROW_GROUP_ROWS))
+    for start in range(0, rows.num_rows, group_rows):
+        writer.write(rows.slice(start, group_rows))
     writer.close()
     return writer.files

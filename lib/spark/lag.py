@@ -46,7 +46,7 @@ from lib.lake.delta import (
     table_path,
 )
 from lib.lake.lag_input import BUCKETS, bucket_of, manifest_files, read_index, remove_lag_input, runs_with_input
-from lib.lake.lag_plan import earlier_rows, now_file_at
+from lib.lake.lag_plan import LAG_TAILS, earlier_rows, now_file_at
 from lib.lake.run_tags import run_tag
 from lib.lake.seams import LagTask, PartitionInput, WrittenFile
 from lib.lake.tasks import lag_task
@@ -264,6 +264,8 @@ def run_lag_stage(
     result.stage_seconds["lag_plan"] = time.monotonic() - t0
     if caught_up and not changed and _judged_at(offsets_rows, now_ms):
         result.skipped = "nothing new since the last run at the same --now"
+        # (what a stage killed after its commit point left)
+        _remove_unnamed_tails(warehouse, {str(r["tail_file"]) for r in plan.prev_rows.values() if r.get("tail_file")})
         return result
 
     # 1. the tasks: end offsets and lag rows
@@ -297,8 +299,9 @@ def run_lag_stage(
     _commit_group_lag(warehouse, run_id, now_ms, full, [f for o in outcomes for f in o.lag_files])
     crash_point("after_commit:group_lag")
     checkpoints = [c for o in outcomes for c in o.checkpoints]
-    _commit_checkpoints(warehouse, run_id, now_ms, plan.prev_rows, checkpoints)
+    tails = _commit_checkpoints(warehouse, run_id, now_ms, plan.prev_rows, checkpoints)
     crash_point("after_commit:lag_checkpoints")
+    _remove_unnamed_tails(warehouse, tails)
     result.stage_seconds["lag_commit"] = time.monotonic() - t0
     remove_lag_input(warehouse)
     return result
@@ -429,11 +432,23 @@ def _delete_now_rows(path: str, now_ms: int, run_id: str) -> None:
     )
 
 
+def _remove_unnamed_tails(warehouse: str, named: set[str]) -> None:
+    """The tail files no committed checkpoint names: those a task wrote for a stage that died
+    or a task attempt that failed, and those every partition has moved on from."""
+    root = storage.join(warehouse, LAG_TAILS)
+    if not storage.exists(root):
+        return
+    for entry in storage.list_dir(root):
+        if not entry.is_dir and entry.name not in named:
+            storage.delete_file(entry.path)
+
+
 def _commit_checkpoints(
     warehouse: str, run_id: str, now_ms: int, prev_rows: dict[tuple[str, int], dict], checkpoints: list[dict]
-) -> None:
+) -> set[str]:
     """lag_checkpoints, the stage's commit point: the topic partitions' rows from the tasks over
-    the previous ones, and every offsets partition's watermark from replay_checkpoints."""
+    the previous ones, and every offsets partition's watermark from replay_checkpoints. Returns
+    the tail files its rows name."""
     import pyarrow as pa
 
     stamp = dict(zip(_SET_AT_COMMIT, (run_id, dt.datetime.now(dt.UTC))))
@@ -456,6 +471,7 @@ def _commit_checkpoints(
         pa.Table.from_pylist(rows, schema=T.LAG_CHECKPOINTS.arrow_schema),
         run_tag(run_id),
     )
+    return {str(r["tail_file"]) for r in rows if r.get("tail_file")}
 
 
 def run_live_lag_stage(
