@@ -209,7 +209,10 @@ def _count_through_both(endpoint, query: str) -> tuple[int, int]:
 
 
 def _versions(warehouse: str) -> dict[str, list[str]]:
-    return {t: sorted(os.listdir(os.path.join(warehouse, t, "_delta_log"))) for t in sorted(os.listdir(warehouse))}
+    """Each table's commit files (the warehouse's folders that are Delta tables: not the lag's
+    _lag_tails)."""
+    logs = {t: os.path.join(warehouse, t, "_delta_log") for t in sorted(os.listdir(warehouse))}
+    return {t: sorted(os.listdir(log)) for t, log in logs.items() if os.path.isdir(log)}
 
 
 WRITES = [

@@ -679,7 +679,9 @@ def _write_tails(task: LagTask, tails: Tail, keys, names: Names) -> str | None:
         schema=_TAIL_SCHEMA,
     )
     sink = pa.BufferOutputStream()
-    with ipc.new_file(sink, _TAIL_SCHEMA) as writer:
+    # LZ4: a third of the bytes (make bench's tails, 169K rows a task: 9.6 -> 3.5 MB) for 5 ms of
+    # reading; no slower to write
+    with ipc.new_file(sink, _TAIL_SCHEMA, options=ipc.IpcWriteOptions(compression="lz4")) as writer:
         writer.write_table(table)
     name = f"tail-{task.run_id}-{task.bucket_lo}-{uuid.uuid4().hex[:8]}.arrow"
     storage.write_bytes(storage.join(task.warehouse, LAG_TAILS, name), memoryview(sink.getvalue()))
