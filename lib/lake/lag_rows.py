@@ -133,7 +133,7 @@ class Names:
         import pyarrow.compute as pc
 
         arr = arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
-        enc = pc.dictionary_encode(arr)
+        enc = arr if isinstance(arr, pa.DictionaryArray) else pc.dictionary_encode(arr)
         table = np.array([self.code(v) for v in enc.dictionary.to_pylist()] + [-1], np.int64)
         idx = enc.indices.fill_null(len(enc.dictionary)).to_numpy()
         return table[idx]
@@ -179,6 +179,13 @@ class Earlier:
     def none(n: int) -> Earlier:
         z = np.full(n, NO, np.int64)
         return Earlier(np.zeros(n, bool), z, z.copy(), np.full(n, -1, np.int64), z.copy(), z.copy(), z.copy())
+
+    def last_rows(self, which: np.ndarray) -> Rows:
+        """The last row of partitions `which`, as the account tells it (no batch: no segment row)."""
+        k = len(which)
+        z = np.full(k, NO, np.int64)
+        return Rows(which.astype(np.int64), self.last_end[which], self.last_at[which], self.last_topic_id[which],
+                    z, z.copy(), np.zeros(k, bool), np.full(k, -1, np.int64), z.copy())  # fmt: skip
 
     def answers(
         self, lag: Lag, part: np.ndarray, asof: np.ndarray, committed: np.ndarray, tail: Tail | None = None
@@ -333,19 +340,7 @@ def lag_at(
     known = np.zeros(n_parts, bool) if tail is None else tail.known
     # each partition's earlier last row before its rows (it holds no batch: no segment row),
     # or its tail
-    with_last = np.flatnonzero(earlier.has & (earlier.last_at != NO) & ~known)
-    k = len(with_last)
-    before = Rows(
-        with_last.astype(np.int64),
-        earlier.last_end[with_last],
-        earlier.last_at[with_last],
-        earlier.last_topic_id[with_last],
-        np.full(k, NO, np.int64),
-        np.full(k, NO, np.int64),
-        np.zeros(k, bool),
-        np.full(k, -1, np.int64),
-        np.full(k, NO, np.int64),
-    )
+    before = earlier.last_rows(np.flatnonzero(earlier.has & (earlier.last_at != NO) & ~known))
     if tail is not None and len(tail.rows):
         before = Rows.concat([before, tail.rows.take(np.flatnonzero(known[tail.rows.part]))])
     every = Rows.concat([before, rows]) if len(before) else rows

@@ -593,7 +593,7 @@ def _read_tails(
             return table.column(c).chunk(0).to_numpy(zero_copy_only=False)[pick]  # noqa: B023
 
         def codes(c: str) -> np.ndarray:
-            return _codes_of(table.column(c).chunk(0), names)[pick]  # noqa: B023
+            return names.codes(table.column(c))[pick]  # noqa: B023
 
         parts.append(
             Rows(
@@ -614,12 +614,6 @@ def _read_tails(
     return tail
 
 
-def _codes_of(arr: pa.DictionaryArray, names: Names) -> np.ndarray:
-    """Names' codes of a dictionary column's rows (-1: null), a lookup per dictionary value."""
-    table = np.array([names.code(v) for v in arr.dictionary.to_pylist()] + [-1], np.int64)
-    return table[arr.indices.fill_null(len(arr.dictionary)).to_numpy(zero_copy_only=False)]
-
-
 def _tail_base(
     inputs: list[PartitionInput | None], earlier: Earlier, tail: Tail, rows_before: Rows, read: np.ndarray
 ) -> Tail:
@@ -630,16 +624,11 @@ def _tail_base(
     fresh_start = np.array([tp is not None and not tp.in_table for tp in inputs], bool)
     use_tail = tail.known & ~read
     last = ~read & ~use_tail & earlier.has & (earlier.last_at != NO) & (earlier.log_end == earlier.last_end)
-    li = np.flatnonzero(last)
-    k = len(li)
-    z = np.full(k, NO, np.int64)
-    last_rows = Rows(li.astype(np.int64), earlier.last_end[li], earlier.last_at[li], earlier.last_topic_id[li],
-                     z, z.copy(), np.zeros(k, bool), np.full(k, -1, np.int64), z.copy())  # fmt: skip
     every = Rows.concat(
         [
             rows_before.take(np.flatnonzero(read[rows_before.part])),
             tail.rows.take(np.flatnonzero(use_tail[tail.rows.part])),
-            last_rows,
+            earlier.last_rows(np.flatnonzero(last)),
         ]
     )
     known = read | use_tail | last | (fresh_start & ~earlier.has)
