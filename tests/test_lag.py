@@ -212,6 +212,31 @@ def test_an_incremental_run_adds_the_new_commits_and_interpolates_where_the_reco
     assert len(_rows(spark, inc, "partition_end_offsets")) == 6
 
 
+def test_a_segment_gone_from_one_partition_is_not_looked_up_in_a_namesake_of_another(spark, tmp_path):
+    """orders-1024 shares orders-0's lag bucket ((crc32 + 31 * partition) % 1024), so one task
+    reads both, and its segment 0 has the name of orders-0's segment 0, which retention deletes
+    before the second run. g2's record 12 sat in that segment: its time is interpolated as in
+    the test above (105 s behind at 120 s), not looked up in a file of that name that is not
+    its partition's (the run failed there: FileNotFoundError). orders-1024 holds 0..4 at 1..5 s;
+    g5 committed 3 at 10 s: record 3 (4 s) still decoded, 116 s behind at 120 s."""
+    from lib.lake.lag_input import bucket_of
+    from lib.spark.pipeline import run_replay
+
+    assert bucket_of("orders", 0) == bucket_of("orders", 1024)
+    wh = str(tmp_path / "wh")
+    g5 = ("g5", "orders", 1024, 3, T + 10 * S)
+    first = _log_dir(str(tmp_path / "logdir1"), extra=[g5])
+    _topic(first, "orders-1024", {0: encode_batch(0, _records(0, 5, T + S))})
+    run_replay(spark, find_partitions(first), wh, NOW1, full=True)
+    second = _log_dir(str(tmp_path / "logdir2"), with_first_segment=False, extra=[g5])
+    _topic(second, "orders-1024", {0: encode_batch(0, _records(0, 5, T + S))})
+    result = run_replay(spark, find_partitions(second), wh, T + 120 * S)
+    assert result.incremental and result.lag.skipped is None
+    now = [r for r in _lag_view(_rows(spark, wh)) if r[3] == "now" and r[4] == 120]
+    assert ("g2", "orders", 0, "now", 120, 12, 28, 16, 105_000, "interpolated") in now
+    assert ("g5", "orders", 1024, "now", 120, 3, 5, 2, 116_000, "record") in now
+
+
 @pytest.fixture(scope="module")
 def audit(spark, full_run):
     _, _, wh, _ = full_run

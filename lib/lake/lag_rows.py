@@ -311,13 +311,14 @@ class Lag:
     batch_byte_position: np.ndarray
     interpolated_ms: np.ndarray
 
-    def lookups(self, committed: np.ndarray, present: np.ndarray) -> np.ndarray:
+    def lookups(self, committed: np.ndarray, part: np.ndarray, present: np.ndarray) -> np.ndarray:
         """The points whose first unconsumed record's time needs its batch decoded: behind, in a
-        segment batch still in the log dir (`present`: per segment file code) whose header does
-        not tell it, and that holds the offset."""
+        segment batch still in the log dir (`present`: the segment files there, as keys of the
+        partition's index (`part`) << 32 | the file's code) whose header does not tell it, and
+        that holds the offset."""
         behind = (self.lag_records != NO) & (self.lag_records > 0)
         file = self.batch_segment_file
-        held = (file >= 0) & present[np.where(file >= 0, file, 0)] if len(present) else np.zeros(len(file), bool)
+        held = (file >= 0) & np.isin(part.astype(np.int64) << 32 | np.maximum(file, 0), present)
         header_tells = (self.batch_first_offset == committed) & (self.batch_first_ts != NO)
         holds = self.batch_first_offset <= committed  # (NO, unknown, holds)
         return behind & held & ~header_tells & holds

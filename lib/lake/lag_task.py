@@ -512,7 +512,7 @@ def run_lag_task(task: LagTask) -> LagTaskResult:
 
     record_ms = np.full(len(at), NO, np.int64)
     present = _present_files(inputs, names)
-    wanted = np.flatnonzero(lag.lookups(committed, present))
+    wanted = np.flatnonzero(lag.lookups(committed, part, present))
     if len(wanted):
         record_ms[wanted] = _look_up(inputs, part, lag, committed, wanted, names)
         result.lookups = len(wanted)
@@ -729,15 +729,18 @@ def _account(checkpoint: dict, after: Earlier, i: int, names: Names, tp: Partiti
 
 
 def _present_files(inputs: list[PartitionInput | None], names: Names) -> np.ndarray:
-    """Per segment file code: whether its partition's folder still holds it."""
-    present = np.zeros(len(names.values) + 1, bool)
-    for tp in inputs:
-        if tp is not None and tp.log is not None:
-            for s in tp.log.segments:
-                c = names._codes.get(storage.basename(s.path))
-                if c is not None:
-                    present[c] = True
-    return present
+    """The segment files the partitions' folders hold, as Lag.lookups takes them: keys of
+    (partition index, file code). A file's name is its base offset, the same in many partitions
+    (00000000000000000000.log in most): one partition's file gone to retention is not present
+    because another partition has a file of that name."""
+    keys = [
+        i << 32 | c
+        for i, tp in enumerate(inputs)
+        if tp is not None and tp.log is not None
+        for c in (names._codes.get(storage.basename(s.path)) for s in tp.log.segments)
+        if c is not None
+    ]
+    return np.unique(np.array(keys, np.int64))
 
 
 def _look_up(
@@ -760,6 +763,8 @@ def _look_up(
         lookups = [(int(lag.batch_byte_position[wanted[j]]), int(committed[wanted[j]])) for j in js]
         try:
             found = record_timestamps(path, lookups, tp.partition)
+        except FileNotFoundError:
+            continue  # deleted since the folder was listed (retention): as a file gone, interpolated
         except DecodeError as e:
             raise WorkerError(
                 type(e).__name__,
