@@ -572,7 +572,7 @@ def _read_tails(
     skip = set(read_before)
     by_file: dict[str, dict[tuple[str, int], int]] = {}
     for i, tp in enumerate(inputs):
-        name = (tp.previous or {}).get("tail_file") if tp is not None and tp.in_table and i not in skip else None
+        name = tp.tail_file if tp is not None and tp.in_table and i not in skip else None
         if name:
             by_file.setdefault(name, {})[keys[i]] = i
     parts: list[Rows] = []
@@ -695,14 +695,12 @@ def _ms(col) -> np.ndarray:
 
 
 def _start_checkpoint(tp: PartitionInput) -> dict:
-    """The partition's lag_checkpoints row before this stage's read (its previous one, or a read
-    from the start)."""
-    checkpoint = dict(tp.previous or {}) | {
-        "topic": tp.topic,
-        "partition": tp.partition,
-        "topic_id": tp.log.topic_id if tp.log else (tp.previous or {}).get("topic_id"),
-        "source_signature": tp.source_signature,
-    }
+    """What the task sets of the partition's lag_checkpoints row before its read (a read from
+    the start sets where it starts); the driver lays what the task sets over the previous row
+    (lib.spark.lag._commit_checkpoints), which the task is not sent."""
+    checkpoint = {"topic": tp.topic, "partition": tp.partition, "source_signature": tp.source_signature}
+    if tp.log is not None:
+        checkpoint["topic_id"] = tp.log.topic_id
     if tp.scan_from is None and tp.log is not None:
         checkpoint.update(
             next_offset=0, segment_base_offset=None, next_byte_position=None, at_ms=None, trailing_bytes=0

@@ -151,7 +151,7 @@ class PartitionInput:
     earlier: EarlierRows | None  # None with in_table: unknown (its rows are read)
     samples: pa.Table | None = None  # a live cluster's new rows (partition_end_offsets schema)
     source_signature: str | None = None
-    previous: dict | None = None  # its lag_checkpoints row, carried when nothing is read
+    tail_file: str | None = None  # the file of _lag_tails its lag_checkpoints row names
 
 
 @dataclass(frozen=True)
@@ -175,8 +175,9 @@ class LagTask:
 
 @dataclass
 class LagTaskResult:
-    """A lag task's files to add (partition_end_offsets, group_lag), its lag_checkpoints rows,
-    counters and CPU seconds by step (filled in as the task goes, hence not frozen)."""
+    """A lag task's files to add (partition_end_offsets, group_lag), what it sets of its
+    partitions' lag_checkpoints rows (the driver lays it over the previous rows), counters and
+    CPU seconds by step (filled in as the task goes, hence not frozen)."""
 
     end_offset_files: list[WrittenFile] = field(default_factory=list)
     lag_files: list[WrittenFile] = field(default_factory=list)

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import sys
 import time
 from dataclasses import dataclass, field
 
@@ -162,7 +163,7 @@ def _log_input(key: tuple[str, int], prev: dict | None, log) -> PartitionInput:
         _in_table(prev),
         earlier_rows(prev) if prev is not None else None,
         source_signature=signature if log is not None else (prev or {}).get("source_signature"),
-        previous=_carried(prev),
+        tail_file=_tail_file(prev),
     )
 
 
@@ -249,7 +250,7 @@ def run_lag_stage(
                     _in_table(prev),
                     earlier_rows(prev) if prev is not None else None,
                     samples=_sample_rows([sample], run_id) if sample is not None else None,
-                    previous=_carried(prev),
+                    tail_file=_tail_file(prev),
                 )
             )
             changed |= sample is not None
@@ -310,12 +311,11 @@ def run_lag_stage(
 _SET_AT_COMMIT = ("run_id", "finished_at")  # what _commit_checkpoints stamps every row with
 
 
-def _carried(prev: dict | None) -> dict | None:
-    """The lag_checkpoints row a task starts a partition's from, without what the stage's
-    commit sets anew (its run and time: a datetime each, half the tasks' pickling)."""
-    if prev is None:
-        return None
-    return {k: v for k, v in prev.items() if k not in _SET_AT_COMMIT}
+def _tail_file(prev: dict | None) -> str | None:
+    """The tail file a lag_checkpoints row names, one string per file (a task's partitions
+    share a few files: pickled once each, not once per partition)."""
+    name = prev.get("tail_file") if prev is not None else None
+    return sys.intern(name) if name else None
 
 
 def _in_table(prev: dict | None) -> bool:
@@ -454,7 +454,10 @@ def _commit_checkpoints(
     stamp = dict(zip(_SET_AT_COMMIT, (run_id, dt.datetime.now(dt.UTC))))
     new_rows: dict[tuple[str, int], dict] = dict(prev_rows)
     for c in checkpoints:
-        new_rows[(c["topic"], c["partition"])] = {**c, **stamp}
+        # a task returns what it set of a partition's row (not sent the row, it sets what its
+        # read changed): laid over the previous row
+        key = (c["topic"], c["partition"])
+        new_rows[key] = {**prev_rows.get(key, {}), **c, **stamp}
     for p, nxt in _replayed_to(warehouse).items():
         new_rows[(OFFSETS_TOPIC, p)] = {
             "topic": OFFSETS_TOPIC,
@@ -463,15 +466,10 @@ def _commit_checkpoints(
             "at_ms": now_ms,  # the --now its `now` rows were computed at
             **stamp,
         }
-    names = T.LAG_CHECKPOINTS.column_names
-    rows = [{c: row.get(c) for c in names} for _, row in sorted(new_rows.items())]
-    overwrite_small_table(
-        table_path(warehouse, T.LAG_CHECKPOINTS),
-        T.LAG_CHECKPOINTS,
-        pa.Table.from_pylist(rows, schema=T.LAG_CHECKPOINTS.arrow_schema),
-        run_tag(run_id),
-    )
-    return {str(r["tail_file"]) for r in rows if r.get("tail_file")}
+    # (from_pylist takes the schema's columns of each row: a column a row lacks is null)
+    table = pa.Table.from_pylist([row for _, row in sorted(new_rows.items())], schema=T.LAG_CHECKPOINTS.arrow_schema)
+    overwrite_small_table(table_path(warehouse, T.LAG_CHECKPOINTS), T.LAG_CHECKPOINTS, table, run_tag(run_id))
+    return {name for name in table.column("tail_file").unique().to_pylist() if name}
 
 
 def run_live_lag_stage(
