@@ -138,6 +138,57 @@ def test_a_scan_resumes_at_its_checkpoint(log_dir):
     assert len(d) == 0
 
 
+def _two_segments(folder):
+    """t-0: segment 0 with 0..4 and 5..9, segment 10 with 10..14 and 15..19 (10 ms apart)."""
+    seg0 = encode_batch(0, _recs(0, 5, T)) + encode_batch(5, _recs(5, 5, T + 50))
+    seg10 = encode_batch(10, _recs(10, 5, T + 100)) + encode_batch(15, _recs(15, 5, T + 150))
+    _write(folder, {0: seg0, 10: seg10})
+    return seg0, seg10
+
+
+def test_a_segment_deleted_by_retention_after_the_listing_is_not_read(tmp_path):
+    """Retention renamed segment 0 (.deleted) after the run listed the folder: the scan reads
+    what is left, from the start or from a checkpoint in the segment gone (the run failed)."""
+    _two_segments(str(tmp_path / "t-0"))
+    (log,) = find_topic_partitions(str(tmp_path))
+    seg0 = log.segments[0].path
+    os.rename(seg0, seg0 + ".deleted")
+    (only,) = scan_partition(log)
+    assert only.segment.base_offset == 10 and only.end_offset.tolist() == [15, 20]
+    (again,) = scan_partition(log, ScanStart(5, 0, 100))
+    assert again.end_offset.tolist() == [15, 20]
+
+
+def test_segments_the_log_cleaner_merges_while_they_are_read_are_read_again(tmp_path, monkeypatch):
+    """The log cleaner merges segments 0 and 10 into 0 (and deletes 10) after the scan read the
+    old segment 0: the scan starts again on the folder as it is now, and gives the merged
+    segment's batches once, not the old segment's followed by nothing."""
+    import lib.source.topic_scan as topic_scan
+
+    folder = str(tmp_path / "t-0")
+    seg0, seg10 = _two_segments(folder)
+    (log,) = find_topic_partitions(str(tmp_path))
+    real = topic_scan.scan_segment
+    calls = []
+
+    def merging(segment, *args):
+        out = real(segment, *args)
+        calls.append(segment.base_offset)
+        if len(calls) == 1:  # after the first read: the cleaner's swap
+            merged = os.path.join(folder, "00000000000000000000.log.swap")
+            with open(merged, "wb") as f:
+                f.write(seg0 + seg10)
+            os.replace(merged, os.path.join(folder, "00000000000000000000.log"))
+            os.remove(os.path.join(folder, "00000000000000000010.log"))
+        return out
+
+    monkeypatch.setattr(topic_scan, "scan_segment", merging)
+    (whole,) = scan_partition(log)
+    assert calls == [0, 0]
+    assert whole.segment.base_offset == 0 and whole.end_offset.tolist() == [5, 10, 15, 20]
+    assert whole.next_position == len(seg0) + len(seg10)
+
+
 def test_the_first_unread_records_time_comes_from_its_batch(log_dir):
     (log,) = find_topic_partitions(log_dir)
     s0, s1 = scan_partition(log)

@@ -5,6 +5,7 @@ reads their batch headers."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 
@@ -79,18 +80,35 @@ def find_topic_partitions(log_dir: str, wanted: set[tuple[str, int]] | None = No
             topic,
             partition,
             entry.path,
+            segments=_segments(partition, listing),
             topic_id=read_topic_id(entry.path, {e.name for e in listing}),
             high_watermark=high_watermarks.get((topic, partition)),
             log_start_offset=log_starts.get((topic, partition)),
         )
-        for seg in listing:
-            sm = _SEGMENT.match(seg.name)
-            if sm and not seg.is_dir:
-                log.segments.append(Segment(partition, int(sm.group(1)), seg.path, seg.size, seg.mtime_ns))
-        log.segments.sort(key=lambda s: s.base_offset)
         found.append(log)
     found.sort(key=lambda t: (t.topic, t.partition))
     return found
+
+
+def _segments(partition: int, listing) -> list[Segment]:
+    """The .log segments of a partition folder's listing, in offset order."""
+    segments = []
+    for seg in listing:
+        sm = _SEGMENT.match(seg.name)
+        if sm and not seg.is_dir:
+            segments.append(Segment(partition, int(sm.group(1)), seg.path, seg.size, seg.mtime_ns))
+    segments.sort(key=lambda s: s.base_offset)
+    return segments
+
+
+def listed_again(log: TopicPartitionLog) -> TopicPartitionLog:
+    """The partition with its folder's segments as they are now (none if the folder is gone:
+    the topic was deleted); the rest as listed before."""
+    try:
+        listing = storage.list_dir(log.path, sized=_SEGMENT.match)
+    except FileNotFoundError:
+        listing = []
+    return dataclasses.replace(log, segments=_segments(log.partition, listing))
 
 
 @dataclass(frozen=True)

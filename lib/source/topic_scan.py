@@ -34,7 +34,7 @@ from lib.codec.segments import SegmentReader, read_segment_bytes
 from lib.decode.numba_bytes import i32, i64
 from lib.numba_cache import use_stable_zip_cache
 from lib.source.logdir import Segment
-from lib.source.topic_log import ScanStart, TopicPartitionLog, scan_plan
+from lib.source.topic_log import ScanStart, TopicPartitionLog, listed_again, scan_plan
 
 use_stable_zip_cache(__file__)  # before the first @njit(cache=True): see lib.numba_cache
 
@@ -186,11 +186,25 @@ def scan_segment(segment: Segment, start_position: int = 0, skip_below: int = 0,
     )
 
 
+RELISTINGS = 3  # fresh listings of a partition whose segments go while it is scanned
+
+
 def scan_partition(log: TopicPartitionLog, start: ScanStart | None = None) -> list[SegmentScan]:
     """The batches of a consumed partition from its checkpoint on, segment by segment, as
-    `scan_plan` lays them out."""
+    `scan_plan` lays them out. A broker's live log dir changes under a run: retention renames a
+    segment to .deleted, the log cleaner merges segments into the first one and deletes the
+    others. A listed segment gone when it is read restarts the scan from the checkpoint on a
+    fresh listing of the folder (what a run started then would read; batches read from a file
+    before it was replaced are not mixed with its replacement's)."""
     next_offset = 0 if start is None else start.next_offset
-    return [scan_segment(seg, position, next_offset, log.topic) for seg, position in scan_plan(log, start)]
+    for attempt in range(RELISTINGS + 1):
+        try:
+            return [scan_segment(seg, position, next_offset, log.topic) for seg, position in scan_plan(log, start)]
+        except FileNotFoundError:
+            if attempt == RELISTINGS:
+                raise
+            log = listed_again(log)
+    raise AssertionError("unreachable")
 
 
 # --- exact record timestamps ---------------------------------------------------------------
