@@ -100,6 +100,25 @@ def assert_untouched(spark, wh, versions, before):
     assert not (wh / "_staging").exists()
 
 
+def test_a_segment_deleted_after_the_listing_stops_the_run_and_changes_nothing(spark, good_run):
+    """A live log dir: the log cleaner deleted a segment of partition 1 (merged into another)
+    after the run listed it. The run stops naming the file, rather than replay around it."""
+    from lib.source.logdir import find_partitions
+    from lib.spark.pipeline import ReplayError, run_replay
+
+    logs, wh, b0, b1, versions, before = good_run
+    b1.commit("g1", "t", 1, 4, T0)
+    b1.write(str(logs))
+    listed = find_partitions(str(logs))
+    gone = listed[1].segments[0].path
+    os.remove(gone)
+    with pytest.raises(ReplayError) as e:
+        run_replay(spark, listed, str(wh), NOW)
+    assert str(e.value).startswith("SegmentGone: a listed segment was deleted while the run read the log")
+    assert f"file {gone}, partition 1" in str(e.value)
+    assert_untouched(spark, wh, versions, before)
+
+
 def test_crc_mismatch_names_file_partition_offset_and_changes_nothing(spark, good_run, capsys):
     logs, wh, b0, b1, versions, before = good_run
     b1.commit("g1", "t", 1, 4, T0)  # offset 1 of partition 1

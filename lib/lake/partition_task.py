@@ -553,6 +553,17 @@ def replay_partition(
         raise WorkerError(
             type(e).__name__, e.message, file=e.file, partition=e.partition, offset=e.offset, position=e.position
         ).exception() from None
+    except FileNotFoundError as e:
+        # a broker's live log dir: the log cleaner deleted a segment it merged into another, or
+        # retention one it expired, after the run listed it. Read on, the replay could miss the
+        # records it merged elsewhere; a run started now lists the folder as it is
+        raise WorkerError(
+            "SegmentGone",
+            "a listed segment was deleted while the run read the log (the log cleaner or retention on a live "
+            "log dir): run again",
+            file=e.filename,
+            partition=p,
+        ).exception() from None
     except GroupReplayError as e:
         raise WorkerError(
             "GroupReplayError",
