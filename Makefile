@@ -71,7 +71,7 @@ numba-cache: lib/__pycache__/.numba-stamp
 # numba checks a cached kernel against its own module's file only: a kernel whose helper (in
 # another module, e.g. lib/decode/numba_bytes.py) changed would load the old machine code. So a
 # change to any of them compiles every kernel again.
-lib/__pycache__/.numba-stamp: $(wildcard lib/decode/*.py lib/replay/engine.py lib/assignors/fast*.py lib/lake/lag_rows.py) $(VENV)/.stamp
+lib/__pycache__/.numba-stamp: $(wildcard lib/decode/*.py lib/replay/engine.py lib/assignors/fast*.py lib/lake/lag_rows.py lib/source/topic_scan.py) $(VENV)/.stamp
 	@find lib -path '*/__pycache__/*' \( -name '*.nbi' -o -name '*.nbc' \) -delete
 	$(PY) -m lib.testdata.kernels --warm
 	@mkdir -p lib/__pycache__ && touch $@
