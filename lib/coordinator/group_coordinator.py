@@ -20,6 +20,7 @@ from lib.replay.partitioning import partition_for
 from schemas import tables as T
 
 LOADING, OWNED = "loading", "owned"
+RELOADS = 3  # loads of a partition done again when a segment of its log dir goes while it is read
 
 
 class NotCoordinatorError(Exception):
@@ -116,6 +117,32 @@ class GroupCoordinator:
 
     # --- the load step -----------------------------------------------------------------------
     def _load(self, partition: int) -> PartitionState:
+        """The partition's load, done again from the start when a segment of a log dir goes
+        while it is read (a live broker's log cleaner merges segments into the first one and
+        deletes the others; retention deletes the oldest): the segments are listed anew, and the
+        records read from a replaced file are not mixed with its replacement's. A load that
+        fails leaves the partition not owned (lookups answer "not coordinator", as before the
+        immigration), not loading for ever."""
+        try:
+            for attempt in range(RELOADS + 1):
+                try:
+                    state = self._load_once(partition)
+                    break
+                except FileNotFoundError:
+                    if self.log_dir is None or attempt == RELOADS:
+                        raise
+        except BaseException:
+            with self._lock:
+                if self._states.get(partition) == LOADING:
+                    self._states.pop(partition, None)
+            raise
+        with self._lock:
+            if self._states.get(partition) == LOADING:  # not emigrated meanwhile
+                self._partitions[partition] = state
+                self._states[partition] = OWNED
+        return state
+
+    def _load_once(self, partition: int) -> PartitionState:
         from lib.replay.engine import PartitionReplay
 
         t0 = time.monotonic()
@@ -128,10 +155,6 @@ class GroupCoordinator:
         self._replay_tail(partition, state, engine)
         self._take_engine_state(engine, state)
         state.load_seconds = time.monotonic() - t0
-        with self._lock:
-            if self._states.get(partition) == LOADING:  # not emigrated meanwhile
-                self._partitions[partition] = state
-                self._states[partition] = OWNED
         return state
 
     def _load_tables(self, warehouse: str, partition: int, state: PartitionState, engine) -> None:
