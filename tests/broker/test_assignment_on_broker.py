@@ -60,8 +60,9 @@ class PollingMember:
     """A Python client member polling in its own thread (heartbeats and rebalances happen in
     poll) until stopped; stop() closes it, which leaves the group."""
 
-    def __init__(self, consumer, poll):
+    def __init__(self, consumer, poll, client_id: str = ""):
         self.consumer = consumer
+        self.client_id = client_id
         self._poll = poll
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -125,7 +126,7 @@ def _start(
         heartbeat_interval_ms=1000,
     )
     k.subscribe(list(topics))
-    return PollingMember(k, lambda: k.poll(timeout_ms=200))
+    return PollingMember(k, lambda: k.poll(timeout_ms=200), client_id)
 
 
 _ADMINS: dict = {}
@@ -171,6 +172,42 @@ def _wait_stable(bootstrap: str, group: str, members: int, partitions: int, time
     )
 
 
+LOST_AFTER = 45.0  # s Stable without one of its members: longer than a rebalance's timeout (30 s)
+
+
+def _restart_lost(bootstrap: str, group: str, members: list, start) -> None:
+    """kafka-python 3.0.12 sometimes hangs a leader after it computed an assignment (its log:
+    "performing partition assignments", then nothing); the broker drops it once the rebalance
+    timeout passes, and the group is Stable without it. A member the group has been Stable
+    without for LOST_AFTER seconds is closed and started again, once (a client's bug, not what
+    the audit is tested on: the generations it adds are audited as any other)."""
+    from confluent_kafka import ConsumerGroupState
+
+    since = None
+    deadline = time.monotonic() + 2 * LOST_AFTER
+    while time.monotonic() < deadline:
+        try:
+            desc = _describe(bootstrap, group)
+        except (TimeoutError, KafkaException):
+            time.sleep(0.5)
+            continue
+        if len(desc.members) >= len(members) or desc.state != ConsumerGroupState.STABLE:
+            if len(desc.members) >= len(members):
+                return
+            since = None
+        elif since is None:
+            since = time.monotonic()
+        elif time.monotonic() - since >= LOST_AFTER:
+            present = {m.client_id for m in desc.members}
+            for i, m in enumerate(members):
+                if m.client_id not in present:
+                    ERRORS.append(f"{group}: {m.client_id} lost by the group (kafka-python hang): started again")
+                    m.stop()
+                    members[i] = start(m.client_id)
+            return
+        time.sleep(0.5)
+
+
 @pytest.fixture(scope="module")
 def audited(spark, replay_logdir, kafka4, tmp_path_factory):
     """Drive every group, copy the log dir, replay it; the audit rows and what the broker said."""
@@ -195,7 +232,9 @@ def audited(spark, replay_logdir, kafka4, tmp_path_factory):
         for step in range(3):  # members join one by one
             for (kind, assignor), g in groups.items():
                 members[g].append(_start(kind, assignor, b, g, f"{g}-m{step}", work))
-            for g in groups.values():
+            for (kind, assignor), g in groups.items():
+                if kind == "kafka-python":
+                    _restart_lost(b, g, members[g], lambda cid, k=kind, a=assignor, g=g: _start(k, a, b, g, cid, work))
                 _wait_stable(b, g, step + 1, total)
         for g in groups.values():  # the second member leaves
             members[g].pop(1).stop()
