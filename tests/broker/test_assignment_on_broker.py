@@ -191,9 +191,9 @@ def _restart_lost(bootstrap: str, group: str, members: list, start) -> None:
         except (TimeoutError, KafkaException):
             time.sleep(0.5)
             continue
-        if len(desc.members) >= len(members) or desc.state != ConsumerGroupState.STABLE:
-            if len(desc.members) >= len(members):
-                return
+        if len(desc.members) >= len(members):
+            return
+        if desc.state != ConsumerGroupState.STABLE:
             since = None
         elif since is None:
             since = time.monotonic()
