@@ -94,8 +94,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument(
         "--skip-assignment-audit",
         action="store_true",
-        help="leave assignment_audit for a later run: it re-audits whole offsets partitions (about 0.17 ms per "
-        "generation), and the next run without this flag catches up on every partition left behind",
+        help="do not audit the generations this run replays: they stay without assignment_audit rows for good "
+        "(later runs do not go back to them; a --full run audits the whole log again)",
     )
     p.add_argument(
         "--skip-lag",

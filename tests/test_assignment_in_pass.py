@@ -177,6 +177,48 @@ def test_the_run_summary_reads_the_latest_generation_of_each_group(replay_logdir
     assert want == [] and summary["flagged"] == []  # nothing in the sample needs a look
 
 
+def test_each_audit_file_keeps_its_rows_digest_and_a_file_without_one_is_read(replay_logdir, tmp_path):
+    """Every assignment_audit file the replay writes holds in its footer the digest of its rows
+    (lib.lake.audit_digest: verdict counts, each group's latest row); the run summary reads only
+    those. A file without one (OPTIMIZE's, an older version's) is digested from its rows: the
+    summary of the same files, their digests stripped, is the same, and so are its counts
+    against the rows themselves."""
+    from collections import Counter
+
+    from lib.lake.audit_digest import DIGEST_KEY, AuditDigest
+    from lib.lake.delta import table_files
+    from lib.reporting.run_summary import assignment_summary
+
+    wh = tmp_path / "wh"
+    replay_logdir(SAMPLE, wh, NOW)
+    files = table_files(table_path(str(wh), T.ASSIGNMENT_AUDIT))[1]
+    assert files
+    for f in files:
+        footer = pq.read_metadata(f.absolute).metadata[DIGEST_KEY.encode()]
+        stored, rows = AuditDigest.from_json(footer), pq.read_table(f.absolute)
+        assert stored.verdicts == dict(Counter(rows.column("verdict").to_pylist()))
+        latest = {}
+        for r in rows.to_pylist():
+            if r["group_id"] not in latest or r["log_offset"] >= latest[r["group_id"]]["log_offset"]:
+                latest[r["group_id"]] = r
+        assert sorted(stored.latest.to_pylist(), key=lambda r: r["group_id"]) == [
+            {
+                **{k: latest[g][k] for k in ("group_id", "log_offset", "generation", "assignor", "member_count")},
+                **{k: latest[g][k] for k in ("imbalance", "moved", "verdict")},
+                "unassigned_n": sum(len(t["partitions"]) for t in latest[g]["unassigned"]),
+                "twice": sum(len(t["partitions"]) for t in latest[g]["assigned_twice"]),
+            }
+            for g in sorted(latest)
+        ]
+    with_digests = assignment_summary(str(wh))
+    assert with_digests["verdicts"] == {"matches": 114, "not_recomputed": 3} and with_digests["groups"] == 29
+    for f in files:  # the same rows, no digest
+        table = pq.read_table(f.absolute)
+        pq.write_table(table.replace_schema_metadata(None), f.absolute)
+        assert DIGEST_KEY.encode() not in (pq.read_metadata(f.absolute).metadata or {})
+    assert assignment_summary(str(wh)) == with_digests
+
+
 def test_the_run_summary_flags_by_each_groups_latest_generation(tmp_path):
     """Hand-made rows: g1 was unbalanced, then balanced (not flagged); g2's latest assigns a
     partition twice (flagged); g3 differs (flagged first); a row written twice counts once."""

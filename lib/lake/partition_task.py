@@ -26,6 +26,7 @@ import pyarrow.parquet as pq
 
 from lib import storage
 from lib.codec.errors import DecodeError
+from lib.lake.audit_digest import DIGEST_KEY, AuditDigest
 from lib.lake.seams import PartitionSummary, ReplayTask, StateFile, TaskGroup, TaskResult, WrittenFile
 from lib.lake.worker_errors import WorkerError
 from schemas import tables as T
@@ -132,6 +133,8 @@ class FileWriter:
         self._rows = 0
         self._min: dict = {}
         self._max: dict = {}
+        # assignment_audit: what the run summary reads of the file, kept in its footer
+        self._digest: AuditDigest | None = None
 
     def write(self, batch: pa.RecordBatch | pa.Table) -> None:
         if batch.num_rows == 0:
@@ -183,6 +186,12 @@ class FileWriter:
         else:
             self._writer.write_table(data)
         self._rows += data.num_rows
+        if self.table is T.ASSIGNMENT_AUDIT:
+            digest = AuditDigest.of_rows(data)
+            if self._digest is None:
+                self._digest = digest
+            else:
+                self._digest.add(digest)
         if self._partitions is not None:
             self._partitions.update(pa.compute.unique(data.column("offsets_partition")).to_pylist())
         for c in self.stats_columns:
@@ -196,9 +205,15 @@ class FileWriter:
     def close(self) -> None:
         if self._writer is None:
             return
+        footer = {}
         if self._partitions is not None:
-            self._writer.add_key_value_metadata({PARTITIONS_KEY: ",".join(map(str, sorted(self._partitions)))})
+            footer[PARTITIONS_KEY] = ",".join(map(str, sorted(self._partitions)))
             self._partitions = set()
+        if self._digest is not None:
+            footer[DIGEST_KEY] = self._digest.to_json()
+            self._digest = None
+        if footer:
+            self._writer.add_key_value_metadata(footer)
         self._writer.close()
         assert self._path is not None and self._out is not None
         self._out.close()

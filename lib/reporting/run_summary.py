@@ -1,6 +1,6 @@
 """What a replay run prints after its commits, read with delta-rs and pyarrow from the small
-tables only (checkpoints, the state tables, this --now's lag rows, the audit's columns it
-needs): no Spark job, and nothing that grows with the log is scanned. The run's own record
+tables only (checkpoints, the state tables, this --now's lag rows, the footers of the audit's
+files): no Spark job, and nothing that grows with the log is scanned. The run's own record
 counts come from its tasks."""
 
 from __future__ import annotations
@@ -136,76 +136,22 @@ def lag_summary(warehouse: str, now_ms: int, limit: int = 12) -> list[dict]:
     return rows.take(pa.array(order[:limit])).to_pylist()
 
 
-def _partitions_in(col: pa.ChunkedArray) -> np.ndarray:
-    """Per row, how many partitions a topic-partitions list column holds (vectorised)."""
-    arr = col.combine_chunks()
-    n = len(arr)
-    entries = pc.list_flatten(arr)
-    parts = pc.list_value_length(pc.struct_field(entries, "partitions")).fill_null(0).to_numpy()
-    out = np.zeros(n, np.int64)
-    np.add.at(out, pc.list_parent_indices(arr).to_numpy(), parts)
-    return out
-
-
-def _numbers(values: pa.Array) -> np.ndarray:
-    """An integer column without nulls as numpy (the audit's keys are never null)."""
-    return values.to_numpy(zero_copy_only=False)
-
-
 def assignment_summary(warehouse: str, limit: int = 8) -> dict:
     """Verdict counts over every audited generation, and the groups whose latest generation
     needs a look (lib.assignors.audit.why_flagged), worst first. The table is history (a row per
-    generation): its flat columns are read whole, the nested ones only for each group's latest
-    row, so the summary's memory follows the groups, not the generations."""
-    import pyarrow.dataset as ds
-
+    generation): each file's footer holds what this needs of its rows (lib.lake.audit_digest),
+    so the summary reads a footer per file, not the generations, and its memory follows the
+    groups."""
     from lib.assignors.audit import why_flagged
+    from lib.lake.audit_digest import AuditDigest, file_digest
 
-    path = table_path(warehouse, T.ASSIGNMENT_AUDIT)
-    if not table_exists(path):
-        return {"verdicts": {}, "groups": 0, "flagged": []}
-    # the strings as their files' dictionaries (both are written dictionary-encoded): a row's
-    # group and verdict are then numbers, and nothing is sorted or counted by string
-    read = ds.ParquetReadOptions(dictionary_columns={"group_id", "verdict"})
-    dataset = open_delta(path).to_pyarrow_dataset(parquet_read_options=read)
-    flat = ["group_id", "log_offset", "offsets_partition", "verdict"]
-    keys = dataset.to_table(columns=flat)
-    if keys.num_rows == 0:
-        return {"verdicts": {}, "groups": 0, "flagged": []}
-    keys = keys.unify_dictionaries().combine_chunks()
-    verdict = keys.column("verdict").chunk(0)
-    counts = np.bincount(_numbers(verdict.indices), minlength=len(verdict.dictionary))
-    verdicts = {v: int(n) for v, n in zip(verdict.dictionary.to_pylist(), counts.tolist()) if n}
-    # each group's latest row: the last of its rows ordered by group, then log offset
-    group = _numbers(keys.column("group_id").chunk(0).indices)
-    order = np.lexsort((_numbers(keys.column("log_offset").chunk(0)), group))
-    last = np.flatnonzero(np.append(group[order][1:] != group[order][:-1], True))
-    latest_keys = keys.take(pa.array(order[last]))  # (to_pylist gives a dictionary's strings)
-    columns = ["group_id", "log_offset", "offsets_partition", "generation", "assignor", "member_count", "imbalance",
-               "moved", "verdict", "unassigned", "assigned_twice"]  # fmt: skip
-    # the latest rows: read with a filter on their offsets (a superset: other groups' rows at the
-    # same offsets), then exactly by (group, offsets partition, log offset)
-    audit = dataset.to_table(columns=columns, filter=ds.field("log_offset").isin(latest_keys.column("log_offset")))
-    wanted = set(
-        zip(
-            latest_keys.column("group_id").to_pylist(),
-            latest_keys.column("offsets_partition").to_pylist(),
-            latest_keys.column("log_offset").to_pylist(),
-        )
-    )
-    mine = []
-    for k in zip(
-        audit.column("group_id").to_pylist(),
-        audit.column("offsets_partition").to_pylist(),
-        audit.column("log_offset").to_pylist(),
-    ):
-        mine.append(k in wanted)
-        wanted.discard(k)  # each once (a warehouse of an earlier version may hold a row twice)
-    audit = audit.filter(pa.array(mine, pa.bool_()))
-    audit = audit.append_column("unassigned_n", pa.array(_partitions_in(audit.column("unassigned"))))
-    audit = audit.append_column("twice", pa.array(_partitions_in(audit.column("assigned_twice"))))
-    latest = audit.drop_columns(["unassigned", "assigned_twice", "offsets_partition"]).to_pylist()
+    listing = table_files(table_path(warehouse, T.ASSIGNMENT_AUDIT))
+    digest = AuditDigest()
+    for f in listing[1] if listing is not None else []:
+        digest.add(file_digest(f.absolute))
+    latest = digest.latest.to_pylist()
     latest.sort(key=lambda r: r["group_id"])  # ties below in group order, whatever the files' order
     rows = [r | {"why": why} for r in latest if (why := why_flagged(r)) is not None]
     rows.sort(key=lambda r: (r["verdict"] == "differs", r["twice"], r["unassigned_n"], r["imbalance"]), reverse=True)
+    verdicts = {v: n for v, n in digest.verdicts.items() if n}
     return {"verdicts": verdicts, "groups": len(latest), "flagged": rows[:limit]}
