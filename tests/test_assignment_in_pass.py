@@ -219,6 +219,54 @@ def test_each_audit_file_keeps_its_rows_digest_and_a_file_without_one_is_read(re
     assert assignment_summary(str(wh)) == with_digests
 
 
+def _audit_row(group, log_offset, generation, imbalance=0, verdict="matches", twice=None) -> dict:
+    r = dict.fromkeys(T.ASSIGNMENT_AUDIT.column_names)
+    r.update(
+        group_id=group, group_type="classic", generation=generation, assignor="range", member_count=2,
+        members=[], topics=[], partitions=4, assigned=4, min_per_member=2, max_per_member=2 + imbalance,
+        imbalance=imbalance, moved=0, min_moves=0, unassigned=[], assigned_twice=twice or [],
+        verdict=verdict, racks_recorded=False, offsets_partition=0, log_offset=log_offset,
+    )  # fmt: skip
+    return r
+
+
+def test_an_audit_file_of_more_groups_than_a_digest_holds_gets_none(tmp_path, monkeypatch):
+    """A file whose rows name more groups than DIGEST_MAX_GROUPS (2 here) gets no digest (its
+    footer would grow with the groups); the summary reads its rows instead and counts the same
+    as from a file with one."""
+    import pyarrow as pa
+
+    from lib.lake import audit_digest
+    from lib.lake.delta import commit_files
+    from lib.lake.partition_task import FileWriter
+    from lib.reporting.run_summary import assignment_summary
+
+    monkeypatch.setattr(audit_digest, "DIGEST_MAX_GROUPS", 2)
+    batches = [
+        [_audit_row("g1", 10, 1), _audit_row("g2", 11, 1, imbalance=2)],  # two groups: a digest
+        [_audit_row("g1", 10, 1)],
+        [_audit_row("g3", 12, 1, verdict="differs")],  # the third: none
+    ]
+    files = []
+    for name, parts in (("two", batches[:2]), ("three", batches)):
+        writer = FileWriter(str(tmp_path), T.ASSIGNMENT_AUDIT, None, name)
+        for rows in parts:
+            writer.write(pa.Table.from_pylist(rows, T.ASSIGNMENT_AUDIT.arrow_schema))
+        writer.close()
+        (written,) = writer.files
+        footer = pq.read_metadata(os.path.join(tmp_path, "assignment_audit", written.path)).metadata or {}
+        assert (audit_digest.DIGEST_KEY.encode() in footer) == (name == "two")
+        files.append(written)
+    commit_files(table_path(str(tmp_path), T.ASSIGNMENT_AUDIT), T.ASSIGNMENT_AUDIT, files, "test")
+    summary = assignment_summary(str(tmp_path))
+    assert summary["verdicts"] == {"matches": 3 + 3, "differs": 1}  # (the files' 3 and 4 rows)
+    assert summary["groups"] == 3
+    assert [(f["group_id"], f["why"]) for f in summary["flagged"]] == [
+        ("g3", "the leader's assignment differs from Kafka's range assignor"),
+        ("g2", "imbalance 2"),
+    ]
+
+
 def test_the_run_summary_flags_by_each_groups_latest_generation(tmp_path):
     """Hand-made rows: g1 was unbalanced, then balanced (not flagged); g2's latest assigns a
     partition twice (flagged); g3 differs (flagged first); a row written twice counts once."""
@@ -227,16 +275,7 @@ def test_the_run_summary_flags_by_each_groups_latest_generation(tmp_path):
 
     from lib.reporting.run_summary import assignment_summary
 
-    def row(group, log_offset, generation, imbalance=0, verdict="matches", twice=None):
-        r = dict.fromkeys(T.ASSIGNMENT_AUDIT.column_names)
-        r.update(
-            group_id=group, group_type="classic", generation=generation, assignor="range", member_count=2,
-            members=[], topics=[], partitions=4, assigned=4, min_per_member=2, max_per_member=2 + imbalance,
-            imbalance=imbalance, moved=0, min_moves=0, unassigned=[], assigned_twice=twice or [],
-            verdict=verdict, racks_recorded=False, offsets_partition=0, log_offset=log_offset,
-        )  # fmt: skip
-        return r
-
+    row = _audit_row
     rows = [
         row("g1", 10, 1, imbalance=3),
         row("g1", 20, 2),

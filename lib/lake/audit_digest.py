@@ -20,6 +20,10 @@ from lib import storage
 from schemas import tables as T
 
 DIGEST_KEY = "offsets_lake.assignment_digest"
+# groups a file's digest holds at most (about 150 bytes each in the footer): a file of more, a
+# cluster of many groups in a few partitions, gets none, and the summary reads its rows, so no
+# footer grows past some 1.5 MB for every reader of the file (Spark's too) to parse
+DIGEST_MAX_GROUPS = 10_000
 # the latest row's fields as the summary shows them, in its order
 FLAT_COLUMNS = ("group_id", "log_offset", "generation", "assignor", "member_count", "imbalance", "moved", "verdict")
 COUNTED_COLUMNS = ("unassigned", "assigned_twice")  # -> unassigned_n, twice

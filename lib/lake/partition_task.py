@@ -26,6 +26,7 @@ import pyarrow.parquet as pq
 
 from lib import storage
 from lib.codec.errors import DecodeError
+from lib.lake import audit_digest
 from lib.lake.audit_digest import DIGEST_KEY, AuditDigest
 from lib.lake.seams import PartitionSummary, ReplayTask, StateFile, TaskGroup, TaskResult, WrittenFile
 from lib.lake.worker_errors import WorkerError
@@ -133,8 +134,10 @@ class FileWriter:
         self._rows = 0
         self._min: dict = {}
         self._max: dict = {}
-        # assignment_audit: what the run summary reads of the file, kept in its footer
+        # assignment_audit: what the run summary reads of the file, kept in its footer (none
+        # past DIGEST_MAX_GROUPS)
         self._digest: AuditDigest | None = None
+        self._digested = table is T.ASSIGNMENT_AUDIT
 
     def write(self, batch: pa.RecordBatch | pa.Table) -> None:
         if batch.num_rows == 0:
@@ -186,12 +189,14 @@ class FileWriter:
         else:
             self._writer.write_table(data)
         self._rows += data.num_rows
-        if self.table is T.ASSIGNMENT_AUDIT:
+        if self._digested:
             digest = AuditDigest.of_rows(data)
             if self._digest is None:
                 self._digest = digest
             else:
                 self._digest.add(digest)
+            if self._digest.latest.num_rows > audit_digest.DIGEST_MAX_GROUPS:
+                self._digest, self._digested = None, False
         if self._partitions is not None:
             self._partitions.update(pa.compute.unique(data.column("offsets_partition")).to_pylist())
         for c in self.stats_columns:
@@ -211,7 +216,7 @@ class FileWriter:
             self._partitions = set()
         if self._digest is not None:
             footer[DIGEST_KEY] = self._digest.to_json()
-            self._digest = None
+        self._digest, self._digested = None, self.table is T.ASSIGNMENT_AUDIT
         if footer:
             self._writer.add_key_value_metadata(footer)
         self._writer.close()
