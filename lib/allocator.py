@@ -26,7 +26,24 @@ def use_run_allocator() -> None:
     picks it when imported."""
     if POOL_VARIABLE in os.environ:
         return
+    if built_with_jemalloc():
+        os.environ[POOL_VARIABLE] = POOL
+
+
+def built_with_jemalloc() -> bool:
+    """Whether this pyarrow has jemalloc, as the build configuration it installs says
+    (include/arrow/util/config.h), read without importing pyarrow: a run's fork server starts
+    after this, and pyarrow's import (70-130 ms here) held it up, on an incremental run's
+    critical path. Asked of pyarrow itself where that file is not installed."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("pyarrow")
+    for folder in (spec.submodule_search_locations or []) if spec is not None else []:
+        try:
+            with open(os.path.join(folder, "include", "arrow", "util", "config.h")) as f:
+                return any(line.split() == ["#define", "ARROW_JEMALLOC"] for line in f)
+        except OSError:
+            continue
     import pyarrow as pa
 
-    if POOL in pa.supported_memory_backends():
-        os.environ[POOL_VARIABLE] = POOL
+    return POOL in pa.supported_memory_backends()
