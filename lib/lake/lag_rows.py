@@ -24,6 +24,7 @@ end offset on."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -311,17 +312,22 @@ class Lag:
     batch_byte_position: np.ndarray
     interpolated_ms: np.ndarray
 
-    def lookups(self, committed: np.ndarray, part: np.ndarray, present: np.ndarray) -> np.ndarray:
+    def lookups(self, committed: np.ndarray, part: np.ndarray, present: Callable[[], np.ndarray]) -> np.ndarray:
         """The points whose first unconsumed record's time needs its batch decoded: behind, in a
-        segment batch still in the log dir (`present`: the segment files there, as keys of the
-        partition's index (`part`) << 32 | the file's code) whose header does not tell it, and
-        that holds the offset."""
+        segment batch still in the log dir (`present()`: the segment files there, as keys of the
+        partition's index (`part`) << 32 | the file's code; asked only if a point may need one)
+        whose header does not tell it, and that holds the offset."""
         behind = (self.lag_records != NO) & (self.lag_records > 0)
         file = self.batch_segment_file
-        held = (file >= 0) & np.isin(part.astype(np.int64) << 32 | np.maximum(file, 0), present)
         header_tells = (self.batch_first_offset == committed) & (self.batch_first_ts != NO)
         holds = self.batch_first_offset <= committed  # (NO, unknown, holds)
-        return behind & held & ~header_tells & holds
+        wanted = behind & (file >= 0) & ~header_tells & holds
+        # whether the file is still there, asked of those only: np.isin sorts what it is given,
+        # and most points are not behind or have their time in the batch header
+        some = np.flatnonzero(wanted)
+        if len(some):
+            wanted[some] = np.isin(part[some].astype(np.int64) << 32 | file[some], present())
+        return wanted
 
 
 def lag_at(

@@ -511,8 +511,7 @@ def run_lag_task(task: LagTask) -> LagTaskResult:
         lap("lag_compute")
 
     record_ms = np.full(len(at), NO, np.int64)
-    present = _present_files(inputs, names)
-    wanted = np.flatnonzero(lag.lookups(committed, part, present))
+    wanted = np.flatnonzero(lag.lookups(committed, part, lambda: _present_files(inputs, names)))
     if len(wanted):
         record_ms[wanted] = _look_up(inputs, part, lag, committed, wanted, names)
         result.lookups = len(wanted)

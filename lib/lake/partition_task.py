@@ -339,6 +339,7 @@ class TaskState:
         self._writers: dict[str, FileWriter] = {}
         self._appends: dict[str, FileWriter] = {}
         self._held: dict[str, list[pa.Table]] = {}
+        self._appending: dict[str, list[pa.Table]] = {}
         self.files: dict[str, list[WrittenFile]] = {}
 
     def _footer(self, path: str) -> tuple[pq.ParquetFile, list[tuple[int | None, int | None]]]:
@@ -428,13 +429,24 @@ class TaskState:
         writer.write(pa.concat_tables(held) if len(held) > 1 else held[0])
 
     def append(self, table: T.Table, rows: pa.Table) -> None:
-        """Rows added to a table whose other rows stay (one file per task and table)."""
+        """Rows added to a table whose other rows stay (one file per task and table), several
+        partitions' to a row group as the state's (an incremental run's partitions add a few
+        rows each: a row group each cost three times the task's one write)."""
         if rows.num_rows == 0:
+            return
+        held = self._appending.setdefault(table.name, [])
+        held.append(rows)
+        if sum(t.num_rows for t in held) >= STATE_ROW_GROUP_ROWS:
+            self._flush_appended(table)
+
+    def _flush_appended(self, table: T.Table) -> None:
+        held = self._appending.pop(table.name, [])
+        if not held:
             return
         writer = self._appends.get(table.name)
         if writer is None:
             writer = self._appends[table.name] = FileWriter(self.warehouse, table, None, self.run_id)
-        writer.write(rows)
+        writer.write(pa.concat_tables(held) if len(held) > 1 else held[0])
 
     def carry(self, carry: Mapping[str, Sequence[str]], replayed: Sequence[int]) -> None:
         """Rows of partitions this run does not replay that sit in files the run replaces
@@ -459,6 +471,8 @@ class TaskState:
     def close(self) -> dict[str, list[WrittenFile]]:
         for name in list(self._held):
             self._flush(T.TABLES[name])
+        for name in list(self._appending):
+            self._flush_appended(T.TABLES[name])
         for writers in (self._writers, self._appends):
             for name, writer in writers.items():
                 writer.close()

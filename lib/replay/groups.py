@@ -159,7 +159,10 @@ class GroupFold:
         """The assignment audit's state of the group (kept with its fold state)."""
         if not self._audit_read:
             assert self._state is not None
-            self._audit = json.loads(self._state, object_hook=_decode_bytes).get("audit")
+            # its value only (right after "kind", as to_state writes it): the group's, most of
+            # the state, is parsed when something looks into the group (most never are)
+            at = self._state.find('"audit":', 0, 40)
+            self._audit = _STATE_DECODER.raw_decode(self._state, at + 8)[0] if at >= 0 else None
             self._audit_read = True
         return self._audit
 
@@ -415,6 +418,9 @@ def _decode_bytes(obj: dict):
     if len(obj) == 1 and "$us" in obj:
         return obj["$us"]
     return obj
+
+
+_STATE_DECODER = json.JSONDecoder(object_hook=_decode_bytes)
 
 
 def _regex_of(row: dict) -> str | None:
