@@ -73,6 +73,10 @@ DICTIONARY_COLUMNS = (
 STATE_FILE_PREFIX = {T.ASSIGNMENT_AUDIT.name: "open"}
 PARTITIONS_KEY = "offsets_partitions"  # footer metadata of a flat file: the partitions it holds
 STATE_ROW_GROUP_ROWS = 65536  # a state file's row group: up to this many rows, of several partitions
+# a row group of rows added (assignment_audit's), of several partitions: an incremental run's few
+# rows a partition to one; a full run's partitions, thousands of rows each, one each (held
+# longer, a worker's peak grew 50-70 MB on make bench's log)
+APPEND_ROW_GROUP_ROWS = 8192
 STATISTICS_COLUMNS = ("offsets_partition", "log_offset", "batch_base_offset", "log_timestamp", "commit_timestamp")
 # row-group statistics of the other tables, where readers pick row groups: a state table's by
 # offsets partition, the lag tables' by topic partition (rows sorted so)
@@ -436,7 +440,7 @@ class TaskState:
             return
         held = self._appending.setdefault(table.name, [])
         held.append(rows)
-        if sum(t.num_rows for t in held) >= STATE_ROW_GROUP_ROWS:
+        if sum(t.num_rows for t in held) >= APPEND_ROW_GROUP_ROWS:
             self._flush_appended(table)
 
     def _flush_appended(self, table: T.Table) -> None:
