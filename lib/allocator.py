@@ -17,13 +17,6 @@ import os
 
 POOL_VARIABLE = "ARROW_DEFAULT_MEMORY_POOL"
 POOL = "jemalloc"
-TUNABLES_VARIABLE = "GLIBC_TUNABLES"
-# numpy's arrays come from glibc's malloc: one past its mmap threshold (dynamic, 32 MiB at most)
-# is mapped fresh and unmapped when freed, and every page of it faulted in again at the next
-# (make bench's full run: 700-730K page faults, 3.2-3.7 s of system time). Arrays up to 256 MiB
-# from the heap, and the heap's free top kept up to 1 GiB, reuse what the task freed: 500-560K
-# faults, 2.8-3.3 s. A pool process lives one run; its peak RSS is unchanged (518-597 MB both)
-POOL_TUNABLES = "glibc.malloc.mmap_threshold=268435456:glibc.malloc.trim_threshold=1073741824"
 
 
 def use_run_allocator() -> None:
@@ -54,9 +47,3 @@ def built_with_jemalloc() -> bool:
     import pyarrow as pa
 
     return POOL in pa.supported_memory_backends()
-
-
-def pool_environment() -> dict[str, str]:
-    """What the environment of the local pool's processes adds to this one's (its fork server
-    reads it when it starts): glibc's malloc settings, unless the operator chose some."""
-    return {} if TUNABLES_VARIABLE in os.environ else {TUNABLES_VARIABLE: POOL_TUNABLES}

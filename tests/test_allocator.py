@@ -9,14 +9,7 @@ import sys
 import pyarrow as pa
 
 from lib import allocator
-from lib.allocator import (
-    POOL_TUNABLES,
-    POOL_VARIABLE,
-    TUNABLES_VARIABLE,
-    built_with_jemalloc,
-    pool_environment,
-    use_run_allocator,
-)
+from lib.allocator import POOL_VARIABLE, built_with_jemalloc, use_run_allocator
 from tests.helpers import REPO
 
 
@@ -80,42 +73,3 @@ def test_without_the_build_configuration_pyarrow_is_asked(monkeypatch, tmp_path)
     (tmp_path / "include" / "arrow" / "util").mkdir(parents=True)
     (tmp_path / "include" / "arrow" / "util" / "config.h").write_text("#define ARROW_MIMALLOC\n")
     assert allocator.built_with_jemalloc() is False  # the file, when there, decides
-
-
-# an array past glibc's largest dynamic mmap threshold (32 MiB), allocated, freed, and again
-_REALLOCATED = """
-import resource
-import numpy as np
-
-def faults():
-    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-
-np.ones(1)
-before = faults()
-for i in range(10):
-    a = np.ones(100 * 2**20 // 8 + i)
-    if i == 0:
-        first = faults() - before
-    del a
-print(first, faults() - before - first)
-"""
-
-
-def test_the_pools_arrays_reuse_the_memory_freed():
-    """With the pool's settings (the fork server's environment), an array freed leaves its
-    memory to the next: no page is faulted in again; without them each is."""
-    env = {k: v for k, v in os.environ.items() if k != TUNABLES_VARIABLE}
-    default = subprocess.run([sys.executable, "-c", _REALLOCATED], env=env, capture_output=True, text=True, check=True)
-    first, again = map(int, default.stdout.split())
-    assert again >= 5 * first > 0
-    env[TUNABLES_VARIABLE] = POOL_TUNABLES
-    tuned = subprocess.run([sys.executable, "-c", _REALLOCATED], env=env, capture_output=True, text=True, check=True)
-    first, again = map(int, tuned.stdout.split())
-    assert first > 0 and again < first / 2
-
-
-def test_the_operators_malloc_settings_stay(monkeypatch):
-    monkeypatch.delenv(TUNABLES_VARIABLE, raising=False)
-    assert pool_environment() == {TUNABLES_VARIABLE: POOL_TUNABLES}
-    monkeypatch.setenv(TUNABLES_VARIABLE, "glibc.malloc.arena_max=2")
-    assert pool_environment() == {}

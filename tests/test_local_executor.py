@@ -63,10 +63,9 @@ def _getpid(_: int) -> int:
     return os.getpid()
 
 
-def _what_the_server_prepared(_: int) -> tuple[list[str], dict[str, int], str, str | None]:
+def _what_the_server_prepared(_: int) -> tuple[list[str], dict[str, int], str]:
     """In a pool process, before any task's work: which of pandas and cffi are loaded, the
-    overloads of each of POOL_KERNELS loaded (-1: no such kernel), Arrow's memory pool and
-    glibc's malloc settings."""
+    overloads of each of POOL_KERNELS loaded (-1: no such kernel), and Arrow's memory pool."""
     import importlib
 
     import pyarrow as pa
@@ -79,18 +78,14 @@ def _what_the_server_prepared(_: int) -> tuple[list[str], dict[str, int], str, s
         module, _, attr = name.rpartition(".")
         kernel = getattr(sys.modules.get(module) or importlib.import_module(module), attr, None)
         loaded[name] = len(kernel.overloads) if isinstance(kernel, Dispatcher) else -1
-    pool = pa.default_memory_pool().backend_name
-    return [m for m in ("pandas", "cffi") if m in sys.modules], loaded, pool, os.environ.get("GLIBC_TUNABLES")
+    return [m for m in ("pandas", "cffi") if m in sys.modules], loaded, pa.default_memory_pool().backend_name
 
 
 def test_pool_processes_start_with_the_tasks_kernels_and_without_pandas():
     """The fork server (lib.spark.pool_server) loaded every kernel of POOL_KERNELS (a renamed
     kernel fails here) and kept pandas and cffi out, in whichever process serves the task; the
-    tasks allocate from jemalloc (lib.allocator), which this pyarrow is built with, and
-    numpy's arrays from glibc's malloc with the pool's settings."""
+    tasks allocate from jemalloc (lib.allocator), which this pyarrow is built with."""
     import pyarrow as pa
-
-    from lib.allocator import POOL_TUNABLES
 
     assert "jemalloc" in pa.supported_memory_backends()
     jobs = LocalJobs(2)
@@ -98,10 +93,9 @@ def test_pool_processes_start_with_the_tasks_kernels_and_without_pandas():
         results = jobs.sparkContext.parallelize(range(2), 2).map(_what_the_server_prepared).collect()
     finally:
         jobs.stop()
-    for kept_out, loaded, pool, tunables in results:
+    for kept_out, loaded, pool in results:
         assert kept_out == []
         assert pool == "jemalloc"
-        assert tunables == (os.environ.get("GLIBC_TUNABLES") or POOL_TUNABLES)
         assert {name: n for name, n in loaded.items() if n < 1} == {}
     assert "lib.spark.pool_server" not in sys.modules  # (the test process keeps its pandas)
 

@@ -95,25 +95,23 @@ def start_fork_server() -> None:
     """The pool's fork server, a new interpreter, started now (its preparation,
     lib.spark.pool_server: the tasks' modules and kernels, about 0.7 s of CPU, under way beside
     the driver's work) with the hash seed
-    pyspark gives its workers and glibc's malloc settings for the pool (lib.allocator), this
-    process's environment as it was after. A job starts it
+    pyspark gives its workers (this process's environment as it was after). A job starts it
     before it knows whether it has work (stop_fork_server if not); a pool started later uses
     it."""
     from multiprocessing import forkserver
 
-    from lib.allocator import pool_environment, use_run_allocator
+    from lib.allocator import use_run_allocator
 
     use_run_allocator()  # (the memory pool of the server and its tasks: lib.allocator)
     multiprocessing.get_context("forkserver").set_forkserver_preload(["lib.spark.pool_server"])
     _start_resource_tracker()
-    added = {"PYTHONHASHSEED": "0", **pool_environment()}
-    added = {k: v for k, v in added.items() if k not in os.environ}
-    os.environ.update(added)
+    seed = os.environ.get("PYTHONHASHSEED")
+    os.environ["PYTHONHASHSEED"] = seed if seed is not None else "0"
     try:
         forkserver.ensure_running()
     finally:
-        for name in added:
-            del os.environ[name]
+        if seed is None:
+            del os.environ["PYTHONHASHSEED"]
 
 
 def stop_fork_server() -> None:
