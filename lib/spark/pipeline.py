@@ -211,8 +211,8 @@ def start_workers(spark: SparkSession | SparkJobs) -> threading.Thread:
 
 
 def _while_workers_start() -> None:
-    """What the driver does while it waits for the workers' start (a full run waits for it
-    0.3-0.5 s, the fork server's preparation): pyarrow's first conversion of Python objects,
+    """What the driver does while it waits for the workers' start (a full run waited for it
+    0.15-0.5 s, the fork server's preparation): pyarrow's first conversion of Python objects,
     which imports pandas (0.2 s). Else the replay's commit makes it, between the replay's tasks
     and the lag stage's, while every worker waits."""
     import pyarrow as pa
