@@ -8,7 +8,6 @@ import sys
 
 import pyarrow as pa
 
-from lib import allocator
 from lib.allocator import POOL_VARIABLE, built_with_jemalloc, use_run_allocator
 from tests.helpers import REPO
 
@@ -69,7 +68,7 @@ def test_without_the_build_configuration_pyarrow_is_asked(monkeypatch, tmp_path)
         submodule_search_locations = [str(tmp_path)]  # (no include/ there)
 
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: Spec())
-    assert allocator.built_with_jemalloc() == ("jemalloc" in pa.supported_memory_backends())
+    assert built_with_jemalloc() == ("jemalloc" in pa.supported_memory_backends())
     (tmp_path / "include" / "arrow" / "util").mkdir(parents=True)
     (tmp_path / "include" / "arrow" / "util" / "config.h").write_text("#define ARROW_MIMALLOC\n")
-    assert allocator.built_with_jemalloc() is False  # the file, when there, decides
+    assert built_with_jemalloc() is False  # the file, when there, decides

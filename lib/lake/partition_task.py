@@ -340,10 +340,9 @@ class TaskState:
         self.sources, self.flat = sources, flat
         self._footers: dict[str, tuple[pq.ParquetFile, list[tuple[int | None, int | None]]]] = {}
         self._groups: dict[tuple[str, str], tuple[tuple[int, ...], pa.Table, np.ndarray | None]] = {}
-        self._writers: dict[str, FileWriter] = {}
-        self._appends: dict[str, FileWriter] = {}
-        self._held: dict[str, list[pa.Table]] = {}
-        self._appending: dict[str, list[pa.Table]] = {}
+        # the state's rows (replaced each run) and the rows added (assignment_audit's), per table
+        self._state_rows: dict[str, _HeldRows] = {}
+        self._added_rows: dict[str, _HeldRows] = {}
         self.files: dict[str, list[WrittenFile]] = {}
 
     def _footer(self, path: str) -> tuple[pq.ParquetFile, list[tuple[int | None, int | None]]]:
@@ -412,45 +411,29 @@ class TaskState:
     def write(self, table: T.Table, partition: int, rows: pa.Table) -> None:
         if self.flat.get(table.name, True):
             if rows.num_rows:
-                held = self._held.setdefault(table.name, [])
-                held.append(rows)
-                if sum(t.num_rows for t in held) >= STATE_ROW_GROUP_ROWS:
-                    self._flush(table)
+                self._held(
+                    self._state_rows, table, STATE_ROW_GROUP_ROWS, STATE_FILE_PREFIX.get(table.name, "part")
+                ).add(rows)
             return
         w = FileWriter(self.warehouse, table, partition, self.run_id)
         w.write(rows)
         w.close()
         self.files.setdefault(table.name, []).extend(w.files)
 
-    def _flush(self, table: T.Table) -> None:
-        held = self._held.pop(table.name, [])
-        if not held:
-            return
-        writer = self._writers.get(table.name)
-        if writer is None:
-            prefix = STATE_FILE_PREFIX.get(table.name, "part")
-            writer = self._writers[table.name] = FileWriter(self.warehouse, table, None, self.run_id, prefix=prefix)
-        writer.write(pa.concat_tables(held) if len(held) > 1 else held[0])
-
     def append(self, table: T.Table, rows: pa.Table) -> None:
         """Rows added to a table whose other rows stay (one file per task and table), several
         partitions' to a row group as the state's (an incremental run's partitions add a few
         rows each: a row group each cost three times the task's one write)."""
-        if rows.num_rows == 0:
-            return
-        held = self._appending.setdefault(table.name, [])
-        held.append(rows)
-        if sum(t.num_rows for t in held) >= APPEND_ROW_GROUP_ROWS:
-            self._flush_appended(table)
+        if rows.num_rows:
+            self._held(self._added_rows, table, APPEND_ROW_GROUP_ROWS, "part").add(rows)
 
-    def _flush_appended(self, table: T.Table) -> None:
-        held = self._appending.pop(table.name, [])
-        if not held:
-            return
-        writer = self._appends.get(table.name)
-        if writer is None:
-            writer = self._appends[table.name] = FileWriter(self.warehouse, table, None, self.run_id)
-        writer.write(pa.concat_tables(held) if len(held) > 1 else held[0])
+    def _held(self, by_table: dict[str, _HeldRows], table: T.Table, limit: int, prefix: str) -> _HeldRows:
+        held = by_table.get(table.name)
+        if held is None:
+            held = by_table[table.name] = _HeldRows(
+                lambda: FileWriter(self.warehouse, table, None, self.run_id, prefix=prefix), limit
+            )
+        return held
 
     def carry(self, carry: Mapping[str, Sequence[str]], replayed: Sequence[int]) -> None:
         """Rows of partitions this run does not replay that sit in files the run replaces
@@ -473,16 +456,45 @@ class TaskState:
                     self.write(table, -1, rows)
 
     def close(self) -> dict[str, list[WrittenFile]]:
-        for name in list(self._held):
-            self._flush(T.TABLES[name])
-        for name in list(self._appending):
-            self._flush_appended(T.TABLES[name])
-        for writers in (self._writers, self._appends):
-            for name, writer in writers.items():
-                writer.close()
-                self.files.setdefault(name, []).extend(writer.files)
-        self._writers, self._appends = {}, {}
+        for by_table in (self._state_rows, self._added_rows):
+            for name, held in by_table.items():
+                self.files.setdefault(name, []).extend(held.close())
+        self._state_rows, self._added_rows = {}, {}
         return self.files
+
+
+class _HeldRows:
+    """Rows of one table held until `limit` rows, then written as one row group (a row group's
+    fixed cost outweighs a partition's few rows) to the file `new_writer` makes when first
+    needed."""
+
+    def __init__(self, new_writer: Callable[[], FileWriter], limit: int):
+        self._new_writer = new_writer
+        self._limit = limit
+        self._writer: FileWriter | None = None
+        self._held: list[pa.Table] = []
+        self._rows = 0
+
+    def add(self, rows: pa.Table) -> None:
+        self._held.append(rows)
+        self._rows += rows.num_rows
+        if self._rows >= self._limit:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._held:
+            return
+        if self._writer is None:
+            self._writer = self._new_writer()
+        self._writer.write(pa.concat_tables(self._held) if len(self._held) > 1 else self._held[0])
+        self._held, self._rows = [], 0
+
+    def close(self) -> list[WrittenFile]:
+        self._flush()
+        if self._writer is None:
+            return []
+        self._writer.close()
+        return self._writer.files
 
 
 def replay_group(group: TaskGroup) -> TaskResult:

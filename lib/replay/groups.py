@@ -161,8 +161,8 @@ class GroupFold:
             assert self._state is not None
             # its value only (right after "kind", as to_state writes it): the group's, most of
             # the state, is parsed when something looks into the group (most never are)
-            at = self._state.find('"audit":', 0, 40)
-            self._audit = _STATE_DECODER.raw_decode(self._state, at + 8)[0] if at >= 0 else None
+            at = _audit_at(self._state)
+            self._audit = _STATE_DECODER.raw_decode(self._state, at + len(_AUDIT_KEY))[0] if at >= 0 else None
             self._audit_read = True
         return self._audit
 
@@ -230,7 +230,7 @@ class GroupFold:
         fold.log_offset = log_offset
         if row is not None and state and state.startswith('{"kind":"classic"') and not cls.is_simple_state(state):
             fold._state, fold._row = state, row
-            fold._audit_read = '"audit":' not in state[:40]  # (the key comes right after "kind")
+            fold._audit_read = _audit_at(state) < 0
         elif state:
             fold._state = state
             fold._audit_read = False
@@ -421,6 +421,12 @@ def _decode_bytes(obj: dict):
 
 
 _STATE_DECODER = json.JSONDecoder(object_hook=_decode_bytes)
+_AUDIT_KEY = '"audit":'
+
+
+def _audit_at(state: str) -> int:
+    """Where a fold state's audit key is (-1: none): right after "kind", as to_state writes it."""
+    return state.find(_AUDIT_KEY, 0, 40)
 
 
 def _regex_of(row: dict) -> str | None:
