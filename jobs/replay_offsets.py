@@ -29,6 +29,7 @@ from lib.cli import (
     parse_time_ms,
     spark_overrides,
 )
+from lib.kept_out import KeptOut
 from lib.lake.lock import LockUnsupportedError
 from lib.replay.expiry import DEFAULT_RETENTION_MINUTES
 from lib.source.logdir import LogDirError, find_partitions, live_partitions
@@ -125,6 +126,17 @@ def parse_args(argv=None) -> argparse.Namespace:
 def main(argv=None) -> int:
     use_run_allocator()  # (before the pool, the JVM and their workers start: lib.allocator)
     args = parse_args(argv)
+    # pandas kept out while the run goes (lib.kept_out): no step uses it, and pyarrow imported it
+    # (0.2-0.3 s of CPU) when deltalake first imported pyarrow.dataset and on its first
+    # conversion; --check's suites take it in after (run_checks)
+    with PANDAS_KEPT_OUT:
+        return _main(args)
+
+
+PANDAS_KEPT_OUT = KeptOut(("pandas",))
+
+
+def _main(args) -> int:
     try:
         now_ms = parse_time_ms(args.now)
         partitions = parse_partitions(args.partitions)
@@ -302,6 +314,7 @@ def _run(
     print_summary(args, result, summary, wall, f"a local pool of {spark.parallelism} processes" if local else "Spark")
     export_metrics(args, result, wall)
     if args.check:
+        PANDAS_KEPT_OUT.release()
         return run_checks(spark.session(), args, result.partitions)
     return 0
 

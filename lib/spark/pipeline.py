@@ -210,16 +210,6 @@ def start_workers(spark: SparkSession | SparkJobs) -> threading.Thread:
     return thread
 
 
-def _while_workers_start() -> None:
-    """What the driver does while it waits for the workers' start (a full run waited for it
-    0.15-0.5 s, the fork server's preparation): pyarrow's first conversion of Python objects,
-    which imports pandas (0.2 s). Else the replay's commit makes it, between the replay's tasks
-    and the lag stage's, while every worker waits."""
-    import pyarrow as pa
-
-    pa.array([])
-
-
 def _changed(
     logs: list[PartitionLog], prev: PreviousRun | None, now_ms: int, retention_minutes: int
 ) -> list[PartitionLog]:
@@ -406,8 +396,6 @@ def _run_locked(
     if preparing is not None:
         preparing.start()  # (the planning is done: beside the workers' start, then the tasks)
     if starting is not None:
-        if starting.is_alive():
-            _while_workers_start()
         starting.join()
     with raising_worker_errors():
         results = spark.sparkContext.parallelize(groups, len(groups)).map(replay_task).collect()

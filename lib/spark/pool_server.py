@@ -11,28 +11,19 @@ the fork server imports it; every pool process forked after starts with what it 
   functions (none here) and which built its C parser then (35 ms);
 - the kernels every run's tasks call loaded from numba's cache (lib.spark.daemon.POOL_KERNELS:
   0.2 s here instead of in each pool process);
-- what is loaded frozen out of the garbage collector (lib.spark.daemon.prepare says why)."""
+- the garbage collector off while it loads: its passes over the objects the imports make (full
+  ones among them) were 60-100 ms of the 0.85 s of CPU a run's first task waits for; what is
+  loaded is then frozen out of it (lib.spark.daemon.prepare says why) and it runs again."""
 
 from __future__ import annotations
 
 import gc
-import importlib.abc
 import sys
+
+from lib.kept_out import KeptOut
 
 WITHOUT = ("pandas", "pyarrow.pandas_compat")  # (PRELOAD's modules this server does not import)
 KEPT_OUT = ("pandas", "cffi")  # packages not importable in the pool's processes
-
-
-class KeptOut(importlib.abc.MetaPathFinder):
-    """pandas and cffi not importable here: pyarrow then converts without pandas, and numba
-    types without cffi, as where they are not installed."""
-
-    def find_spec(self, fullname, path=None, target=None):
-        if fullname.partition(".")[0] in KEPT_OUT:
-            raise ModuleNotFoundError(
-                f"No module named {fullname!r} (not in the local pool's processes)", name=fullname
-            )
-        return None
 
 
 def prepare_server() -> list[str]:
@@ -41,10 +32,14 @@ def prepare_server() -> list[str]:
     from lib.spark.daemon import POOL_KERNELS, PRELOAD, load_cached_kernels, preload
 
     if not any(isinstance(f, KeptOut) for f in sys.meta_path):
-        sys.meta_path.insert(0, KeptOut())
-    failed = preload(tuple(m for m in PRELOAD if m not in WITHOUT))
-    load_cached_kernels(only=POOL_KERNELS)
-    gc.freeze()
+        KeptOut(KEPT_OUT).install()  # (pyarrow then converts without pandas, numba types without cffi)
+    gc.disable()
+    try:
+        failed = preload(tuple(m for m in PRELOAD if m not in WITHOUT))
+        load_cached_kernels(only=POOL_KERNELS)
+    finally:
+        gc.freeze()
+        gc.enable()
     return failed
 
 
