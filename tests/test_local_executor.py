@@ -63,12 +63,15 @@ def _getpid(_: int) -> int:
     return os.getpid()
 
 
-def _what_the_server_prepared(_: int) -> tuple[list[str], dict[str, int], str]:
+def _what_the_server_prepared(_: int) -> tuple[list[str], dict[str, int], str, bool, int]:
     """In a pool process, before any task's work: which of pandas and cffi are loaded, the
-    overloads of each of POOL_KERNELS loaded (-1: no such kernel), and Arrow's memory pool."""
+    overloads of each of POOL_KERNELS loaded (-1: no such kernel), Arrow's memory pool, whether
+    the garbage collector runs, and the callbacks on llvmlite's lock."""
+    import gc
     import importlib
 
     import pyarrow as pa
+    from llvmlite.binding import ffi
     from numba.core.dispatcher import Dispatcher
 
     from lib.spark.daemon import POOL_KERNELS
@@ -78,13 +81,16 @@ def _what_the_server_prepared(_: int) -> tuple[list[str], dict[str, int], str]:
         module, _, attr = name.rpartition(".")
         kernel = getattr(sys.modules.get(module) or importlib.import_module(module), attr, None)
         loaded[name] = len(kernel.overloads) if isinstance(kernel, Dispatcher) else -1
-    return [m for m in ("pandas", "cffi") if m in sys.modules], loaded, pa.default_memory_pool().backend_name
+    kept_out = [m for m in ("pandas", "cffi") if m in sys.modules]
+    return kept_out, loaded, pa.default_memory_pool().backend_name, gc.isenabled(), len(ffi.lib._lock._cblist)
 
 
 def test_pool_processes_start_with_the_tasks_kernels_and_without_pandas():
     """The fork server (lib.spark.pool_server) loaded every kernel of POOL_KERNELS (a renamed
     kernel fails here) and kept pandas and cffi out, in whichever process serves the task; the
-    tasks allocate from jemalloc (lib.allocator), which this pyarrow is built with."""
+    tasks allocate from jemalloc (lib.allocator), which this pyarrow is built with. The server
+    loaded with the garbage collector and numba's callback on llvmlite's lock off: both are on
+    again in the pool's processes."""
     import pyarrow as pa
 
     assert "jemalloc" in pa.supported_memory_backends()
@@ -93,9 +99,10 @@ def test_pool_processes_start_with_the_tasks_kernels_and_without_pandas():
         results = jobs.sparkContext.parallelize(range(2), 2).map(_what_the_server_prepared).collect()
     finally:
         jobs.stop()
-    for kept_out, loaded, pool in results:
+    for kept_out, loaded, pool, collecting, llvm_callbacks in results:
         assert kept_out == []
         assert pool == "jemalloc"
+        assert collecting and llvm_callbacks == 1
         assert {name: n for name, n in loaded.items() if n < 1} == {}
     assert "lib.spark.pool_server" not in sys.modules  # (the test process keeps its pandas)
 
@@ -243,3 +250,60 @@ def test_a_run_that_ends_before_its_pool_stops_the_fork_server_started_ahead(tmp
     assert code == 2, text
     assert "replay_offsets: error: " in text and "Traceback" not in text
     assert not (tmp_path / "wh" / "offsets_log").exists()
+
+
+def test_the_driver_runs_without_pandas_and_lets_it_in_for_the_checks(tmp_path):
+    """pandas is kept out of the job's driver while the run goes (lib.kept_out: no step uses it;
+    pyarrow imported it for nothing), and is importable again for --check's suites."""
+    (b0, b1), steps = phases()
+    _write_phase((b0, b1), steps[0], tmp_path / "logdir")
+    args = ["--input", str(tmp_path / "logdir"), "--now", str(NOW), "--conf", "spark.master=local[2]", "--quiet"]
+    script = (
+        "import sys\n"
+        "from jobs import replay_offsets\n"
+        f"args = {args!r}\n"
+        f"first = replay_offsets.main([*args, '--warehouse', {str(tmp_path / 'wh')!r}])\n"
+        "print('pandas after the run:', 'pandas' in sys.modules)\n"
+        f"checked = replay_offsets.main([*args, '--warehouse', {str(tmp_path / 'wh2')!r}, '--check'])\n"
+        "print('pandas after the checks:', 'pandas' in sys.modules)\n"
+        "print('exit codes:', first, checked)\n"
+    )
+    env = dict(os.environ, PYTHONPATH=REPO, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=REPO, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert "pandas after the run: False" in lines
+    assert "quality checks:" in lines
+    assert "pandas after the checks: True" in lines
+    # (the suites ran: this log's groups sit in partitions 0 and 1, where 50 partitions would
+    # not put them, so the error-level offsets_partition_matches_group fails, and only it)
+    errors = {line.split(":")[1].split("(")[0].strip() for line in lines if line.strip().startswith("error:")}
+    assert errors == {"offsets_partition_matches_group"}, done.stdout
+    assert lines[-1] == "exit codes: 0 1", done.stdout
+
+
+def test_kept_out_packages_are_importable_again_once_released():
+    """lib.kept_out in a process of its own (this one has pandas loaded): while installed, the
+    package and its modules cannot be imported and pyarrow converts without it; released, they
+    can, and pyarrow's pandas conversions work."""
+    script = (
+        "import sys\n"
+        "from lib.kept_out import KeptOut\n"
+        "import pyarrow as pa\n"
+        "with KeptOut(('pandas',)):\n"
+        "    try:\n"
+        "        import pandas.core.frame\n"
+        "    except ModuleNotFoundError as e:\n"
+        "        print('kept out:', e.name)\n"
+        "    print(pa.array([1, 2]).to_pylist(), 'pandas' in sys.modules)\n"
+        "import pandas as pd\n"
+        "print(pa.Table.from_pandas(pd.DataFrame({'a': [1]})).to_pandas()['a'].tolist())\n"
+    )
+    env = dict(os.environ, PYTHONPATH=REPO)
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=REPO, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["kept out: pandas", "[1, 2] False", "[1]"]

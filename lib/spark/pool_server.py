@@ -13,10 +13,15 @@ the fork server imports it; every pool process forked after starts with what it 
   0.2 s here instead of in each pool process);
 - the garbage collector off while it loads: its passes over the objects the imports make (full
   ones among them) were 60-100 ms of the 0.85 s of CPU a run's first task waits for; what is
-  loaded is then frozen out of it (lib.spark.daemon.prepare says why) and it runs again."""
+  loaded is then frozen out of it (lib.spark.daemon.prepare says why) and it runs again;
+- numba's events on llvmlite's lock off while it loads: numba has llvmlite call two Python
+  functions around each of its calls into LLVM, to time compilations; loading the kernels from
+  the cache makes some 7,000 such calls (20-40 ms of those 0.85 s). They are on again before the
+  first fork."""
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import sys
 
@@ -35,12 +40,36 @@ def prepare_server() -> list[str]:
         KeptOut(KEPT_OUT).install()  # (pyarrow then converts without pandas, numba types without cffi)
     gc.disable()
     try:
-        failed = preload(tuple(m for m in PRELOAD if m not in WITHOUT))
-        load_cached_kernels(only=POOL_KERNELS)
+        with _llvm_lock_callbacks_off():
+            failed = preload(tuple(m for m in PRELOAD if m not in WITHOUT))
+            load_cached_kernels(only=POOL_KERNELS)
     finally:
         gc.freeze()
         gc.enable()
     return failed
+
+
+@contextlib.contextmanager
+def _llvm_lock_callbacks_off():
+    """llvmlite's lock without the callbacks registered on it (numba's timing events, which
+    numba.core.base registers when imported: imported here first) for the duration; any
+    registered meanwhile are kept after them. Uses llvmlite's internals: anything unexpected
+    changes nothing."""
+    try:
+        import numba.core.base  # noqa: F401 - (registers numba's callbacks, held back from here)
+        from llvmlite.binding import ffi
+
+        callbacks = ffi.lib._lock._cblist
+        assert isinstance(callbacks, list)
+    except Exception:
+        yield
+        return
+    held = list(callbacks)
+    callbacks.clear()
+    try:
+        yield
+    finally:
+        callbacks[:] = held + callbacks
 
 
 prepare_server()
