@@ -78,10 +78,19 @@ STATE_ROW_GROUP_ROWS = 65536  # a state file's row group: up to this many rows, 
 # longer, a worker's peak grew 50-70 MB on make bench's log)
 APPEND_ROW_GROUP_ROWS = 8192
 STATISTICS_COLUMNS = ("offsets_partition", "log_offset", "batch_base_offset", "log_timestamp", "commit_timestamp")
-# values the Parquet writer encodes at a time (pyarrow's default 1,024): offsets_log's flat rows
-# 6% faster to write (1.5M rows of make bench's log: 0.376 against 0.398 s of CPU, median of
-# 7), the same bytes; no change to its nested rows'
-WRITE_BATCH_SIZE = 65536
+# values the Parquet writer encodes at a time in a file of flat columns (pyarrow's default 1,024):
+# offsets_log's flat rows 6% faster to write (1.5M rows of make bench's log: 0.376 against 0.398
+# s of CPU, median of 7), the same bytes and memory. Not in a file with nested columns: no
+# faster there, and its GroupMetadata rows' writer held 112 MB more at once
+FLAT_WRITE_BATCH_SIZE = 65536
+PYARROW_WRITE_BATCH_SIZE = 1024
+
+
+def _write_batch_size(schema: pa.Schema) -> int:
+    nested = any(pa.types.is_nested(f.type) for f in schema)
+    return PYARROW_WRITE_BATCH_SIZE if nested else FLAT_WRITE_BATCH_SIZE
+
+
 # row-group statistics of the other tables, where readers pick row groups: a state table's by
 # offsets partition, the lag tables' by topic partition (rows sorted so)
 ROW_GROUP_STATISTICS = {
@@ -186,7 +195,7 @@ class FileWriter:
                 data.schema if dictionaries else self.schema,
                 compression="snappy",
                 store_schema=not dictionaries,
-                write_batch_size=WRITE_BATCH_SIZE,
+                write_batch_size=_write_batch_size(self.schema),
                 **options,
             )
         assert self._writer is not None
