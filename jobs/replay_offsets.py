@@ -297,6 +297,12 @@ def _run(
             topic_listing=topic_listing,
             replayed=replayed,
         )
+        # the lag part of the summary, beside the pool's stop
+        lag_part = (
+            queries.submit(lag_summary, args.warehouse, result.now_ms)
+            if replay_summary is not None and result.lag is not None and not result.lag.skipped
+            else None
+        )
     except ReplayError as e:
         return fail(str(e))
     except WarehouseBusyError as e:
@@ -309,8 +315,8 @@ def _run(
             spark.stop()  # (its processes idle now: they end at once)
     wall = time.monotonic() - started
     summary = replay_summary.result() if replay_summary is not None else None  # (None with --quiet)
-    if summary is not None and result.lag is not None and not result.lag.skipped:
-        summary["lag"] = lag_summary(args.warehouse, result.now_ms)
+    if summary is not None and lag_part is not None:
+        summary["lag"] = lag_part.result()
     print_summary(args, result, summary, wall, f"a local pool of {spark.parallelism} processes" if local else "Spark")
     export_metrics(args, result, wall)
     if args.check:

@@ -91,16 +91,16 @@ class Rows:
     def concat(parts: list[Rows]) -> Rows:
         if not parts:
             return Rows.empty()
-        return Rows(*(np.concatenate([getattr(p, f) for p in parts]) for f in _ROW_FIELDS))
+        return Rows(*(np.concatenate([getattr(p, f) for p in parts]) for f in ROW_FIELDS))
 
     def take(self, idx: np.ndarray) -> Rows:
-        return Rows(*(getattr(self, f)[idx] for f in _ROW_FIELDS))
+        return Rows(*(getattr(self, f)[idx] for f in ROW_FIELDS))
 
     def __len__(self) -> int:
         return len(self.end)
 
 
-_ROW_FIELDS = (
+ROW_FIELDS = (
     "part",
     "end",
     "at",
