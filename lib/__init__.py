@@ -3,7 +3,8 @@ layer imports only the layers above it in this list (tests/test_architecture.py 
 pyspark-free ones):
 
 lib.storage      where files live: local paths and s3a:// URIs (pyarrow, delta-rs options), the
-                 shared bottom of every layer (with lib.numba_cache: the kernels' cache in a zip)
+                 shared bottom of every layer (with lib.numba_cache: the kernels' cache in a zip;
+                 lib.allocator: Arrow's memory pool; lib.kept_out: packages a process keeps out)
 lib.codec        bytes <-> records: segments, batches, compression, Kafka's record serde (stdlib only)
 lib.assignors    Kafka's Java client assignors (range, roundrobin, sticky, cooperative-sticky) in
                  Python, and the assignment audit of group histories (stdlib only); fast.py: the
