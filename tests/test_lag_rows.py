@@ -337,3 +337,68 @@ def test_point_order_is_the_stable_sort_and_distinct_pairs(seed):
         assert np.array_equal(got[1], uniq >> 32)
         assert np.array_equal(got[2], (uniq & 0xFFFFFFFF) - (1 << 31))
         assert np.array_equal(got[3], pair.reshape(-1))
+
+
+def test_a_lag_tasks_new_rows_from_scanned_segments_by_hand(monkeypatch):
+    """lib.lake.lag_task._NewRows on two partitions' scans (stubbed: the headers' values as
+    scan_segment gives them, -1 where a header has none): `at` is the largest max timestamp so
+    far from the checkpoint's, across the partition's segments; the unknowns are NO; the
+    checkpoint ends where the last segment's scan does."""
+    from lib.lake import lag_task
+    from lib.lake.seams import PartitionInput
+    from lib.source.logdir import Segment
+    from lib.source.topic_log import TopicPartitionLog
+    from lib.source.topic_scan import SegmentScan
+
+    def scan(seg, rows, next_position):
+        cols = np.array(rows, np.int64).reshape(-1, 7).T  # position, first, end, first_ts, max_ts, type, control
+        n = cols.shape[1]
+        return SegmentScan(
+            seg, cols[0], cols[1], cols[2], cols[3], cols[4], cols[5].astype(np.int8), cols[6].astype(bool),
+            np.full(n, 70, np.int64), np.full(n, -1, np.int64), next_position, 0,
+        )  # fmt: skip
+
+    s0, s1 = Segment(0, 0, "/d/t-0/00000000000000000000.log", 1), Segment(0, 3, "/d/t-0/00000000000000000003.log", 1)
+    s2 = Segment(2, 10, "/d/t-2/00000000000000000010.log", 1)
+    scans = {
+        ("t", 0): [
+            scan(s0, [(0, 0, 2, T0 + 5, T0 + 9, 0, 0), (70, -1, 3, -1, -1, 2, 0)], 140),
+            scan(s1, [(0, 3, 5, T0 + 3, T0 + 4, 1, 1)], 70),
+        ],
+        ("t", 2): [scan(s2, [(200, 10, 12, T0 + 20, T0 + 21, 0, 0)], 270)],
+    }
+    monkeypatch.setattr(lag_task, "scan_partition", lambda log, start: scans[(log.topic, log.partition)])
+    names = Names()
+    new = lag_task._NewRows(names)
+    checkpoints = []
+    for i, (partition, running) in enumerate(((0, T0 + 7), (2, None))):
+        log = TopicPartitionLog("t", partition, f"/d/t-{partition}", [], topic_id=f"id{partition}")
+        tp = PartitionInput("t", partition, log, None, True, running, True, None)
+        checkpoints.append({})
+        new.scan(i, tp, checkpoints[-1])
+    rows = new.rows()
+    assert rows.part.tolist() == [0, 0, 0, 1]
+    assert rows.end.tolist() == [2, 3, 5, 12]
+    assert rows.at.tolist() == [T0 + 9, T0 + 9, T0 + 9, T0 + 21]  # (the checkpoint's T0+7 below them)
+    assert rows.first_offset.tolist() == [0, NO, 3, 10]
+    assert rows.first_ts.tolist() == [T0 + 5, NO, T0 + 3, T0 + 20]
+    assert rows.is_segment.tolist() == [True] * 4
+    assert [names.values[c] for c in rows.topic_id] == ["id0", "id0", "id0", "id2"]
+    files = ["00000000000000000000.log"] * 2 + ["00000000000000000003.log", "00000000000000000010.log"]
+    assert [names.values[c] for c in rows.segment_file] == files
+    assert rows.byte_position.tolist() == [0, 70, 0, 200]
+    assert new.batches == 4
+    assert checkpoints[0] == {
+        "segment_base_offset": 3,
+        "next_byte_position": 70,
+        "trailing_bytes": 0,
+        "next_offset": 5,
+        "at_ms": T0 + 9,
+    }
+    assert checkpoints[1]["next_offset"] == 12 and checkpoints[1]["at_ms"] == T0 + 21
+    table = new.table([("t", 0), ("t", 2)], "run")
+    assert table.column("partition").to_pylist() == [0, 0, 0, 2]
+    assert table.column("first_offset").to_pylist() == [0, None, 3, 10]
+    assert table.column("max_timestamp").to_pylist() == [_ts(T0 + 9), None, _ts(T0 + 4), _ts(T0 + 21)]
+    assert table.column("timestamp_type").to_pylist() == ["CreateTime", "NoTimestamp", "LogAppendTime", "CreateTime"]
+    assert table.column("is_control").to_pylist() == [False, False, True, False]
