@@ -123,6 +123,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+PANDAS_KEPT_OUT = KeptOut(("pandas",))  # (the run's driver: main)
+
+
 def main(argv=None) -> int:
     use_run_allocator()  # (before the pool, the JVM and their workers start: lib.allocator)
     args = parse_args(argv)
@@ -131,9 +134,6 @@ def main(argv=None) -> int:
     # conversion; --check's suites take it in after (run_checks)
     with PANDAS_KEPT_OUT:
         return _main(args)
-
-
-PANDAS_KEPT_OUT = KeptOut(("pandas",))
 
 
 def _main(args) -> int:

@@ -5,9 +5,9 @@ the fork server imports it; every pool process forked after starts with what it 
 
 - the tasks' modules imported and numba's CPU target set up (lib.spark.daemon.preload), once
   instead of in each pool process (its target 0.2 s of CPU a process);
-- pandas kept out: pyarrow imports it on its first array conversion, only to tell whether an
-  object is a pandas one (0.2-0.3 s of the server's CPU before its first fork, on the path of
-  every run that replays); no task uses it. So is cffi, which numba imports only to type cffi
+- pandas kept out (lib.kept_out): pyarrow imports it on its first array conversion, only to
+  tell whether an object is a pandas one (0.2-0.3 s of the server's CPU before its first fork,
+  on the path of every run that replays); no task uses it. So is cffi, which numba imports only to type cffi
   functions (none here) and which built its C parser then (35 ms);
 - the kernels every run's tasks call loaded from numba's cache (lib.spark.daemon.POOL_KERNELS:
   0.2 s here instead of in each pool process);
@@ -16,8 +16,8 @@ the fork server imports it; every pool process forked after starts with what it 
   loaded is then frozen out of it (lib.spark.daemon.prepare says why) and it runs again;
 - numba's events on llvmlite's lock off while it loads: numba has llvmlite call two Python
   functions around each of its calls into LLVM, to time compilations; loading the kernels from
-  the cache makes some 7,000 such calls (20-40 ms of those 0.85 s). They are on again before the
-  first fork."""
+  the cache makes some 7,000 such calls (35 ms of what is now 0.7 s). They are on again
+  before the first fork."""
 
 from __future__ import annotations
 
