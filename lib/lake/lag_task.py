@@ -247,19 +247,19 @@ class _NewRows:
             self.batches += n
             # end offsets never go back in time: `at` is the largest max timestamp so far
             block = np.empty((len(ROW_FIELDS), n), np.int64)
-            at = block[_AT]
+            at = block[_ROW["at"]]
             np.maximum.accumulate(np.maximum(scan.max_timestamp, running), out=at)
             running = int(at[-1])
             checkpoint["next_offset"] = int(scan.end_offset[-1])
             checkpoint["at_ms"] = running if running >= 0 else None
-            block[_PART] = i
-            block[_END] = scan.end_offset
-            block[_TOPIC_ID] = topic_id
-            block[_FIRST_OFFSET] = scan.first_offset
-            block[_FIRST_TS] = scan.first_timestamp
-            block[_IS_SEGMENT] = 1
-            block[_SEGMENT_FILE] = self.names.code(storage.basename(scan.segment.path))
-            block[_BYTE_POSITION] = scan.position
+            block[_ROW["part"]] = i
+            block[_ROW["end"]] = scan.end_offset
+            block[_ROW["topic_id"]] = topic_id
+            block[_ROW["first_offset"]] = scan.first_offset
+            block[_ROW["first_ts"]] = scan.first_timestamp
+            block[_ROW["is_segment"]] = 1
+            block[_ROW["segment_file"]] = self.names.code(storage.basename(scan.segment.path))
+            block[_ROW["byte_position"]] = scan.position
             self.pieces.append(block)
             self.extra.append((scan.max_timestamp, scan.timestamp_type, scan.is_control))
 
@@ -323,30 +323,18 @@ class _NewRows:
         return pa.concat_tables([t.cast(T.PARTITION_END_OFFSETS.arrow_schema) for t in tables])
 
 
-# a scanned block's rows: Rows' fields, in their order
-_PART, _END, _AT, _TOPIC_ID, _FIRST_OFFSET, _FIRST_TS, _IS_SEGMENT, _SEGMENT_FILE, _BYTE_POSITION = (
-    ROW_FIELDS.index(f)
-    for f in (
-        "part",
-        "end",
-        "at",
-        "topic_id",
-        "first_offset",
-        "first_ts",
-        "is_segment",
-        "segment_file",
-        "byte_position",
-    )
-)
+# a scanned block's row of each Rows field
+_ROW = {name: k for k, name in enumerate(ROW_FIELDS)}
 
 
 def _rows_of_blocks(blocks: list[np.ndarray]) -> Rows:
     """Scanned blocks as Rows: one concatenation, and the header's unknowns (-1: a time none
     was written for, a legacy wrapper's first offset) as NO."""
-    whole = blocks[0] if len(blocks) == 1 else np.concatenate(blocks, axis=1)
-    for k in (_AT, _FIRST_OFFSET, _FIRST_TS):
-        whole[k][whole[k] < 0] = NO
-    return Rows(*(whole[k].astype(bool) if k == _IS_SEGMENT else whole[k] for k in range(len(ROW_FIELDS))))
+    whole = np.concatenate(blocks, axis=1)  # (a copy even of one: the blocks stay as read)
+    for name in ("at", "first_offset", "first_ts"):
+        column = whole[_ROW[name]]
+        column[column < 0] = NO
+    return Rows(*(whole[k].astype(bool) if name == "is_segment" else whole[k] for name, k in _ROW.items()))
 
 
 def _timestamps(ms: np.ndarray) -> pa.Array:
