@@ -89,3 +89,25 @@ def test_spark_gets_the_environment_as_s3a_settings():
         "spark.hadoop.fs.s3a.secret.key": "wJalrXUtnFEMI/K7MDENG",
     }
     assert s3a_settings_from_env({}) == {}
+
+
+def test_local_bytes_read_at_once_below_the_mapping_size_and_mapped_above(tmp_path, monkeypatch):
+    """lib.storage.read_bytes on local disk: the bytes from `start` to the end, whatever the way
+    (a read below MAPPED_READ bytes, a memory map from it on); nothing past the end."""
+    import mmap
+
+    from lib import storage
+
+    monkeypatch.setattr(storage, "MAPPED_READ", 1000)
+    small, big = tmp_path / "small.log", tmp_path / "big.log"
+    small.write_bytes(bytes(range(200)))
+    big.write_bytes(bytes(i % 251 for i in range(5000)))
+    assert storage.read_bytes(str(small)) == bytes(range(200))
+    assert storage.read_bytes(str(small), 150) == bytes(range(150, 200))
+    assert storage.read_bytes(str(small), 200) == b"" and storage.read_bytes(str(small), 999) == b""
+    whole = storage.read_bytes(str(big))
+    assert isinstance(whole, mmap.mmap) and bytes(whole) == bytes(i % 251 for i in range(5000))
+    tail = storage.read_bytes(str(big), 3000)  # 2,000 bytes left: mapped, from byte 3,000
+    assert isinstance(tail, memoryview) and bytes(tail) == bytes(i % 251 for i in range(3000, 5000))
+    assert bytes(storage.read_bytes(str(big), 4500)) == bytes(i % 251 for i in range(4500, 5000))  # (read)
+    assert isinstance(storage.read_bytes(str(big), 4500), bytes)
