@@ -284,10 +284,11 @@ class JobRun:
 
 def run_job(log_dir: str, warehouse: str, now_ms: int, fresh: bool = False, extra: list[str] | None = None) -> JobRun:
     """The default command (every stage, the summary printed) as its own process, sampled every
-    0.1 s from /proc. Processes are counted by what they run, not by their place in the tree:
-    the driver JVM is the java process whose parent is not java (the JVM forks before it execs a
-    Python worker, and for a moment that child carries the JVM's command line and RSS); workers
-    are the pyspark daemon and worker processes (is_python_worker)."""
+    0.1 s from /proc; its wall ends when it exits, not at the next sample (which made a run of
+    1-2 s up to 0.1 s longer). Processes are counted by what they run, not by their place in the
+    tree: the driver JVM is the java process whose parent is not java (the JVM forks before it
+    execs a Python worker, and for a moment that child carries the JVM's command line and RSS);
+    workers are the pyspark daemon and worker processes (is_python_worker)."""
     if fresh:
         shutil.rmtree(warehouse, ignore_errors=True)
     settle_disk()
@@ -307,7 +308,10 @@ def run_job(log_dir: str, warehouse: str, now_ms: int, fresh: bool = False, extr
         peaks["jvm_mb"] = max(peaks["jvm_mb"], round(max(jvm, default=0) / 1024, 1))
         peaks["python_mb"] = max(peaks["python_mb"], round(procs.get(proc.pid, (0, 0, ""))[1] / 1024, 1))
         peaks["worker_mb"] = max(peaks["worker_mb"], round(max(workers, default=0) / 1024, 1))
-        time.sleep(0.1)
+        try:
+            proc.wait(timeout=0.1)
+        except subprocess.TimeoutExpired:
+            pass
     wall = time.monotonic() - t0
     out = proc.stdout.read() if proc.stdout is not None else ""
     if proc.returncode != 0:
