@@ -53,7 +53,6 @@ PYSPARK_FREE = [
     "lib.lake.lag_task",
     "lib.lake.lag_rows",
     "lib.lake.lag_input",
-    "lib.lake.shared_inputs",
     "lib.lake.partition_task",
     "lib.lake.delta",
     "lib.lake.seams",

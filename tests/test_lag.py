@@ -180,43 +180,19 @@ def test_end_offsets_are_one_row_per_batch_of_the_consumed_partitions(spark, ful
     assert checkpoints[("audit", 1)]["next_offset"] == 5
 
 
-@pytest.mark.parametrize("inputs", ["in_tasks", "shared", "shared_on_the_pool"])
-def test_an_incremental_run_adds_the_new_commits_and_interpolates_where_the_record_is_gone(
-    spark, full_run, inputs, monkeypatch
-):
+def test_an_incremental_run_adds_the_new_commits_and_interpolates_where_the_record_is_gone(spark, full_run):
     """Segment 0 of orders-0 is deleted by retention; g3 commits 15 (a record of that segment)
     at 90 s. Its time: between the end-offset rows (10, 9 s) and (20, 29 s), the end offset
-    passed 15 (reached 16) at 9 + (16 - 10) * 20 / 10 = 21 s: 69 s behind at 90 s. `shared`:
-    the inputs the stage prepared go to the tasks as pickled chunks (lib.lake.shared_inputs),
-    as a busy log dir's do (on the local pool, its processes load them ahead); else in the
-    tasks themselves."""
-    import lib.spark.lag
-    from lib.lake import shared_inputs
-    from lib.spark.local_jobs import LocalJobs
+    passed 15 (reached 16) at 9 + (16 - 10) * 20 / 10 = 21 s: 69 s behind at 90 s."""
     from lib.spark.pipeline import run_replay
 
-    shared, ahead = [], []
-    if inputs != "in_tasks":
-        share, each_process = shared_inputs.share, LocalJobs.each_process
-        monkeypatch.setattr(lib.spark.lag, "SHARE_INPUTS", 0)
-        monkeypatch.setattr(shared_inputs, "share", lambda tps, token: shared.append(tps) or share(tps, token))
-        monkeypatch.setattr(LocalJobs, "each_process", lambda *a: ahead.append(a[1].__name__) or each_process(*a))
     base, _, wh, _ = full_run
-    inc = str(base / f"wh-inc-{inputs}")
+    inc = str(base / "wh-inc")
     shutil.copytree(wh, inc)
-    log_dir = _log_dir(
-        str(base / f"logdir2-{inputs}"), with_first_segment=False, extra=[("g3", "orders", 0, 15, T + 90 * S)]
-    )
+    log_dir = _log_dir(str(base / "logdir2"), with_first_segment=False, extra=[("g3", "orders", 0, 15, T + 90 * S)])
     now2 = T + 120 * S
-    jobs = LocalJobs(2) if inputs == "shared_on_the_pool" else spark
-    try:
-        result = run_replay(jobs, find_partitions(log_dir), inc, now2)
-    finally:
-        if jobs is not spark:
-            jobs.stop()
+    result = run_replay(spark, find_partitions(log_dir), inc, now2)
     assert result.incremental and result.lag.partitions_scanned == 2
-    assert len(shared) == (0 if inputs == "in_tasks" else 1)
-    assert ahead == (["lag_prefetch"] if inputs == "shared_on_the_pool" else [])
     rows = _lag_view(_rows(spark, inc))
     new = [r for r in rows if r not in EXPECTED_FULL]
     assert new == sorted(

@@ -47,7 +47,6 @@ from lib.lake.lag_rows import (
 )
 from lib.lake.partition_task import FileWriter
 from lib.lake.seams import LagTask, LagTaskResult, PartitionInput, WrittenFile
-from lib.lake.shared_inputs import inputs_of
 from lib.lake.worker_errors import WorkerError
 from lib.source.topic_scan import TIMESTAMP_TYPES, record_timestamps, scan_partition
 from schemas import tables as T
@@ -473,10 +472,7 @@ def run_lag_task(task: LagTask) -> LagTaskResult:
 
     sorted_points = _points(task)
     points = sorted_points.table
-    partitions = task.partitions
-    if task.shared is not None:
-        partitions += inputs_of(task.shared, task.bucket_lo, task.bucket_hi)
-    by_key = {(tp.topic, tp.partition): tp for tp in partitions}
+    by_key = {(tp.topic, tp.partition): tp for tp in task.partitions}
     keys = sorted(set(sorted_points.pairs) | set(by_key))
     index = {k: i for i, k in enumerate(keys)}
     inputs = [by_key.get(k) for k in keys]

@@ -155,21 +155,9 @@ class PartitionInput:
 
 
 @dataclass(frozen=True)
-class SharedInputs:
-    """PartitionInputs of the lag stage shipped as pickled bytes (lib.lake.shared_inputs): those
-    its preparation made before the run's replay committed, a chunk per CHUNK_BUCKETS buckets
-    (None in a task for the chunks outside its buckets). `token`: the same for every task of one
-    stage, under which a process keeps what it loaded."""
-
-    token: str
-    chunks: tuple[bytes | None, ...]
-
-
-@dataclass(frozen=True)
 class LagTask:
     """One Spark task of the lag stage: a range of buckets of topic partitions, the commits to
-    read (the run's lag input), the instants of the now rows, the files of the tables before.
-    Its partitions are `partitions` and those of its buckets in `shared`."""
+    read (the run's lag input), the instants of the now rows, the files of the tables before."""
 
     warehouse: str
     run_id: str
@@ -183,7 +171,6 @@ class LagTask:
     now_asof_ms: int  # the instant whose end offsets the now rows take (a live sample's, if later)
     live_offset_files: tuple[str, ...]  # group_offsets' data files
     history_files: tuple[str, ...]  # partition_end_offsets' data files before this stage
-    shared: SharedInputs | None = None
 
 
 @dataclass

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from lib.lake.seams import SharedInputs, TaskGroup, TaskResult
+    from lib.lake.seams import TaskGroup, TaskResult
 
 
 def replay_task(group: TaskGroup) -> TaskResult:
@@ -24,18 +24,6 @@ def lag_task(task):
     from lib.lake.lag_task import run_lag_task
 
     return run_lag_task(task)
-
-
-def lag_prefetch(shared: SharedInputs) -> int:
-    """The lag stage's shared inputs loaded into this process ahead of its task
-    (lib.lake.shared_inputs.prefetch); what fails here is left to the task, which loads them
-    itself."""
-    try:
-        from lib.lake.shared_inputs import prefetch
-
-        return prefetch(shared)
-    except Exception:
-        return 0
 
 
 def start_task(_: int) -> int:

@@ -31,14 +31,11 @@ import datetime as dt
 import re
 import sys
 import time
-import uuid
-from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from pyspark.sql import SparkSession
 
 from lib import storage
-from lib.lake import shared_inputs
 from lib.lake.crash_points import crash_point
 from lib.lake.delta import (
     commit_files,
@@ -52,7 +49,7 @@ from lib.lake.delta import (
 from lib.lake.lag_input import BUCKETS, bucket_of, manifest_files, read_index, remove_lag_input, runs_with_input
 from lib.lake.lag_plan import LAG_TAILS, earlier_rows, now_file_at
 from lib.lake.run_tags import run_tag
-from lib.lake.seams import LagTask, PartitionInput, SharedInputs, WrittenFile
+from lib.lake.seams import LagTask, PartitionInput, WrittenFile
 from lib.lake.tasks import lag_task
 from lib.lake.worker_errors import raising_worker_errors
 from lib.source.topic_log import ScanStart, find_topic_partitions, scan_plan
@@ -137,12 +134,6 @@ class LagPreparation:
     prev_rows: dict[tuple[str, int], dict]
     inputs: dict[tuple[str, int], PartitionInput]  # of the topic partitions in prev_rows
     seconds: float  # its time (the stage's lag_prepare)
-    shared: SharedInputs | None = None  # the inputs, pickled for the tasks (lib.lake.shared_inputs)
-
-
-# a preparation of this many inputs or more ships them pickled ahead (SharedInputs); fewer go in
-# the tasks themselves
-SHARE_INPUTS = 1000
 
 
 def prepare_lag_stage(warehouse: str, full: bool, topic_logs: list) -> LagPreparation:
@@ -151,8 +142,7 @@ def prepare_lag_stage(warehouse: str, full: bool, topic_logs: list) -> LagPrepar
     prev_rows = _previous_checkpoints(warehouse, full)
     by_tp = {(t.topic, t.partition): t for t in topic_logs}
     inputs = {key: _log_input(key, prev, by_tp.get(key)) for key, prev in prev_rows.items() if key[0] != OFFSETS_TOPIC}
-    shared = shared_inputs.share(inputs.values(), uuid.uuid4().hex) if len(inputs) >= SHARE_INPUTS else None
-    return LagPreparation(prev_rows, inputs, time.monotonic() - t0, shared)
+    return LagPreparation(prev_rows, inputs, time.monotonic() - t0)
 
 
 def _log_input(key: tuple[str, int], prev: dict | None, log) -> PartitionInput:
@@ -281,11 +271,7 @@ def run_lag_stage(
 
     # 1. the tasks: end offsets and lag rows
     t0 = time.monotonic()
-    # the inputs of `ready` (each one taken above), shipped pickled ahead
-    shared = prepared.shared if prepared is not None else None
-    tasks = _tasks(
-        spark, warehouse, run_id, now_ms, max(now_ms, sampled_at or now_ms), inputs, plan, full, shared, ready.keys()
-    )
+    tasks = _tasks(spark, warehouse, run_id, now_ms, max(now_ms, sampled_at or now_ms), inputs, plan, full)
     with raising_worker_errors():
         outcomes = spark.sparkContext.parallelize(tasks, len(tasks)).map(lag_task).collect() if tasks else []
     result.partitions_scanned = sum(1 for tp in inputs if tp.scan or tp.samples is not None)
@@ -349,14 +335,11 @@ def _tasks(
     inputs: list[PartitionInput],
     plan: _Plan,
     full: bool,
-    shared: SharedInputs | None = None,
-    shared_keys: Collection[tuple[str, int]] = (),
 ) -> list[LagTask]:
     """The topic partitions split by bucket ranges into tasks of about equal work (commits to
     place, batches to read): one per core for a small stage (an incremental run's: there a
     task's own cost, its reads of the tables before, outweighs imbalance), else two, more when
-    there are many commits (a task holds its commits). The inputs `shared` holds go in the
-    tasks' chunks of it, not in their partitions."""
+    there are many commits (a task holds its commits)."""
     weight = dict(plan.bucket_rows)
     for tp in inputs:
         b = bucket_of(tp.topic, tp.partition)
@@ -373,8 +356,7 @@ def _tasks(
     history_files = tuple(f.absolute for f in history[1]) if history else ()
     by_bucket: dict[int, list[PartitionInput]] = {}
     for tp in inputs:
-        if shared is None or (tp.topic, tp.partition) not in shared_keys:  # (else in `shared`)
-            by_bucket.setdefault(bucket_of(tp.topic, tp.partition), []).append(tp)
+        by_bucket.setdefault(bucket_of(tp.topic, tp.partition), []).append(tp)
     tasks = []
     lo, acc = 0, 0
     share = total / count
@@ -399,7 +381,6 @@ def _tasks(
                     now_asof_ms,
                     live_files,
                     history_files,
-                    shared_inputs.for_buckets(shared, lo, hi) if shared is not None else None,
                 )
             )
             lo, acc = hi, 0

@@ -198,14 +198,6 @@ class LocalJobs:
                 )
             return self._pool
 
-    def each_process(self, fn: Callable[[Any], Any], item: Any) -> None:
-        """fn(item) handed to the pool once for each of its processes, queued behind what it
-        was handed before, and not waited for: each process that is free takes one (one that
-        is free sooner than the others may take two). What it returns or raises is dropped."""
-        pool = self.pool()
-        for _ in range(self.parallelism):
-            pool.submit(fn, item)
-
     def session(self) -> SparkSession:
         if self._session is None:
             raise RuntimeError("no Spark session for this run")

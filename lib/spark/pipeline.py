@@ -37,7 +37,7 @@ from lib.lake.delta import (
 from lib.lake.lag_input import write_manifest
 from lib.lake.lock import WarehouseBusyError, WarehouseLock  # noqa: F401 - re-exported for jobs
 from lib.lake.run_tags import rebuilt_tag, run_tag
-from lib.lake.seams import AuditInput, ReplayTask, SharedInputs, StateFile, TaskGroup, TaskResult
+from lib.lake.seams import AuditInput, ReplayTask, StateFile, TaskGroup, TaskResult
 from lib.lake.tasks import replay_task
 from lib.lake.worker_errors import ReplayError as ReplayError
 from lib.lake.worker_errors import raising_worker_errors
@@ -153,7 +153,7 @@ def run_replay(
         # when it is skipped, the next one's
         lag_input = bool(logs) and (topic_logs is None or bool(topic_logs))
         # the lag stage's reads that the replay changes nothing of, while the replay's tasks run
-        preparing = _LagPreparing(warehouse, full, topic_logs, _prefetcher(spark)) if lag and topic_logs else None
+        preparing = _LagPreparing(warehouse, full, topic_logs) if lag and topic_logs else None
         _run_locked(
             spark,
             logs,
@@ -264,48 +264,20 @@ class _LagPreparing:
     handed out (start: the driver only waits for them then; before, it would slow the driver's
     planning), else in the caller's when the stage asks for it (result: its value or its error)."""
 
-    def __init__(
-        self,
-        warehouse: str,
-        full: bool,
-        topic_logs: list[TopicPartitionLog],
-        prefetch: Callable[[SharedInputs], None] | None = None,
-    ):
+    def __init__(self, warehouse: str, full: bool, topic_logs: list[TopicPartitionLog]):
         self._args = (warehouse, full, topic_logs)
-        self._prefetch = prefetch
         self._future: Future | None = None
 
     def start(self) -> None:
         if self._future is None:
             executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lag-preparation")
             try:
-                self._future = executor.submit(self._prepare)
+                self._future = executor.submit(prepare_lag_stage, *self._args)
             finally:
                 executor.shutdown(wait=False)
 
-    def _prepare(self) -> LagPreparation:
-        """The preparation, then its shared inputs handed to the workers to load once their
-        replay tasks are done (`prefetch`: the local pool's)."""
-        prepared = prepare_lag_stage(*self._args)
-        if prepared.shared is not None and self._prefetch is not None:
-            self._prefetch(prepared.shared)
-        return prepared
-
     def result(self) -> LagPreparation:
         return self._future.result() if self._future is not None else prepare_lag_stage(*self._args)
-
-
-def _prefetcher(spark: SparkSession | SparkJobs) -> Callable[[SharedInputs], None] | None:
-    """How the lag stage's shared inputs reach the workers ahead of its tasks: on the local pool,
-    a task for each of its processes, queued behind the replay's (lib.lake.tasks.lag_prefetch);
-    Spark's workers load them with their task."""
-    from lib.spark.local_jobs import LocalJobs
-
-    if not isinstance(spark, LocalJobs):
-        return None
-    from lib.lake.tasks import lag_prefetch
-
-    return lambda shared: spark.each_process(lag_prefetch, shared)
 
 
 def _run_lag_locked(
