@@ -317,7 +317,7 @@ def read_bytes(uri: str, start: int = 0) -> bytes | memoryview | mmap.mmap:
             if size <= start:
                 return b""
             if size - start < MAPPED_READ:
-                return _read_at(fd, size - start, start)
+                return os.pread(fd, size - start, start)  # (fewer bytes if the file shrank since)
             whole = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
         finally:
             os.close(fd)
@@ -328,19 +328,6 @@ def read_bytes(uri: str, start: int = 0) -> bytes | memoryview | mmap.mmap:
         if size <= start:
             return b""
         return f.read_at(size - start, start)
-
-
-def _read_at(fd: int, n: int, start: int) -> bytes:
-    """n bytes of an open file from `start` (fewer if it ends sooner)."""
-    data = os.pread(fd, n, start)
-    if len(data) == n or not data:
-        return data
-    parts = [data]
-    got = len(data)
-    while got < n and (more := os.pread(fd, n - got, start + got)):
-        parts.append(more)
-        got += len(more)
-    return b"".join(parts)
 
 
 def read_text(uri: str) -> str:

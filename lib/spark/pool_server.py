@@ -7,8 +7,8 @@ the fork server imports it; every pool process forked after starts with what it 
   instead of in each pool process (its target 0.2 s of CPU a process);
 - pandas kept out (lib.kept_out): pyarrow imports it on its first array conversion, only to
   tell whether an object is a pandas one (0.2-0.3 s of the server's CPU before its first fork,
-  on the path of every run that replays); no task uses it. So is cffi, which numba imports only to type cffi
-  functions (none here) and which built its C parser then (35 ms);
+  on the path of every run that replays); no task uses it. So is cffi, which numba imports
+  only to type cffi functions (none here) and which built its C parser then (35 ms);
 - the kernels every run's tasks call loaded from numba's cache (lib.spark.daemon.POOL_KERNELS:
   0.2 s here instead of in each pool process);
 - the garbage collector off while it loads: its passes over the objects the imports make (full
