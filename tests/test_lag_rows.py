@@ -210,12 +210,20 @@ def test_a_checkpoint_account_answers_as_the_rows_do(seed):
     assert names_of(shortcut.batch_segment_file, names2) == names_of(whole.batch_segment_file, names)
 
 
-@pytest.mark.parametrize("tail_rows", [1, 2, 3, 64])
-def test_a_tail_answers_as_the_rows_do(tail_rows, monkeypatch):
+@pytest.mark.parametrize("tail_rows,reaching", [(1, False), (2, False), (3, False), (64, False), (1, True), (2, True)])
+def test_a_tail_answers_as_the_rows_do(tail_rows, reaching, monkeypatch):
+    answered, only_with_tail, partial = _tail_answers(tail_rows, reaching, monkeypatch)
+    assert answered > 90 and only_with_tail > 20  # the comparison has teeth
+    assert partial > 50 if tail_rows < 4 else partial == 0
+
+
+def _tail_answers(tail_rows: int, reaching: bool, monkeypatch) -> tuple[int, int, int]:
     """A partition's rows come in over one to four earlier stages, each stage's tail made from
-    the last one's and its new rows (next_tail, TAIL_ROWS of 1 to 64); where Earlier.answers
-    with the tail says so, the last rows after the account and the tail give what all the rows
-    give, batches included. And the tail answers for points the account alone does not."""
+    the last one's and its new rows (next_tail, TAIL_ROWS of 1 to 64; `reaching`: back to the
+    last row at or below an offset each stage draws, that of a point half the time); where
+    Earlier.answers with the tail says so, the last rows after the account and the tail give what
+    all the rows give, batches included. And the tail answers for points the account alone does
+    not."""
     monkeypatch.setattr(lag_rows, "TAIL_ROWS", tail_rows)
     answered = only_with_tail = partial = 0
     for seed in range(300):
@@ -228,12 +236,14 @@ def test_a_tail_answers_as_the_rows_do(tail_rows, monkeypatch):
         table = _table(rows)
         every = rows_of(table, np.zeros(table.num_rows, np.int64), mine)
         tail = Tail(Rows.empty(), np.ones(1, bool), np.ones(1, bool))  # nothing yet: complete
+
+        smallest = min((p["committed_offset"] for p in points), default=None)
         start = 0
         for cut in cuts[:-1]:  # the earlier stages
-            tail = next_tail(tail, every.take(np.arange(start, cut)))
+            tail = next_tail(tail, every.take(np.arange(start, cut)), _reach(rng, reaching, smallest))
             start = cut
         last = cuts[-1]
-        tail = next_tail(tail, every.take(np.arange(start, last)))
+        tail = next_tail(tail, every.take(np.arange(start, last)), _reach(rng, reaching, smallest))
         partial += int(tail.known[0] and not tail.complete[0])
         earlier = summarise(every.take(np.arange(0, last)), Earlier.none(1))
         fresh = every.take(np.arange(last, len(rows)))
@@ -256,8 +266,25 @@ def test_a_tail_answers_as_the_rows_do(tail_rows, monkeypatch):
 
         assert names_of(shortcut.topic_id, mine) == names_of(whole.topic_id, names)
         assert names_of(shortcut.batch_segment_file, mine) == names_of(whole.batch_segment_file, names)
-    assert answered > 90 and only_with_tail > 20  # the comparison has teeth
-    assert partial > 50 if tail_rows < 4 else partial == 0
+    return answered, only_with_tail, partial
+
+
+def _reach(rng: random.Random, reaching: bool, smallest: int | None) -> np.ndarray | None:
+    """A stage's reach: none, or half the time the smallest committed offset of the points,
+    else an offset drawn (or NO)."""
+    if not reaching:
+        return None
+    if smallest is not None and rng.random() < 0.5:
+        return np.array([smallest], np.int64)
+    return np.array([rng.choice([NO, rng.randrange(-1, 60)])], np.int64)
+
+
+def test_a_tail_reaching_back_answers_more(monkeypatch):
+    """With the same rows and points, tails that reach back to a point's offset answer for more
+    partitions than the last TAIL_ROWS rows alone (146 against 104 of the 300 with one row)."""
+    alone, _, _ = _tail_answers(1, False, monkeypatch)
+    reaching, _, _ = _tail_answers(1, True, monkeypatch)
+    assert reaching >= alone + 30, (alone, reaching)
 
 
 def test_next_tail_keeps_the_last_rows_by_end_offset_and_drops_one_no_longer_a_suffix(monkeypatch):
@@ -286,6 +313,31 @@ def test_next_tail_keeps_the_last_rows_by_end_offset_and_drops_one_no_longer_a_s
     t = next_tail(t, rows([0], [9], [29]))  # below partition 0's lowest row, (10, 32): no longer a suffix
     assert list(t.known) == [False, True, False]
     assert list(t.floor(np.array([11, 9, 4]))) == [11, 8, 4]
+
+
+def test_next_tail_reaches_back_to_the_last_row_at_or_below_the_smallest_commit(monkeypatch):
+    """Exact tails with `reach`: from the last row at or below the offset on, when that is more
+    than TAIL_ROWS rows and at most TAIL_REACH_ROWS; every row when none is at or below it."""
+    monkeypatch.setattr(lag_rows, "TAIL_ROWS", 2)
+    monkeypatch.setattr(lag_rows, "TAIL_REACH_ROWS", 4)
+    z = np.full(5, NO, np.int64)
+    fresh = Rows(np.zeros(5, np.int64), np.array([1, 3, 5, 7, 9], np.int64), np.array([10, 20, 30, 40, 50], np.int64),
+                 z, z, z, np.zeros(5, bool), np.full(5, -1, np.int64), z)  # fmt: skip
+    start = Tail(Rows.empty(), np.array([True]), np.array([True]))
+
+    def ends(reach):
+        t = next_tail(start, fresh, None if reach is None else np.array([reach], np.int64))
+        return list(t.rows.end), bool(t.complete[0])
+
+    assert ends(None) == ([7, 9], False)
+    assert ends(NO) == ([7, 9], False)
+    assert ends(8) == ([7, 9], False)  # the last row at or below 8 is 7: two rows, as TAIL_ROWS
+    assert ends(4) == ([3, 5, 7, 9], False)  # from 3 on
+    assert ends(3) == ([3, 5, 7, 9], False)  # (3 itself is at or below 3)
+    assert ends(2) == ([1, 3, 5, 7, 9][-2:], False)  # from 1 on: 5 rows, more than TAIL_REACH_ROWS
+    monkeypatch.setattr(lag_rows, "TAIL_REACH_ROWS", 5)
+    assert ends(2) == ([1, 3, 5, 7, 9], True)
+    assert ends(0) == ([1, 3, 5, 7, 9], True)  # none at or below 0: every row, and so complete
 
 
 def test_sorted_order_is_lexsorts_permutation():

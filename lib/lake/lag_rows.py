@@ -39,6 +39,11 @@ NO = np.iinfo(np.int64).min  # an absent value in an int64 column of this module
 # A partition's tail: its last rows with a time. On make bench's log a consumer behind had its
 # first unconsumed record in the last 8 rows for 95.5% of commits, 64 for 99.9% (of 39,679)
 TAIL_ROWS = 64
+# ... and further back, to the last row at or below the smallest offset a group has committed
+# (next_tail's `reach`), when that takes at most this many rows: a partition whose slowest group
+# is more than TAIL_ROWS rows behind was read from partition_end_offsets in every run otherwise
+# (make bench's 1% incremental run: 24 of 7,681 partitions, a fifth of its lag tasks' CPU)
+TAIL_REACH_ROWS = 4_096
 
 
 def ms_of(col) -> np.ndarray:
@@ -232,10 +237,13 @@ class Tail:
         return out
 
 
-def next_tail(base: Tail, fresh: Rows) -> Tail:
+def next_tail(base: Tail, fresh: Rows, reach: np.ndarray | None = None) -> Tail:
     """The tails once `fresh` rows follow the earlier ones `base` holds (for its known
     partitions: none elsewhere). A partial tail whose partition got a row below its smallest
-    (end offset, at) is no longer a suffix: that partition's tail is dropped."""
+    (end offset, at) is no longer a suffix: that partition's tail is dropped. A tail holds the
+    partition's last TAIL_ROWS rows; with `reach` (per partition, the smallest committed offset
+    it should answer for, NO: none), from its last row at or below that offset on if more, when
+    that is at most TAIL_REACH_ROWS rows."""
     n = len(base.known)
     old = np.flatnonzero(base.known[base.rows.part] & (base.rows.at != NO))
     new = np.flatnonzero(base.known[fresh.part] & (fresh.at != NO))
@@ -252,9 +260,16 @@ def next_tail(base: Tail, fresh: Rows) -> Tail:
     keep[below[~base.complete[below] & has_old[below]]] = False
     ends = np.searchsorted(part, np.arange(n), side="right")
     from_end = ends[part] - 1 - np.arange(len(part))  # 0 for each partition's last row
-    tail = every.take(order[(from_end < TAIL_ROWS) & keep[part]])
     counts = np.bincount(part, minlength=n)
-    return Tail(tail, keep, keep & base.complete & (counts <= TAIL_ROWS))
+    limit = np.full(n, TAIL_ROWS, np.int64)
+    if reach is not None and len(part):
+        # rows sorted by end offset within a partition: those at or below its reach come first
+        below = np.bincount(part[every.end[order] <= reach[part]], minlength=n)
+        wanted = counts - np.maximum(below - 1, 0)  # from the last row at or below on (all if none)
+        deeper = (reach != NO) & (wanted > TAIL_ROWS) & (wanted <= TAIL_REACH_ROWS)
+        limit[deeper] = wanted[deeper]
+    tail = every.take(order[(from_end < limit[part]) & keep[part]])
+    return Tail(tail, keep, keep & base.complete & (counts <= limit))
 
 
 def summarise(rows: Rows, earlier: Earlier) -> Earlier:

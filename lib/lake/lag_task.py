@@ -562,7 +562,7 @@ def run_lag_task(task: LagTask) -> LagTaskResult:
     read = np.zeros(len(keys), bool)
     read[read_before] = True
     read[again] = True
-    tails = next_tail(_tail_base(inputs, earlier, tail, rows_before, read), fresh)
+    tails = next_tail(_tail_base(inputs, earlier, tail, rows_before, read), fresh, _reach(part, committed, len(keys)))
     tail_file = _write_tails(task, tails, keys, names)
     for i, checkpoint in checkpoints.items():
         _account(checkpoint, after, i, names, inputs[i])
@@ -574,6 +574,16 @@ def run_lag_task(task: LagTask) -> LagTaskResult:
 
 
 # --- tails ------------------------------------------------------------------------------------------
+
+
+def _reach(part: np.ndarray, committed: np.ndarray, n: int) -> np.ndarray:
+    """Per partition, the smallest offset its points committed (NO: no point): the next run's
+    points start from there, as the groups move on, so its tail reaches back to it (next_tail)."""
+    top = np.iinfo(np.int64).max
+    reach = np.full(n, top, np.int64)
+    np.minimum.at(reach, part, committed.astype(np.int64, copy=False))
+    reach[reach == top] = NO
+    return reach
 
 
 _TAIL_SCHEMA = pa.schema(
