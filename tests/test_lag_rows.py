@@ -340,6 +340,23 @@ def test_next_tail_reaches_back_to_the_last_row_at_or_below_the_smallest_commit(
     assert ends(0) == ([1, 3, 5, 7, 9], True)  # none at or below 0: every row, and so complete
 
 
+def test_the_tails_reaching_back_stay_within_the_budget(monkeypatch):
+    """Three partitions whose reach wants 3 more rows than TAIL_ROWS, 1 more, and 2 more: with a
+    budget of 3 rows beyond TAIL_ROWS in all, the two that need fewest reach back (1 + 2), the
+    third keeps its last TAIL_ROWS rows."""
+    monkeypatch.setattr(lag_rows, "TAIL_ROWS", 1)
+    monkeypatch.setattr(lag_rows, "TAIL_REACH_BUDGET", 3)
+    part = [0, 0, 0, 0, 1, 1, 2, 2, 2]
+    end = [1, 2, 3, 4, 1, 2, 1, 2, 3]
+    n = len(part)
+    z = np.full(n, NO, np.int64)
+    fresh = Rows(np.array(part, np.int64), np.array(end, np.int64), np.arange(10, 10 + n, dtype=np.int64),
+                 z, z, z, np.zeros(n, bool), np.full(n, -1, np.int64), z)  # fmt: skip
+    start = Tail(Rows.empty(), np.ones(3, bool), np.zeros(3, bool))
+    t = next_tail(start, fresh, np.array([1, 1, 1], np.int64))
+    assert list(zip(t.rows.part, t.rows.end)) == [(0, 4), (1, 1), (1, 2), (2, 1), (2, 2), (2, 3)]
+
+
 def test_sorted_order_is_lexsorts_permutation():
     """lag_rows.sorted_order against np.lexsort: rows in order within their partitions (runs of
     a tail then new rows, the shortcut), ties (equal keys keep their order) and rows out of

@@ -44,6 +44,10 @@ TAIL_ROWS = 64
 # is more than TAIL_ROWS rows behind was read from partition_end_offsets in every run otherwise
 # (make bench's 1% incremental run: 24 of 7,681 partitions, a fifth of its lag tasks' CPU)
 TAIL_REACH_ROWS = 4_096
+# ... and at most this many rows beyond TAIL_ROWS in all a task's tails (the partitions that need
+# fewest first): stale groups, whose offsets stay while their partitions grow, are common, and a
+# task's tails are held, written and read back whole (some 20 MB in memory at most)
+TAIL_REACH_BUDGET = 262_144
 
 
 def ms_of(col) -> np.ndarray:
@@ -243,7 +247,8 @@ def next_tail(base: Tail, fresh: Rows, reach: np.ndarray | None = None) -> Tail:
     (end offset, at) is no longer a suffix: that partition's tail is dropped. A tail holds the
     partition's last TAIL_ROWS rows; with `reach` (per partition, the smallest committed offset
     it should answer for, NO: none), from its last row at or below that offset on if more, when
-    that is at most TAIL_REACH_ROWS rows."""
+    that is at most TAIL_REACH_ROWS rows, and while the rows beyond TAIL_ROWS of all the tails
+    so made stay within TAIL_REACH_BUDGET (the partitions that need fewest first)."""
     n = len(base.known)
     old = np.flatnonzero(base.known[base.rows.part] & (base.rows.at != NO))
     new = np.flatnonzero(base.known[fresh.part] & (fresh.at != NO))
@@ -266,7 +271,10 @@ def next_tail(base: Tail, fresh: Rows, reach: np.ndarray | None = None) -> Tail:
         # rows sorted by end offset within a partition: those at or below its reach come first
         below = np.bincount(part[every.end[order] <= reach[part]], minlength=n)
         wanted = counts - np.maximum(below - 1, 0)  # from the last row at or below on (all if none)
-        deeper = (reach != NO) & (wanted > TAIL_ROWS) & (wanted <= TAIL_REACH_ROWS)
+        deeper = np.flatnonzero((reach != NO) & (wanted > TAIL_ROWS) & (wanted <= TAIL_REACH_ROWS))
+        extra = wanted[deeper] - TAIL_ROWS
+        fewest = np.argsort(extra, kind="stable")
+        deeper = deeper[fewest[np.cumsum(extra[fewest]) <= TAIL_REACH_BUDGET]]
         limit[deeper] = wanted[deeper]
     tail = every.take(order[(from_end < limit[part]) & keep[part]])
     return Tail(tail, keep, keep & base.complete & (counts <= limit))
