@@ -173,6 +173,7 @@ def _wait_stable(bootstrap: str, group: str, members: int, partitions: int, time
 
 
 LOST_AFTER = 45.0  # s Stable without one of its members: longer than a rebalance's timeout (30 s)
+MAX_RESTARTS = 3  # restarts of lost members in one watch
 
 
 def _restart_lost(bootstrap: str, group: str, members: list, start) -> None:
@@ -180,13 +181,15 @@ def _restart_lost(bootstrap: str, group: str, members: list, start) -> None:
     (its log: "performing partition assignments", then nothing), or a follower that never rejoins
     when a new member's join starts a rebalance (its log: nothing more); the broker drops it once
     the session or rebalance timeout passes, and the group is Stable without it. A member the
-    group has been Stable without for LOST_AFTER seconds is closed and started again, once (a
+    group has been Stable without for LOST_AFTER seconds is closed and started again, and the
+    watch goes on (the new member's join can hang another one), up to MAX_RESTARTS times (a
     client's bug, not what the audit is tested on: the generations it adds are audited as any
     other). Only a Stable group with every member ends the watch: while a rebalance is under
     way the group lists the member that will be dropped."""
     from confluent_kafka import ConsumerGroupState
 
     since = None
+    restarts = 0
     deadline = time.monotonic() + 3 * LOST_AFTER
     while time.monotonic() < deadline:
         try:
@@ -207,7 +210,10 @@ def _restart_lost(bootstrap: str, group: str, members: list, start) -> None:
                     ERRORS.append(f"{group}: {m.client_id} lost by the group (kafka-python hang): started again")
                     m.stop()
                     members[i] = start(m.client_id)
-            return
+            restarts += 1
+            if restarts >= MAX_RESTARTS:
+                return
+            since, deadline = None, time.monotonic() + 3 * LOST_AFTER
         time.sleep(0.5)
 
 
