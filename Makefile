@@ -28,6 +28,7 @@ help:
 	@echo "make report - set up, write the HTML report of ./$(WAREHOUSE) (replays the sample first if it is empty)"
 	@echo "make bench  - set up, generate a log of RECORDS records and measure the replay"
 	@echo "make serve  - set up, then serve the warehouse read-only over Spark Connect and JDBC (loopback)"
+	@echo "make bench-ab BASE=<rev> - the working tree against a commit, alternating (incremental, no-op; FULL=1: full runs)"
 	@echo "make bench-endpoint - one canned audit through the endpoint against a cold jobs.audit"
 	@echo "make bench-scale - the full replay's rate on a 50M-record log"
 	@echo "make bench-cluster - the full replay locally and on a two-worker Spark cluster, from disk and from S3"
@@ -147,6 +148,14 @@ test: setup airflow-venv browser
 
 bench: setup
 	$(PY) -m jobs.bench --records $(RECORDS)
+
+# The working tree against BASE (a commit) on make bench's log, each run its own process, the two
+# alternating round by round: the machine drifts more between hours than most changes move.
+BASE ?= HEAD~1
+ROUNDS ?= 6
+.PHONY: bench-ab
+bench-ab: setup
+	$(PY) -m jobs.bench_ab --base $(BASE) --rounds $(ROUNDS) --records $(RECORDS) $(if $(FULL),--full)
 
 # The full replay's rate on a 50M-record log (cost linear in the log: within 10% of the 10M rate).
 .PHONY: bench-endpoint
