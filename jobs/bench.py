@@ -291,13 +291,21 @@ def _full_rate(figures: dict, records: int, wall: float, empty_s: float, cores: 
     figures["full_records_per_s_per_core"] = (round(records / wall / cores), "records/s/core, wall")
 
 
-def run_job(log_dir: str, warehouse: str, now_ms: int, fresh: bool = False, extra: list[str] | None = None) -> JobRun:
+def run_job(
+    log_dir: str,
+    warehouse: str,
+    now_ms: int,
+    fresh: bool = False,
+    extra: list[str] | None = None,
+    code: str = REPO,
+) -> JobRun:
     """The default command (every stage, the summary printed) as its own process, sampled every
     0.1 s from /proc; its wall ends when it exits, not at the next sample (which made a run of
     1-2 s up to 0.1 s longer). Processes are counted by what they run, not by their place in the
     tree: the driver JVM is the java process whose parent is not java (the JVM forks before it
     execs a Python worker, and for a moment that child carries the JVM's command line and RSS);
-    workers are the pyspark daemon and worker processes (is_python_worker)."""
+    workers are the pyspark daemon and worker processes (is_python_worker). `code`: the tree
+    whose code runs (jobs.bench_ab's other version), with this interpreter."""
     if fresh:
         shutil.rmtree(warehouse, ignore_errors=True)
     settle_disk()
@@ -307,7 +315,8 @@ def run_job(log_dir: str, warehouse: str, now_ms: int, fresh: bool = False, extr
     cmd += ["--now", str(now_ms), *(extra or [])]
     peaks = {"jvm_mb": 0.0, "python_mb": 0.0, "worker_mb": 0.0}
     t0 = time.monotonic()
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    env = {**os.environ, "PYTHONPATH": code}
+    proc = subprocess.Popen(cmd, cwd=code, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     while proc.poll() is None:
         procs = proc_table()
         tree = descendants(procs, proc.pid)

@@ -23,7 +23,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from jobs.bench import INCREMENT, REPO, cut_log_dir_at_share, ensure_busy_log, settle_disk, warm_input
+from jobs.bench import INCREMENT, REPO, cut_log_dir_at_share, ensure_busy_log, run_job
 
 AB_DIR = os.path.join(REPO, "build", "bench-ab")
 
@@ -99,19 +99,9 @@ def _summary(v: Version) -> str:
 
 
 def _run(tree: str, log_dir: str, warehouse: str, now_ms: int, fresh: bool = False) -> float:
-    """The default command of the code in `tree` as its own process: its wall time."""
-    if fresh:
-        shutil.rmtree(warehouse, ignore_errors=True)
-    settle_disk()
-    warm_input(log_dir)
-    cmd = [sys.executable, "-m", "jobs.replay_offsets", "--input", log_dir, "--warehouse", warehouse]
-    cmd += ["--now", str(now_ms)]
-    t0 = time.monotonic()
-    done = subprocess.run(cmd, cwd=tree, env=_env(tree), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    wall = time.monotonic() - t0
-    if done.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} in {tree} exited {done.returncode}:\n{done.stdout[-4000:]}")
-    return wall
+    """The default command of the code in `tree` as its own process (as make bench runs it):
+    its wall time."""
+    return run_job(log_dir, warehouse, now_ms, fresh=fresh, code=tree).wall
 
 
 def _env(tree: str) -> dict[str, str]:
