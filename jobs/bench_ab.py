@@ -58,9 +58,18 @@ def main(argv=None) -> int:
         Version(f"base {sha[:12]}", _worktree(sha), os.path.join(AB_DIR, "after-base")),
         Version("working tree", REPO, os.path.join(AB_DIR, "after-new")),
     ]
+    wh = os.path.join(AB_DIR, "warehouse")
+    try:
+        _rounds(versions, args, whole, cut, wh, now_ms)
+    finally:
+        for path in (wh, *(v.after_full for v in versions)):  # (some 650 MB each)
+            shutil.rmtree(path, ignore_errors=True)
+    return 0
+
+
+def _rounds(versions: list[Version], args: argparse.Namespace, whole: str, cut: str, wh: str, now_ms: int) -> None:
     for v in versions:
         _run(v.tree, cut, v.after_full, now_ms, fresh=True)
-    wh = os.path.join(AB_DIR, "warehouse")
     for r in range(args.rounds):
         for v in versions if r % 2 == 0 else versions[::-1]:
             shutil.rmtree(wh, ignore_errors=True)
@@ -78,7 +87,6 @@ def main(argv=None) -> int:
     print(f"margin over the no-op, working tree / base: {margins[1] / margins[0]:.3f}")
     if args.full:
         print(f"full run, working tree / base: {new.median('full') / base.median('full'):.3f}")  # type: ignore[operator]
-    return 0
 
 
 def _margin(v: Version) -> float:
