@@ -315,8 +315,9 @@ def run_job(
     cmd += ["--now", str(now_ms), *(extra or [])]
     peaks = {"jvm_mb": 0.0, "python_mb": 0.0, "worker_mb": 0.0}
     t0 = time.monotonic()
-    env = {**os.environ, "PYTHONPATH": code}
-    proc = subprocess.Popen(cmd, cwd=code, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        cmd, cwd=code, env=code_env(code), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     while proc.poll() is None:
         procs = proc_table()
         tree = descendants(procs, proc.pid)
@@ -335,6 +336,11 @@ def run_job(
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}:\n{out[-4000:]}")
     return JobRun(wall, out, peaks)
+
+
+def code_env(code: str) -> dict[str, str]:
+    """This process's environment, for a process that runs the code of the tree `code`."""
+    return {**os.environ, "PYTHONPATH": code}
 
 
 def is_python_worker(cmdline: str) -> bool:

@@ -23,7 +23,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from jobs.bench import INCREMENT, REPO, cut_log_dir_at_share, ensure_busy_log, run_job
+from jobs.bench import INCREMENT, REPO, code_env, cut_log_dir_at_share, ensure_busy_log, run_job
 
 AB_DIR = os.path.join(REPO, "build", "bench-ab")
 
@@ -60,23 +60,23 @@ def main(argv=None) -> int:
     ]
     wh = os.path.join(AB_DIR, "warehouse")
     try:
-        _rounds(versions, args, whole, cut, wh, now_ms)
+        _rounds(versions, args.rounds, args.full, whole, cut, wh, now_ms)
     finally:
         for path in (wh, *(v.after_full for v in versions)):  # (some 650 MB each)
             shutil.rmtree(path, ignore_errors=True)
     return 0
 
 
-def _rounds(versions: list[Version], args: argparse.Namespace, whole: str, cut: str, wh: str, now_ms: int) -> None:
+def _rounds(versions: list[Version], rounds: int, full: bool, whole: str, cut: str, wh: str, now_ms: int) -> None:
     for v in versions:
         _run(v.tree, cut, v.after_full, now_ms, fresh=True)
-    for r in range(args.rounds):
+    for r in range(rounds):
         for v in versions if r % 2 == 0 else versions[::-1]:
             shutil.rmtree(wh, ignore_errors=True)
             shutil.copytree(v.after_full, wh)
             v.walls["incremental"].append(_run(v.tree, whole, wh, now_ms))
             v.walls["noop"].append(_run(v.tree, whole, wh, now_ms))
-            if args.full:
+            if full:
                 v.walls["full"].append(_run(v.tree, cut, wh, now_ms, fresh=True))
         print(f"round {r + 1}: " + "; ".join(f"{v.name} " + _round(v) for v in versions), flush=True)
     print()
@@ -85,7 +85,7 @@ def _rounds(versions: list[Version], args: argparse.Namespace, whole: str, cut: 
     base, new = versions
     margins = [_margin(v) for v in versions]
     print(f"margin over the no-op, working tree / base: {margins[1] / margins[0]:.3f}")
-    if args.full:
+    if full:
         print(f"full run, working tree / base: {new.median('full') / base.median('full'):.3f}")  # type: ignore[operator]
 
 
@@ -112,10 +112,6 @@ def _run(tree: str, log_dir: str, warehouse: str, now_ms: int, fresh: bool = Fal
     return run_job(log_dir, warehouse, now_ms, fresh=fresh, code=tree).wall
 
 
-def _env(tree: str) -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": tree}
-
-
 def _worktree(sha: str) -> str:
     """A checkout of `sha` with its bytecode and numba's cache made (once)."""
     tree = os.path.join(AB_DIR, sha[:12])
@@ -127,13 +123,10 @@ def _worktree(sha: str) -> str:
     os.makedirs(AB_DIR, exist_ok=True)
     _git("worktree", "prune")
     _git("worktree", "add", "--detach", tree, sha)
-    jars = os.path.join(REPO, ".jars")
-    if os.path.isdir(jars):  # (the same jars: --executor spark runs find them)
-        os.symlink(jars, os.path.join(tree, ".jars"))
     print(f"compiling {sha[:12]}'s bytecode and numba kernels in {tree}", flush=True)
     t0 = time.monotonic()
     for step in (["-m", "compileall", "-q", "lib", "jobs", "schemas"], ["-m", "lib.testdata.kernels", "--warm"]):
-        subprocess.run([sys.executable, *step], cwd=tree, env=_env(tree), check=True, stdout=subprocess.DEVNULL)
+        subprocess.run([sys.executable, *step], cwd=tree, env=code_env(tree), check=True, stdout=subprocess.DEVNULL)
     open(ready, "w").close()
     print(f"compiled in {time.monotonic() - t0:.0f}s", flush=True)
     return tree
