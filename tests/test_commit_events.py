@@ -171,3 +171,60 @@ def test_random_logs_split_into_two_runs(tmp_path, seed):
     )
     second, _ = engine_events(second_part, second_engine)
     assert as_tuples(first + second) == reference_events(batches)
+
+
+# --- the topic names of the topic ids commits carry -------------------------------------------------
+ID_A = "ASNFZ4mrze8BI0VniavN7w"  # 0123456789abcdef0123456789abcdef
+ID_B = "AAAAAAAAAAAAAAAAAAAAAQ"  # 00000000000000000000000000000001
+
+
+def topic_id_log() -> PartitionLogBuilder:
+    """Two batches of v4 commits: in the first, id A under two names (the later commit's last),
+    id B, a v3 commit without an id and a tombstone; in the second, B under another name."""
+    b = PartitionLogBuilder(0)
+    b.batch(
+        [
+            (offset_commit_key("g", "a", 0), offset_commit_value(1, T, version=4, topic_id=ID_A), T),
+            (offset_commit_key("g", "b", 0), offset_commit_value(2, T, version=4, topic_id=ID_B), T),
+            (offset_commit_key("g", "a-renamed", 0), offset_commit_value(3, T, version=4, topic_id=ID_A), T),
+            (offset_commit_key("g", "plain", 0), offset_commit_value(4, T), T),
+            (offset_commit_key("g", "gone", 0), None, T),
+        ]
+    )
+    b.batch([(offset_commit_key("h", "b-later", 0), offset_commit_value(5, T, version=4, topic_id=ID_B), T)])
+    return b
+
+
+def test_topic_ids_take_the_name_of_their_last_commit(tmp_path):
+    (rows,) = decoded(topic_id_log(), tmp_path)  # (one Arrow batch: fed as two, a log batch each)
+    engine = PartitionReplay(0)
+    engine.feed(rows.slice(0, 5))
+    assert engine.topic_names == {ID_A: "a-renamed", ID_B: "b"}
+    engine.feed(rows.slice(5))
+    assert engine.topic_names == {ID_A: "a-renamed", ID_B: "b-later"}
+
+
+def test_a_replay_imports_no_arrow_group_by(tmp_path):
+    """The local pool's fork server leaves pyarrow.acero and pyarrow.dataset out of its
+    preparation (lib.spark.pool_server): a replay must not need them (a task would import them
+    on its first batch)."""
+    import subprocess
+    import sys
+
+    folder = topic_id_log().write(str(tmp_path))
+    code = (
+        "import sys, os\n"
+        "from lib.decode import SegmentDecoder\n"
+        "from lib.replay.engine import PartitionReplay\n"
+        f"folder = {folder!r}\n"
+        "(seg,) = [f for f in sorted(os.listdir(folder)) if f.endswith('.log')]\n"
+        "engine = PartitionReplay(0)\n"
+        "engine.emit_commit_events = True\n"
+        "for b in SegmentDecoder(os.path.join(folder, seg), 0):\n"
+        "    engine.feed(b)\n"
+        "    engine.take_commit_events()\n"
+        "assert len(engine.topic_names) == 2, engine.topic_names\n"
+        "print(sorted(m for m in ('pyarrow.acero', 'pyarrow.dataset') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

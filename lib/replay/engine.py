@@ -903,14 +903,22 @@ class PartitionReplay:
                     del self.pending[producer]
 
     def _topic_pairs(self, batch: pa.RecordBatch, values: np.ndarray) -> None:
+        """The topic names of the topic ids the batch's commits carry: each id's name at its last
+        commit in the batch (a later batch's over an earlier one's). Without Arrow's group_by,
+        whose module (pyarrow.acero, and pyarrow.dataset it imports) a replay task would import
+        for it alone: 80-90 ms of the local pool's preparation, on an incremental run's path."""
         tid = batch.column("topic_id")
         if tid.null_count == len(tid):
             return
-        mask = pc.and_(pa.array(values), pc.is_valid(tid))
-        pairs = pa.table({"topic_id": tid, "topic": batch.column("topic")}).filter(mask)
-        if pairs.num_rows:
-            for p in pairs.group_by(["topic_id", "topic"], use_threads=False).aggregate([]).to_pylist():
-                self.topic_names[p["topic_id"]] = p["topic"]
+        rows = np.flatnonzero(values & tid.is_valid().to_numpy(zero_copy_only=False))
+        if not len(rows):
+            return
+        ids = tid.take(pa.array(rows))
+        codes = pc.dictionary_encode(ids).indices.to_numpy()
+        _, from_end = np.unique(codes[::-1], return_index=True)
+        last = pa.array(rows[len(rows) - 1 - from_end])
+        for topic_id, topic in zip(tid.take(last).to_pylist(), batch.column("topic").take(last).to_pylist()):
+            self.topic_names[topic_id] = topic
 
     def _retain(self, batch: pa.RecordBatch, touched: np.ndarray) -> None:
         """Copies out the rows of this batch that the state still references."""
