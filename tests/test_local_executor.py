@@ -85,6 +85,37 @@ def _what_the_server_prepared(_: int) -> tuple[list[str], dict[str, int], str, b
     return kept_out, loaded, pa.default_memory_pool().backend_name, gc.isenabled(), len(ffi.lib._lock._cblist)
 
 
+def _kernels_run_and_compile(_: int) -> tuple[list[int], int, int, bool]:
+    """In a pool process: a kernel the server loaded, run (its status and entries on an empty
+    segment), without compiling it again; a new one compiled and run (the server set numba's
+    target up without its registries: a compilation loads them); and whether numba's target
+    class is as numba left it."""
+    import numpy as np
+    from numba import njit
+    from numba.core.cpu import CPUContext
+
+    from lib.decode.fast import _CRC, _frame, _readonly
+
+    loaded = len(_frame.overloads)
+    framed = _frame(_readonly(np.zeros(0, np.uint8)), 0, False, _CRC)  # (an empty segment)
+    total = njit(lambda a: a.sum() * 2)(np.arange(5, dtype=np.int64))
+    return (
+        [int(framed[0]), int(framed[1])],
+        int(total),
+        len(_frame.overloads) - loaded,
+        "refresh" in CPUContext.__dict__,
+    )
+
+
+def test_pool_processes_compile_after_the_servers_preparation():
+    jobs = LocalJobs(2)
+    try:
+        results = jobs.sparkContext.parallelize(range(2), 2).map(_kernels_run_and_compile).collect()
+    finally:
+        jobs.stop()
+    assert results == [([0, 0], 20, 0, False)] * 2
+
+
 def test_pool_processes_start_with_the_tasks_kernels_and_without_pandas():
     """The fork server (lib.spark.pool_server) loaded every kernel of POOL_KERNELS (a renamed
     kernel fails here) and kept pandas and cffi out, in whichever process serves the task; the

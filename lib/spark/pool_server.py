@@ -4,7 +4,9 @@ given (set_forkserver_preload), so this module, unlike the rest of lib, acts whe
 the fork server imports it; every pool process forked after starts with what it did:
 
 - the tasks' modules imported and numba's CPU target set up (lib.spark.daemon.preload), once
-  instead of in each pool process (its target 0.2 s of CPU a process);
+  instead of in each pool process (its target 0.2 s of CPU a process): its runtime only, the
+  registries that serve compiling left to a compilation, which loads them (_registries_deferred:
+  50-60 ms of the server's 0.55-0.6 s, on the path of every run that replays);
 - pandas kept out (lib.kept_out): pyarrow imports it on its first array conversion, only to
   tell whether an object is a pandas one (0.2-0.3 s of the server's CPU before its first fork,
   on the path of every run that replays); no task uses it. So is cffi, which numba imports
@@ -42,13 +44,43 @@ def prepare_server() -> list[str]:
         KeptOut(KEPT_OUT).install()  # (pyarrow then converts without pandas, numba types without cffi)
     gc.disable()
     try:
-        with _llvm_lock_callbacks_off():
+        with _llvm_lock_callbacks_off(), _registries_deferred():
             failed = preload(tuple(m for m in PRELOAD if m not in WITHOUT))
             load_cached_kernels(only=POOL_KERNELS)
     finally:
         gc.freeze()
         gc.enable()
     return failed
+
+
+@contextlib.contextmanager
+def _registries_deferred():
+    """numba's CPU target refreshed without its registries for the duration: only its runtime
+    (NRT) set up, which the cached kernels call. The registries (the lowering and typing of
+    numba's built-ins: a hundred modules imported and installed) serve compiling only, and a
+    compilation refreshes the target itself first (numba.core.compiler.CompilerBase), as does
+    a kernel loaded from the cache later (numba.core.caching.Cache.load_overload). Uses numba's
+    internals: anything unexpected refreshes as numba does."""
+    try:
+        from numba.core.cpu import CPUContext
+        from numba.core.runtime import rtsys
+
+        own = CPUContext.__dict__.get("refresh")  # (None: BaseContext's)
+    except Exception:
+        yield
+        return
+
+    def runtime_only(self) -> None:
+        rtsys.initialize(self)
+
+    CPUContext.refresh = runtime_only
+    try:
+        yield
+    finally:
+        if own is None:
+            del CPUContext.refresh
+        else:
+            CPUContext.refresh = own
 
 
 @contextlib.contextmanager
