@@ -85,35 +85,46 @@ def _what_the_server_prepared(_: int) -> tuple[list[str], dict[str, int], str, b
     return kept_out, loaded, pa.default_memory_pool().backend_name, gc.isenabled(), len(ffi.lib._lock._cblist)
 
 
-def _kernels_run_and_compile(_: int) -> tuple[list[int], int, int, bool]:
+# modules numba's CPU target imports with its registries (numba.core.cpu), nothing before
+NUMBA_REGISTRY_MODULES = ("numba.cpython.heapq", "numba.typed.typedset", "numba.experimental.function_type")
+
+
+def _kernels_run_and_compile(_: int) -> tuple[list[int], list[int], list[str], int, list[str], bool]:
     """In a pool process: a kernel the server loaded, run (its status and entries on an empty
-    segment), without compiling it again; a new one compiled and run (the server set numba's
-    target up without its registries: a compilation loads them); and whether numba's target
-    class is as numba left it."""
+    segment), without compiling it again; one it did not load (the interner's rehash, which a
+    full run's tasks call), loaded from the cache, without numba's registries; a new one compiled
+    and run (a compilation loads them); and whether numba's target class is as numba left it."""
     import numpy as np
     from numba import njit
     from numba.core.cpu import CPUContext
 
     from lib.decode.fast import _CRC, _frame, _readonly
+    from lib.replay.engine import _Interner, _rehash
 
     loaded = len(_frame.overloads)
     framed = _frame(_readonly(np.zeros(0, np.uint8)), 0, False, _CRC)  # (an empty segment)
+    interner = _Interner(4)  # (grown by 20 keys: rehashed)
+    keys = np.frombuffer(bytearray(b"".join(b"k%02d" % k for k in range(20))), np.uint8)
+    ids = interner.intern_strings(np.arange(0, 61, 3, dtype=np.int64), keys)
+    before_compiling = [m for m in NUMBA_REGISTRY_MODULES if m in sys.modules]
     total = njit(lambda a: a.sum() * 2)(np.arange(5, dtype=np.int64))
     return (
-        [int(framed[0]), int(framed[1])],
+        [int(framed[0]), int(framed[1]), len(_frame.overloads) - loaded],
+        [len(_rehash.overloads), *ids.tolist()],
+        before_compiling,
         int(total),
-        len(_frame.overloads) - loaded,
+        [m for m in NUMBA_REGISTRY_MODULES if m not in sys.modules],
         "refresh" in CPUContext.__dict__,
     )
 
 
-def test_pool_processes_compile_after_the_servers_preparation():
+def test_pool_processes_load_kernels_without_numbas_registries_and_compile():
     jobs = LocalJobs(2)
     try:
         results = jobs.sparkContext.parallelize(range(2), 2).map(_kernels_run_and_compile).collect()
     finally:
         jobs.stop()
-    assert results == [([0, 0], 20, 0, False)] * 2
+    assert results == [([0, 0, 0], [1, *range(20)], [], 20, [], False)] * 2
 
 
 def test_pool_processes_start_with_the_tasks_kernels_and_without_pandas():

@@ -6,7 +6,8 @@ the fork server imports it; every pool process forked after starts with what it 
 - the tasks' modules imported and numba's CPU target set up (lib.spark.daemon.preload), once
   instead of in each pool process (its target 0.2 s of CPU a process): its runtime only, the
   registries that serve compiling left to a compilation, which loads them (_registries_deferred:
-  50-60 ms of the server's 0.55-0.6 s, on the path of every run that replays);
+  50-60 ms of the server's 0.55-0.6 s, on the path of every run that replays), and kernels
+  loaded from the cache later without them too (_cache_loads_without_registries);
 - pandas kept out (lib.kept_out): pyarrow imports it on its first array conversion, only to
   tell whether an object is a pandas one (0.2-0.3 s of the server's CPU before its first fork,
   on the path of every run that replays); no task uses it. So is cffi, which numba imports
@@ -44,6 +45,7 @@ def prepare_server() -> list[str]:
         KeptOut(KEPT_OUT).install()  # (pyarrow then converts without pandas, numba types without cffi)
     gc.disable()
     try:
+        _cache_loads_without_registries()
         with _llvm_lock_callbacks_off(), _registries_deferred():
             failed = preload(tuple(m for m in PRELOAD if m not in WITHOUT))
             load_cached_kernels(only=POOL_KERNELS)
@@ -51,6 +53,30 @@ def prepare_server() -> list[str]:
         gc.freeze()
         gc.enable()
     return failed
+
+
+def _cache_loads_without_registries() -> None:
+    """numba loads a kernel from its cache after refreshing its CPU target whole (its registries
+    included); in this server and the processes it forks, only the target's runtime: a kernel
+    the server did not load (one a full run's tasks call, not every run's) then loads in a pool
+    process without the registries, which no task compiles with (make bench's full run loaded
+    them in each of its processes: 60 ms of CPU and 30 MB each). A compilation refreshes the
+    target whole itself. Uses numba's internals: anything unexpected leaves numba as it is."""
+    try:
+        from numba.core.caching import Cache
+        from numba.core.runtime import rtsys
+
+        Cache._load_overload  # noqa: B018 - (what the replacement calls: present, or numba as it is)
+        Cache._guard_against_spurious_io_errors  # noqa: B018
+    except Exception:
+        return
+
+    def load_overload(self, sig, target_context):
+        rtsys.initialize(target_context)
+        with self._guard_against_spurious_io_errors():
+            return self._load_overload(sig, target_context)
+
+    setattr(Cache, "load_overload", load_overload)  # noqa: B010 - (a method replaced: mypy allows it so)
 
 
 @contextlib.contextmanager
