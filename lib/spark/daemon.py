@@ -48,9 +48,10 @@ def prefer_installed_pyspark(path: list[str]) -> list[str]:
 
 # what the replay's and the lag stage's tasks import (lib.lake.tasks); pandas because pyarrow
 # imports it on its first array when it is installed (the local pool's server keeps it out
-# instead: lib.spark.pool_server), pyarrow.dataset for Parquet reads; and what their first calls
-# import: numpy.ma (pyarrow asks for it on its first conversion of a numpy array: 7 ms), Arrow's
-# group_by (pyarrow.acero), zoneinfo (timestamps with a time zone)
+# instead: lib.spark.pool_server), pyarrow.dataset and Arrow's group_by (pyarrow.acero), which
+# the tasks no longer call (the local pool's server leaves them out); and what their first
+# calls import: numpy.ma (pyarrow asks for it on its first conversion of a numpy array: 7 ms),
+# zoneinfo (timestamps with a time zone)
 PRELOAD = (
     "pandas",
     "pyarrow.pandas_compat",
