@@ -4,10 +4,10 @@ given (set_forkserver_preload), so this module, unlike the rest of lib, acts whe
 the fork server imports it; every pool process forked after starts with what it did:
 
 - the tasks' modules imported and numba's CPU target set up (lib.spark.daemon.preload), once
-  instead of in each pool process (its target 0.2 s of CPU a process): its runtime only, the
-  registries that serve compiling left to a compilation, which loads them (_registries_deferred:
-  50-60 ms of the server's 0.55-0.6 s, on the path of every run that replays), and kernels
-  loaded from the cache later without them too (_cache_loads_without_registries);
+  instead of in each pool process (its target 0.2 s of CPU a process): without the registries
+  that serve compiling only, which a compilation loads itself; kernels load from the cache with
+  the target's runtime alone (_cache_loads_without_registries: 50-60 ms of the server's
+  0.55-0.6 s, on the path of every run that replays, and as much in each worker of a full run);
 - pandas kept out (lib.kept_out): pyarrow imports it on its first array conversion, only to
   tell whether an object is a pandas one (0.2-0.3 s of the server's CPU before its first fork,
   on the path of every run that replays); no task uses it. So is cffi, which numba imports
@@ -31,7 +31,7 @@ import sys
 from lib.kept_out import KeptOut
 
 # PRELOAD's modules this server does not import: pandas (kept out), and Arrow's group_by with
-# the dataset layer it imports (no task of the pool calls them: 80-90 ms of its preparation)
+# the dataset layer it imports (no task of the pool calls them: 8-10 ms of its preparation)
 WITHOUT = ("pandas", "pyarrow.pandas_compat", "pyarrow.dataset", "pyarrow.acero")
 KEPT_OUT = ("pandas", "cffi")  # packages not importable in the pool's processes
 
@@ -46,8 +46,8 @@ def prepare_server() -> list[str]:
     gc.disable()
     try:
         _cache_loads_without_registries()
-        with _llvm_lock_callbacks_off(), _registries_deferred():
-            failed = preload(tuple(m for m in PRELOAD if m not in WITHOUT))
+        with _llvm_lock_callbacks_off():
+            failed = preload(tuple(m for m in PRELOAD if m not in WITHOUT), registries=False)
             load_cached_kernels(only=POOL_KERNELS)
     finally:
         gc.freeze()
@@ -56,19 +56,20 @@ def prepare_server() -> list[str]:
 
 
 def _cache_loads_without_registries() -> None:
-    """numba loads a kernel from its cache after refreshing its CPU target whole (its registries
-    included); in this server and the processes it forks, only the target's runtime: a kernel
-    the server did not load (one a full run's tasks call, not every run's) then loads in a pool
-    process without the registries, which no task compiles with (make bench's full run loaded
-    them in each of its processes: 60 ms of CPU and 30 MB each). A compilation refreshes the
-    target whole itself. Uses numba's internals: anything unexpected leaves numba as it is."""
+    """numba loads a kernel from its cache after refreshing its CPU target whole: its runtime
+    (NRT), which the kernels call, and its registries (the lowering and typing of numba's
+    built-ins, a hundred modules imported and installed), which serve compiling only. In this
+    server and the processes it forks, the runtime only: the server's kernels and those a full
+    run's tasks load later (make bench's full run loaded the registries in each of its
+    processes: 60 ms of CPU and 30 MB each). A compilation refreshes the target whole itself
+    (numba.core.compiler.CompilerBase). Uses numba's internals: anything unexpected leaves numba
+    as it is."""
     try:
         from numba.core.caching import Cache
         from numba.core.runtime import rtsys
-
-        Cache._load_overload  # noqa: B018 - (what the replacement calls: present, or numba as it is)
-        Cache._guard_against_spurious_io_errors  # noqa: B018
     except Exception:
+        return
+    if not (hasattr(Cache, "_load_overload") and hasattr(Cache, "_guard_against_spurious_io_errors")):
         return
 
     def load_overload(self, sig, target_context):
@@ -77,36 +78,6 @@ def _cache_loads_without_registries() -> None:
             return self._load_overload(sig, target_context)
 
     setattr(Cache, "load_overload", load_overload)  # noqa: B010 - (a method replaced: mypy allows it so)
-
-
-@contextlib.contextmanager
-def _registries_deferred():
-    """numba's CPU target refreshed without its registries for the duration: only its runtime
-    (NRT) set up, which the cached kernels call. The registries (the lowering and typing of
-    numba's built-ins: a hundred modules imported and installed) serve compiling only, and a
-    compilation refreshes the target itself first (numba.core.compiler.CompilerBase), as does
-    a kernel loaded from the cache later (numba.core.caching.Cache.load_overload). Uses numba's
-    internals: anything unexpected refreshes as numba does."""
-    try:
-        from numba.core.cpu import CPUContext
-        from numba.core.runtime import rtsys
-
-        own = CPUContext.__dict__.get("refresh")  # (None: BaseContext's)
-    except Exception:
-        yield
-        return
-
-    def runtime_only(self) -> None:
-        rtsys.initialize(self)
-
-    CPUContext.refresh = runtime_only
-    try:
-        yield
-    finally:
-        if own is None:
-            del CPUContext.refresh
-        else:
-            CPUContext.refresh = own
 
 
 @contextlib.contextmanager
