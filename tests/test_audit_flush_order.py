@@ -151,3 +151,32 @@ def test_epochs_in_one_batch_audit_as_one_by_one(seed):
     assert got == want
     assert batched._previous.states() == single._previous.states()
     assert batched.known == single.known
+
+
+def test_rows_of_generations_over_go_to_the_sink_as_they_are_made():
+    """With a sink (as the replay task sets one: its audit file), the rows of generations over
+    leave the tracker when their batch is audited, not at the partition's end: the tracker holds
+    none of them at finish, and the sink has the rows, in the order, that a tracker without one
+    returns in `closed`."""
+    values = [classic_value(1, "x", [0, 1]), classic_value(2, "x", [0, 1]), classic_value(3, "y", [0])]
+    array = pa.array(values, GROUP_METADATA_TYPE)
+    sunk: list[pa.Table] = []
+    streaming, holding = AssignmentTracker(FLOORS), AssignmentTracker(FLOORS)
+    streaming.outcome.sink = sunk.append
+    for tracker in (streaming, holding):
+        # generation 1 is over at generation 2's record; generation 2 at the epoch's batch end
+        tracker.classic("C", 1, PARTITION, 10, 1000, array, 0)
+        tracker.classic("C", 2, PARTITION, 12, 1002, array, 1)
+        tracker.end_batch()
+    assert [r["log_offset"] for t in sunk for r in t.to_pylist()] == [10]  # before finish
+    for tracker in (streaming, holding):
+        tracker.consumer_epoch("K", 7, PARTITION, 13, 1003, consumer_fold())
+        tracker.classic("C", 3, PARTITION, 14, 1004, array, 2)
+        tracker.end_batch()
+    done, held = streaming.finish(), holding.finish()
+    assert done.closed == []
+    assert [r for t in sunk for r in t.to_pylist()] == [r for t in held.closed for r in t.to_pylist()]
+    assert [r["log_offset"] for t in sunk for r in t.to_pylist()] == [10, 12, 13]
+    assert [r for t in done.opened for r in t.to_pylist()] == [r for t in held.opened for r in t.to_pylist()]
+    assert [r["log_offset"] for t in done.opened for r in t.to_pylist()] == [14]
+    assert done.rows == held.rows == 4

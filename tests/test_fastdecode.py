@@ -1497,6 +1497,23 @@ def test_a_decoded_window_leaves_the_workers_resident_memory(tmp_path):
     _release_pages(b"not mapped", 0, 10)  # bytes (an object store's range read): nothing to drop
 
 
+def test_the_frame_pass_leaves_a_window_of_the_segment_resident(tmp_path, monkeypatch):
+    """The frame pass reads every byte of a mapped segment (the CRCs); its pages are dropped
+    after it, so while the first window is decoded the process holds that window's pages, not
+    the segment's whole (a 100 MB segment: 100 MB more of a worker's peak)."""
+    from lib.decode import fast
+
+    window = 256 << 10
+    monkeypatch.setattr(fast, "WINDOW_BYTES", window)
+    generate_log(str(tmp_path), 30_000, partitions=1, groups=50, seed=5, segment_bytes=64 << 20)
+    (path,) = glob.glob(os.path.join(str(tmp_path), "*", "*.log"))
+    assert os.path.getsize(path) > 8 * window
+    dec = SegmentDecoder(path, 0, fast=True, chunk_rows=500)
+    first = next(iter(dec))
+    assert first.num_rows == 500
+    assert _mapped_rss_kb(path) <= 2 * window >> 10  # the window's entries (one may cross its edge)
+
+
 def test_an_empty_segment_file_through_the_fast_path(tmp_path):
     """An empty segment file (a new partition's, a preallocated one's start): no batch, no error."""
     from lib.decode import SegmentDecoder

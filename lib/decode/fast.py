@@ -1592,6 +1592,9 @@ def iter_fast(dec):
         pepoch,
         count,
     ) = _frame(seg, int(dec.start_offset), bool(dec.verify_crc), _CRC)
+    # the frame pass read every byte (the CRCs): the segment's pages leave the worker's resident
+    # memory until a window reads them again, so it holds a window of them, not the whole
+    _release_pages(data, 0, len(data))
     clock.lap("frame")
     if status != 0 or chunk_rows < 1:
         # odd offsets (or chunk size): the reference decoder, whole file

@@ -13,6 +13,7 @@ No pyspark here: the same function runs without Spark (tests, the coordinator)."
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 import uuid
@@ -567,6 +568,8 @@ def replay_partition(
         from lib.replay.assignment import AssignmentTracker
 
         engine.audit = AssignmentTracker(dict(audit.floors), dict(audit.names))
+        # the rows of generations over go to the task's file as the replay makes them
+        engine.audit.outcome.sink = functools.partial(state.append, T.ASSIGNMENT_AUDIT)
     if state.sources:
         offsets = [state.read(T.GROUP_OFFSETS, p), state.read(T.EXPIRED_OFFSETS, p)]
         group_rows = [state.read(T.CONSUMER_GROUPS, p), state.read(T.EXPIRED_GROUPS, p)]

@@ -20,7 +20,7 @@ audit_generation gives record by record but for `what_if`, which the report and 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -77,10 +77,21 @@ class AuditOutcome:
     # and those whose open row of an earlier run is replaced (by a later record of its generation)
     carried_closed: set[str] = field(default_factory=set)
     carried_replaced: set[str] = field(default_factory=set)
+    # where rows of generations over go as they are made, instead of `closed`: they are final,
+    # and a partition's whole history of them held until its end grew with the log
+    sink: Callable[[pa.Table], None] | None = None
+    sunk: int = 0  # rows given to the sink
+
+    def add_closed(self, rows: pa.Table) -> None:
+        if self.sink is None:
+            self.closed.append(rows)
+        elif rows.num_rows:
+            self.sink(rows)
+            self.sunk += rows.num_rows
 
     @property
     def rows(self) -> int:
-        return sum(t.num_rows for t in self.closed) + sum(t.num_rows for t in self.opened)
+        return self.sunk + sum(t.num_rows for t in self.closed) + sum(t.num_rows for t in self.opened)
 
 
 # pending entries, in log order
@@ -384,7 +395,7 @@ class AssignmentTracker:
         pending, self._pending, self._pending_kind = self._pending, [], {}
         self._apply_newer()
         if not any(kind == _CONSUMER for kind, _, _ in pending):
-            self.outcome.closed.append(self._audit_batch(pending))
+            self.outcome.add_closed(self._audit_batch(pending))
             return
         known, previous = dict(self.known), self._previous
         classic = [e for e in pending if e[0] != _CONSUMER]
@@ -406,7 +417,7 @@ class AssignmentTracker:
         # (audit_generation): counts the classic batch raised elsewhere leave its row as it is in
         # log order (and the epochs waiting raise none: consumer_epoch)
         if not any(t in raised for gen in epochs for m in gen.members for t in m.topics):
-            self.outcome.closed.append(table)
+            self.outcome.add_closed(table)
             if not combined:
                 self._audit_epochs(epochs)
             return
@@ -417,12 +428,12 @@ class AssignmentTracker:
         run: list = []
         for entry in pending:
             if entry[0] == _CONSUMER:
-                self.outcome.closed.append(self._audit_batch(run))
+                self.outcome.add_closed(self._audit_batch(run))
                 run = []
                 self._audit_consumer(entry[2])  # type: ignore[arg-type]
             else:
                 run.append(entry)
-        self.outcome.closed.append(self._audit_batch(run))
+        self.outcome.add_closed(self._audit_batch(run))
 
     def _audit_epochs(self, epochs: list[Generation]) -> None:
         """KIP-848 epochs that raise no known count, in log order: in one batch of the kernels
@@ -435,7 +446,7 @@ class AssignmentTracker:
             return
         self._apply_newer()  # (the previous generations in one place)
         table, _ = self._audited(self._epoch_batch(values, epochs), epochs)
-        self.outcome.closed.append(table)
+        self.outcome.add_closed(table)
 
     @staticmethod
     def _epoch_batch(values: list, epochs: list[Generation]) -> GenerationBatch:
@@ -577,7 +588,7 @@ class AssignmentTracker:
         open (audited once; their previous generation stays the one before them)."""
         self._flush()
         self._apply_newer()
-        self.outcome.closed.append(audit_rows_table(self._consumer_rows))
+        self.outcome.add_closed(audit_rows_table(self._consumer_rows))
         opened = [(_CLASSIC, g, o) for g, o in self.open.items() if not o.carried]
         self.outcome.opened.append(self._audit_batch(opened, keep_previous=True))
         touched = pa.array(sorted(self.touched), pa.string())
