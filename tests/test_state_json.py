@@ -72,3 +72,23 @@ _states = st.recursive(
 @given(_states)
 def test_any_state_the_folds_make_is_written_as_json_writes_it(state):
     assert state_json(state) == json_text(state)
+
+
+def test_a_records_value_json_is_read_as_json_reads_it():
+    """_parse_value (orjson, json where orjson refuses) gives what json.loads gives: nested
+    values, escapes and surrogate pairs, Kafka's integer extremes, and the texts orjson alone
+    refuses (NaN, a lone surrogate)."""
+    from lib.replay.groups import _parse_value
+
+    texts = [
+        '{"memberId":"m-1","topicPartitions":[{"topicId":"AAAAAAAAAAAAAAAAAAAAAA","partitions":[0,3]}],"x":null}',
+        '{"s":"\\u00e9\\ud83d\\ude00\\n","f":1.5e300,"t":true,"e":[]}',
+        '{"min":-9223372036854775808,"max":9223372036854775807,"u16":65535,"id":"m-12345678901234567890"}',
+        '{"nan":NaN,"inf":-Infinity}',
+        '{"lone":"\\ud83d"}',
+    ]
+    for text in texts:
+        got, want = _parse_value(text), json.loads(text)
+        assert repr(got) == repr(want)
+    assert _parse_value(texts[2])["min"] == -(2**63)
+    assert _parse_value(texts[4]) == {"lone": "\ud83d"}
