@@ -674,16 +674,16 @@ def _write_audit(state: TaskState, p: int, result: dict) -> int:
     from lib.assignors.fast_audit import audit_rows_table  # here: the driver loads no numba
 
     outcome = result["assignment_audit"]
-    closed = [audit_rows_table([]), *outcome.closed]
+    # (the rows of generations over that the replay made went to the task's file as it made
+    # them: the tracker's sink, which replay_partition sets)
     opened = [audit_rows_table([]), *outcome.opened]
     before = state.read(T.ASSIGNMENT_AUDIT, p)
     if before is not None and before.num_rows:
         group = before.column("group_id")
         over = pa.compute.is_in(group, pa.array(sorted(outcome.carried_closed), pa.string()))
         redone = pa.compute.is_in(group, pa.array(sorted(outcome.carried_replaced), pa.string()))
-        closed.append(before.filter(over))
+        state.append(T.ASSIGNMENT_AUDIT, before.filter(over))
         opened.insert(0, before.filter(pa.compute.invert(pa.compute.or_(over, redone))))
-    state.append(T.ASSIGNMENT_AUDIT, pa.concat_tables(closed))
     state.write(T.ASSIGNMENT_AUDIT, p, pa.concat_tables(opened))
     return outcome.rows
 

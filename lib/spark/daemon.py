@@ -74,8 +74,9 @@ def preload(modules: tuple[str, ...] = PRELOAD, registries: bool = True) -> list
     """Import `modules` and set up numba's CPU target (its extensions and registries, which
     every process loads before its first kernel: 0.2 s of each replay task's first use; without
     `registries`, its code generator only: for a process whose kernels load from the cache
-    without them, lib.spark.pool_server): the names of what failed. What fails here fails again in the task that needs it, which says
-    why; the daemon serves on. The kernels themselves load in the workers, those each uses
+    without them, lib.spark.pool_server): the names of what failed. What fails here fails
+    again in the task that needs it, which says why; the daemon serves on. The kernels
+    themselves load in the workers, those each uses
     (all of them here took longer than the two workers loading theirs side by side; the local
     pool's server loads the few every run calls, POOL_KERNELS, in 0.2 s)."""
     import importlib
