@@ -381,6 +381,37 @@ def test_sorted_order_is_lexsorts_permutation():
     assert shortcut > 100
 
 
+def _rows(part, end) -> Rows:
+    """Rows whose every column is a function of (part, end), so a row's place shows in each."""
+    part, end = np.array(part, np.int64), np.array(end, np.int64)
+    return Rows(part, end, end * 10, part + 100, end - 1, end * 20, end % 2 == 0, part * 7, end * 3)
+
+
+def _columns(rows: Rows) -> list[list]:
+    return [getattr(rows, f).tolist() for f in lag_rows.ROW_FIELDS]
+
+
+def test_rows_concat_and_take_give_the_rows_and_share_them_when_nothing_moves():
+    """Rows.concat and Rows.take: the expected rows in every column; a concat of one non-empty
+    part, or a take of every row in order, returns the rows themselves (no copy of a task's
+    tails); a column that is a strided view is copied (the kernels take C-contiguous arrays)."""
+    a, b = _rows([0, 0, 1], [5, 6, 7]), _rows([2], [9])
+    both = Rows.concat([a, Rows.empty(), b])
+    assert _columns(both) == _columns(_rows([0, 0, 1, 2], [5, 6, 7, 9]))
+    assert Rows.concat([Rows.empty(), a, Rows.empty()]) is a
+    assert _columns(Rows.concat([])) == _columns(Rows.empty())
+    assert both.take(np.arange(4)) is both
+    assert _columns(both.take(np.array([3, 0]))) == _columns(_rows([2, 0], [9, 5]))
+    assert _columns(both.take(np.array([0, 1, 2]))) == _columns(a)  # (a prefix: not every row)
+    assert _columns(both.take(np.array([1, 0, 2, 3]))) == _columns(_rows([0, 0, 1, 2], [6, 5, 7, 9]))
+    wide = np.array([[0, 1, 2, 3], [4, 5, 6, 7]], np.int64)
+    strided = Rows(*(wide[:, 0] if f != "is_segment" else np.array([True, False]) for f in lag_rows.ROW_FIELDS))
+    for copied in (Rows.concat([strided]), strided.take(np.arange(2))):
+        assert copied is not strided
+        assert all(getattr(copied, f).flags.c_contiguous for f in lag_rows.ROW_FIELDS)
+        assert _columns(copied) == _columns(strided)
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_point_order_is_the_stable_sort_and_distinct_pairs(seed):
     """lib.lake.lag_task.point_order against numpy's sorts: the points kept, stably by (now,
