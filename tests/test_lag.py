@@ -154,6 +154,22 @@ def test_lag_at_every_commit_and_now_equals_the_hand_values(spark, full_run):
     assert _lag_view(_rows(spark, wh)) == EXPECTED_FULL
 
 
+def _behind(rows: list[dict]) -> list[tuple]:
+    return [(r["group_id"], r["topic"], r["partition"], r["lag_records"], r["lag_ms"]) for r in rows]
+
+
+def test_the_summary_s_furthest_behind_come_from_the_lag_tasks_as_the_table_holds_them(full_run):
+    """The summary's lag part: the now rows with records to read (not g1's truncated -4), most
+    behind in time first; the tasks' pick equals the table's."""
+    from lib.reporting.run_summary import lag_summary
+
+    _, _, wh, result = full_run
+    expected = [("g4", "audit", 1, 5, 99_000), ("g2", "orders", 0, 16, 78_000), ("g1", "orders", 0, 3, 30_000)]
+    assert _behind(result.lag.furthest_behind.to_pylist()) == expected
+    assert _behind(lag_summary(wh, NOW1)) == expected
+    assert result.lag.furthest_behind.to_pylist() == lag_summary(wh, NOW1)
+
+
 def test_end_offsets_are_one_row_per_batch_of_the_consumed_partitions(spark, full_run):
     _, _, wh, _ = full_run
     rows = _rows(spark, wh, "partition_end_offsets")
@@ -208,6 +224,13 @@ def test_an_incremental_run_adds_the_new_commits_and_interpolates_where_the_reco
     )
     # nothing of the first run was lost or rewritten
     assert [r for r in rows if r in EXPECTED_FULL] == EXPECTED_FULL
+    # the summary's furthest behind at 120 s, from the stage's tasks
+    assert _behind(result.lag.furthest_behind.to_pylist()) == [
+        ("g4", "audit", 1, 5, 119_000),
+        ("g2", "orders", 0, 16, 105_000),
+        ("g3", "orders", 0, 13, 99_000),
+        ("g1", "orders", 0, 3, 50_000),
+    ]
     # the end offsets were not read twice
     assert len(_rows(spark, inc, "partition_end_offsets")) == 6
 

@@ -7,7 +7,7 @@ import random
 import pyarrow as pa
 import pytest
 
-from lib.reporting.run_summary import furthest_behind
+from lib.lake.behind import furthest_behind
 
 ROWS = pa.schema(
     [

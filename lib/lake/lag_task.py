@@ -28,6 +28,7 @@ import pyarrow.ipc as ipc
 
 from lib import storage
 from lib.codec.errors import DecodeError
+from lib.lake.behind import behind_now
 from lib.lake.lag_input import NameTable, buckets, pair_cells, read_events
 from lib.lake.lag_plan import LAG_TAILS, now_file_prefix
 from lib.lake.lag_rows import (
@@ -552,9 +553,9 @@ def run_lag_task(task: LagTask) -> LagTaskResult:
     out = _lag_table(sorted_points, lag, timed, names, task.run_id)
     result.lag_rows = out.num_rows
     commits = sorted_points.commits  # (the points at now follow the commits)
-    result.lag_files = _write(task, out.slice(0, commits), None) + _write(
-        task, out.slice(commits), now_file_prefix(task.now_ms)
-    )
+    now_rows = out.slice(commits)
+    result.lag_files = _write(task, out.slice(0, commits), None) + _write(task, now_rows, now_file_prefix(task.now_ms))
+    result.furthest_behind = behind_now(now_rows).cast(T.GROUP_LAG.arrow_schema)
     ends = new.table(keys, task.run_id)
     if ends is not None:
         result.end_offset_files = _write_table(task, T.PARTITION_END_OFFSETS, ends, None, HISTORY_GROUP_ROWS)

@@ -187,3 +187,6 @@ class LagTaskResult:
     history_partitions: int = 0
     lookups: int = 0
     seconds: dict = field(default_factory=dict)
+    # of its rows of kind now, the furthest behind (lib.lake.behind.behind_now; group_lag's
+    # schema): what the run's summary prints is the first of all tasks' (None: none written)
+    furthest_behind: pa.Table | None = None

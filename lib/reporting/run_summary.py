@@ -5,11 +5,11 @@ counts come from its tasks."""
 
 from __future__ import annotations
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from lib import storage
+from lib.lake.behind import SUMMARY_ROWS, behind_now
 from lib.lake.delta import open_delta, read_small_table, table_exists, table_files, table_path
 from schemas import tables as T
 from schemas.records import RECORD_TYPES
@@ -116,41 +116,14 @@ def now_lag_rows(warehouse: str, now_ms: int) -> pa.Table | None:
     return open_delta(path).to_pyarrow_dataset().to_table(filter=(ds.field("kind") == "now") & (ds.field("at") == at))
 
 
-def lag_summary(warehouse: str, now_ms: int, limit: int = 12) -> list[dict]:
+def lag_summary(warehouse: str, now_ms: int, limit: int = SUMMARY_ROWS) -> list[dict]:
     """The live offsets furthest behind at now (group_lag kind now), most behind in time
-    first: read from the files of this --now's rows only."""
+    first: read from the files of this --now's rows only (a run whose lag stage ran has them
+    from its tasks: LagResult.furthest_behind)."""
     rows = now_lag_rows(warehouse, now_ms)
     if rows is None:
         return []
-    rows = rows.filter(pc.greater(rows.column("lag_records"), 0))
-    return furthest_behind(rows, limit).to_pylist()
-
-
-def furthest_behind(rows: pa.Table, limit: int) -> pa.Table:
-    """The `limit` rows most behind: by lag_ms (null last), then lag_records, both descending,
-    then group, topic and partition. The numbers pick the rows at or above the cut (a row per
-    committed partition: 40K on make bench's log, and a Python sort of them all was 20 ms of
-    each incremental run, growing with the consumed partitions); only those are sorted whole."""
-    if rows.num_rows == 0 or limit <= 0:
-        return rows.slice(0, 0)
-    lag_ms = rows.column("lag_ms").fill_null(-1).to_numpy()
-    lag_records = rows.column("lag_records").to_numpy()
-    if rows.num_rows > limit:
-        cut = np.lexsort((-lag_records, -lag_ms))[limit - 1]
-        ms, records = lag_ms[cut], lag_records[cut]
-        candidates = np.flatnonzero((lag_ms > ms) | ((lag_ms == ms) & (lag_records >= records)))
-    else:
-        candidates = np.arange(rows.num_rows)
-    picked = rows.take(pa.array(candidates))
-    groups = picked.column("group_id").to_pylist()
-    topics = picked.column("topic").to_pylist()
-    partitions = picked.column("partition").to_pylist()
-    ms_of, records_of = lag_ms[candidates].tolist(), lag_records[candidates].tolist()
-    order = sorted(
-        range(len(candidates)),
-        key=lambda i: (-ms_of[i], -records_of[i], groups[i], topics[i], partitions[i]),
-    )
-    return picked.take(pa.array(order[:limit], pa.int64()))
+    return behind_now(rows, limit).to_pylist()
 
 
 def assignment_summary(warehouse: str, limit: int = 8) -> dict:

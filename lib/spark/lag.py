@@ -33,9 +33,11 @@ import sys
 import time
 from dataclasses import dataclass, field
 
+import pyarrow as pa
 from pyspark.sql import SparkSession
 
 from lib import storage
+from lib.lake.behind import SUMMARY_ROWS, furthest_behind
 from lib.lake.crash_points import crash_point
 from lib.lake.delta import (
     commit_files,
@@ -66,6 +68,9 @@ class LagResult:
     lag_rows: int = 0
     skipped: str | None = None  # why the stage did nothing
     stage_seconds: dict = field(default_factory=dict)
+    # the rows of kind now at this --now furthest behind (lib.lake.behind), from the tasks that
+    # wrote them all (None: the stage wrote none, the summary reads the table's)
+    furthest_behind: pa.Table | None = None
 
 
 def live_partitions(warehouse: str) -> set[tuple[str, int]]:
@@ -277,6 +282,11 @@ def run_lag_stage(
     result.partitions_scanned = sum(1 for tp in inputs if tp.scan or tp.samples is not None)
     result.batches = sum(o.batches for o in outcomes)
     result.lag_rows = sum(o.lag_rows for o in outcomes)
+    tops = [o.furthest_behind for o in outcomes if o.furthest_behind is not None]
+    if len(tops) == len(outcomes):  # (every task's: the stage replaces this --now's rows whole)
+        result.furthest_behind = furthest_behind(
+            pa.concat_tables(tops) if tops else T.GROUP_LAG.arrow_schema.empty_table(), SUMMARY_ROWS
+        )
     for o in outcomes:
         for step, seconds in o.seconds.items():
             result.stage_seconds[f"worker_{step}"] = result.stage_seconds.get(f"worker_{step}", 0.0) + seconds
