@@ -7,6 +7,7 @@ final log must leave exactly the same tables."""
 
 from __future__ import annotations
 
+import pyarrow.parquet as pq
 import pytest
 
 from lib.testdata.logbuilder import PartitionLogBuilder, consumer_member
@@ -232,7 +233,7 @@ def test_a_warehouse_with_partitioned_tables_keeps_its_layout(spark, replay_logd
     replay_logdir(log_dir, wh, NOW)
     for table in STATE_TABLES:
         path = str(wh / table)
-        df = spark.read.format("delta").load(path)
+        df = spark.read.format("delta").load(path).coalesce(1)  # (a file per partition, whatever the files read)
         (
             df.write.format("delta")
             .mode("overwrite")
@@ -276,8 +277,21 @@ def test_a_full_run_of_some_partitions_keeps_the_others_log_rows(spark, replay_l
         builders[p].commit(f"g{p}", "t", p, 300 + p, T + 1)
         builders[p].write(str(log_dir))
     replay_logdir(log_dir, wh, NOW)
-    # small partitions: each run wrote one offsets_log file per task, of two partitions each
-    assert sorted(len(f.with_partitions().partitions or ()) for f in _files(wh, "offsets_log")) == [2, 2, 2, 2]
+    # small partitions: each run wrote its tasks' offsets_log files, of two partitions each: the
+    # first run a file of the GroupMetadata records (2 a task) and one of the commits (4), without
+    # the nested column; the second run its commits (2 a task)
+    files = _files(wh, "offsets_log")
+    assert sorted(len(f.with_partitions().partitions or ()) for f in files) == [2] * 6
+    layout = sorted(
+        ("group_metadata" in pq.read_schema(f.absolute).names, pq.read_metadata(f.absolute).num_rows) for f in files
+    )
+    assert layout == [(False, 2), (False, 2), (False, 4), (False, 4), (True, 2), (True, 2)]
+    members = {
+        (r["offsets_partition"], r["group_id"], r["group_metadata"]["members"][0]["member_id"])
+        for r in rows(spark, str(wh), "offsets_log")
+        if r["group_metadata"] is not None
+    }
+    assert members == {(p, f"g{p}", "m") for p in range(4)}
     builders[1].commit("g1", "u", 0, 555, T + 2)
     builders[1].write(str(log_dir))
     run_replay(spark, find_partitions(str(log_dir), [1]), str(wh), NOW, full=True)
