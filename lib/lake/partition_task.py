@@ -325,7 +325,7 @@ class _LogWriter:
     def _small(self, rows: pa.Table) -> None:
         """The held rows to the task's files: those without a GroupMetadata value without the
         column (the 1% incremental run's two tasks wrote their offsets_log rows in 77 ms of
-        CPU with it, in N without)."""
+        CPU with it, in 50 without)."""
         assert self.small is not None
         nested = rows.column(self.NESTED)
         if nested.null_count == rows.num_rows:
