@@ -81,6 +81,9 @@ def preload(modules: tuple[str, ...] = PRELOAD, registries: bool = True) -> list
     pool's server loads the few every run calls, POOL_KERNELS, in 0.2 s)."""
     import importlib
 
+    from lib.numba_cache import load_object_code_lazily
+
+    load_object_code_lazily()  # (before any kernel loads: lib.numba_cache says why)
     failed = []
     for name in modules:
         try:
