@@ -155,9 +155,10 @@ def test_epochs_in_one_batch_audit_as_one_by_one(seed):
 
 def test_rows_of_generations_over_go_to_the_sink_as_they_are_made():
     """With a sink (as the replay task sets one: its audit file), the rows of generations over
-    leave the tracker when their batch is audited, not at the partition's end: the tracker holds
-    none of them at finish, and the sink has the rows, in the order, that a tracker without one
-    returns in `closed`."""
+    leave the tracker when their batch is audited (by the first call after the batch's end that
+    reads or adds audits: a batch's at most are held), not at the partition's end: the tracker
+    holds none of them at finish, and the sink has the rows, in the order, that a tracker
+    without one returns in `closed`."""
     values = [classic_value(1, "x", [0, 1]), classic_value(2, "x", [0, 1]), classic_value(3, "y", [0])]
     array = pa.array(values, GROUP_METADATA_TYPE)
     sunk: list[pa.Table] = []
@@ -168,9 +169,10 @@ def test_rows_of_generations_over_go_to_the_sink_as_they_are_made():
         tracker.classic("C", 1, PARTITION, 10, 1000, array, 0)
         tracker.classic("C", 2, PARTITION, 12, 1002, array, 1)
         tracker.end_batch()
-    assert [r["log_offset"] for t in sunk for r in t.to_pylist()] == [10]  # before finish
+    assert sunk == []  # (due)
     for tracker in (streaming, holding):
         tracker.consumer_epoch("K", 7, PARTITION, 13, 1003, consumer_fold())
+        assert [r["log_offset"] for t in sunk for r in t.to_pylist()] == [10]  # before finish
         tracker.classic("C", 3, PARTITION, 14, 1004, array, 2)
         tracker.end_batch()
     done, held = streaming.finish(), holding.finish()
@@ -180,3 +182,79 @@ def test_rows_of_generations_over_go_to_the_sink_as_they_are_made():
     assert [r for t in done.opened for r in t.to_pylist()] == [r for t in held.opened for r in t.to_pylist()]
     assert [r["log_offset"] for t in done.opened for r in t.to_pylist()] == [14]
     assert done.rows == held.rows == 4
+
+
+@pytest.mark.parametrize("epoch", [None, "waiting", "raised"])
+def test_the_last_flush_and_the_open_generations_in_one_batch_audit_as_in_two(monkeypatch, epoch):
+    """At finish, the generations over since the batch's end and those still open are audited
+    in one batch of the kernels (AssignmentTracker._closed_and_opened): the same rows, in the same
+    order, the same owners kept for the next run and the same counts as the flush then the open
+    generations' own batch (that path forced). With a KIP-848 epoch waiting, the same; where a
+    classic generation raises a count the epoch reads, the two calls (the flush redoes them in
+    turn)."""
+    import lib.replay.assignment as tracking
+
+    values = [
+        classic_value(1, "x", [0, 1]),  # A gen 1: over at gen 2
+        classic_value(2, "x", [1]),  # A gen 2: open
+        classic_value(4, "y", [0]),  # B gen 4: over at gen 5
+        classic_value(5, "y", [0, 1]),  # B gen 5: open
+        classic_value(7, "x", [0, 4] if epoch == "raised" else [0]),  # C gen 7: over at gen 8
+        classic_value(8, "y", [1]),  # C gen 8: open
+        classic_value(3, "x", [0]),  # D gen 3: over at its tombstone
+    ]
+    array = pa.array(values, GROUP_METADATA_TYPE)
+    batches = {"merged": 0, "two": 0}
+
+    def run(merged: bool):
+        tracker = AssignmentTracker(FLOORS)
+        tracker.load("A", {"previous": {"members": [{"member_id": "c-1", "instance": None, "assignment": [["x", 0]]}]}})
+        if not merged:
+            monkeypatch.setattr(tracker, "_closed_and_opened", lambda opened: False)
+        tracker.classic("A", 1, PARTITION, 10, 1000, array, 0)
+        tracker.classic("B", 4, PARTITION, 11, 1001, array, 2)
+        tracker.classic("C", 7, PARTITION, 12, 1002, array, 4)
+        if epoch is not None:
+            tracker.consumer_epoch("K", 9, PARTITION, 13, 1003, consumer_fold())
+        tracker.classic("A", 2, PARTITION, 14, 1004, array, 1)
+        tracker.classic("D", 3, PARTITION, 15, 1005, array, 6)
+        tracker.classic("B", 5, PARTITION, 16, 1006, array, 3)
+        tracker.classic("C", 8, PARTITION, 17, 1007, array, 5)
+        tracker.group_deleted("D")
+        tracker.end_batch()
+        done = tracker.finish()
+        closed = [comparable(r) for t in done.closed for r in t.to_pylist()]
+        opened = [comparable(r) for t in done.opened for r in t.to_pylist()]
+        states = {g: tracker.state(g) for g in "ABCDK"}
+        return closed, opened, states, dict(tracker.known)
+
+    def counting(name: str, key: str):
+        kernels = getattr(tracking, name)
+
+        def counted(*args, **kwargs):
+            batches[key] += 1
+            return kernels(*args, **kwargs)
+
+        monkeypatch.setattr(tracking, name, counted)
+
+    counting("audit_closed_then_open", "merged")
+    counting("audit_classic_batch", "two")
+    one = run(merged=True)
+    calls = dict(batches)
+    two = run(merged=False)
+    assert one == two
+    closed, opened, states, known = one
+    assert [(r["group_id"], r["generation"]) for r in closed] == [("A", 1), ("B", 4), ("C", 7), ("D", 3)] + (
+        [("K", 9)] if epoch else []
+    )
+    assert [(r["group_id"], r["generation"]) for r in opened] == [("A", 2), ("B", 5), ("C", 8)]
+    # A's gen 1 against the loaded owners (x-0 kept), gen 2 against gen 1 (x-0 taken back)
+    assert (closed[0]["moved"], opened[0]["moved"]) == (0, 1)
+    assert states["A"]["previous"]["members"][0]["assignment"] == [["x", 0], ["x", 1]]  # gen 1's
+    assert states["A"]["open"]["owners"]["members"][0]["assignment"] == [["x", 1]]  # gen 2's
+    assert states["D"] is None
+    assert known == ({"x": 5, "y": 2} if epoch == "raised" else {"x": 2, "y": 2})
+    # one batch of the kernels at finish; raised: that batch tried, then the flush's (classic
+    # and epoch together, then again in turn: the epoch first in log order, alone, in Python;
+    # the classic ones after it) and the open generations' own
+    assert calls == ({"merged": 1, "two": 0} if epoch != "raised" else {"merged": 1, "two": 3})

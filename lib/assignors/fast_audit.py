@@ -1567,6 +1567,48 @@ def audit_classic_batch(
     malformed = np.flatnonzero(flat.malformed)
     if len(malformed):
         return _around(batch, malformed, previous, known, epochs)
+    table, first, _ = _audit_flat(batch, flat, known, epochs)
+    return table, _previous_after(previous, flat, first)
+
+
+def audit_closed_then_open(
+    batch: GenerationBatch,
+    previous: Previous,
+    known: dict[str, int],
+    open_from: int,
+    epochs: Sequence[Generation | None] | None = None,
+) -> tuple[pa.Table, pa.Table, Previous, Previous] | None:
+    """Two audit_classic_batch calls in one: the rows before `open_from` (generations over), then
+    those from it (generations still open, one per group, each its group's last row), audited
+    against the owners the first part leaves, and those owners left in place. Returns the first
+    part's rows, the second's, the Previous after the first part and the Previous after both
+    (the open generations' owners); None, with nothing done, where a row breaks Kafka's schema
+    (the two calls then). `known` is raised in place by both parts, as the two calls raise it;
+    `epochs` as audit_classic_batch's (KIP-848 epochs, in the first part only). One batch of
+    the kernels instead of two: an incremental run audits each of its partitions' generations
+    so (a batch's fixed cost, some 2 ms, twice a partition)."""
+    if not len(batch):
+        return None
+    flat = _flatten(batch, previous)
+    if flat.malformed.any():
+        return None
+    table, first, audited = _audit_flat(batch, flat, known, epochs or [None] * len(batch))
+    after_both = _previous_after(previous, flat, first)
+    # each open generation's group back to its owners before it (-1: none; a skipped row
+    # changed nothing)
+    opened = np.arange(open_from, len(batch))
+    opened = opened[flat.rows.state[opened] == AUDIT]
+    flat.group_ref[flat.rows.group[opened]] = first.prev_ref[opened]
+    split = int(np.searchsorted(audited, open_from))
+    return table.slice(0, split), table.slice(split), _previous_after(previous, flat, first), after_both
+
+
+def _audit_flat(
+    batch: GenerationBatch, flat: _Flat, known: dict[str, int], epochs: Sequence[Generation | None]
+) -> tuple[pa.Table, _First, np.ndarray]:
+    """audit_classic_batch's work on a flattened batch without malformed rows: its rows, the
+    first pass (flat.group_ref as it leaves it) and the batch rows audited, ascending (a row
+    of the table each)."""
     epoch = np.array([e is not None for e in epochs], np.bool_)
 
     names = flat.topic_names.to_pylist()
@@ -1603,10 +1645,12 @@ def audit_classic_batch(
     fast_rows = np.flatnonzero(second.kind == FAST)
     python_rows = np.flatnonzero(second.kind == PYTHON)
     table = _fast_table(batch, flat, first, second, fast_rows, epoch)
-    if len(python_rows):
-        table = pa.concat_tables([table, audit_rows_table(_python_rows(batch, flat, first, python_rows, epochs))])
-        table = table.take(pa.array(np.argsort(np.concatenate([fast_rows, python_rows]), kind="stable")))
-    return table, _previous_after(previous, flat, first)
+    if not len(python_rows):
+        return table, first, fast_rows
+    table = pa.concat_tables([table, audit_rows_table(_python_rows(batch, flat, first, python_rows, epochs))])
+    rows = np.concatenate([fast_rows, python_rows])
+    order = np.argsort(rows, kind="stable")
+    return table.take(pa.array(order)), first, rows[order]
 
 
 def _around(

@@ -33,6 +33,7 @@ from lib.assignors.fast_audit import (
     GenerationBatch,
     Previous,
     audit_classic_batch,
+    audit_closed_then_open,
     audit_rows_table,
     epoch_value,
 )
@@ -134,6 +135,9 @@ class AssignmentTracker:
         self._batch_values: pa.Array | None = None  # the values column of the batch being fed
         self._states: dict[str, dict] = {}  # finish(): the previous owners of the touched groups
         self._consumer_rows: list[dict] = []  # rows of KIP-848 epochs (one table at the end)
+        # end_batch's flush, made by the next call that reads or adds audits (finish: with the
+        # open generations, in one batch of the kernels)
+        self._flush_due = False
 
     # --- state across runs ------------------------------------------------------------------------
     def load(self, group_id: str, state: dict) -> None:
@@ -166,6 +170,7 @@ class AssignmentTracker:
     ) -> None:
         """A GroupMetadata value record: its value is row `row` of `values` (the batch's
         group_metadata column, until end_batch)."""
+        self._settle()
         self.touched.add(group_id)
         o = self.open.get(group_id)
         if o is not None and o.generation != generation:
@@ -192,6 +197,7 @@ class AssignmentTracker:
         `classic` and `group_deleted` do record by record, as arrays. Such a group has no
         KIP-848 audit waiting and no entry before these records, so none needs a flush first;
         its open generation before them is from an earlier batch or run."""
+        self._settle()
         n = len(group_ids)
         self.touched.update(group_ids)
         self._batch_values = values
@@ -279,6 +285,7 @@ class AssignmentTracker:
 
     def group_deleted(self, group_id: str) -> None:
         """A group tombstone: its generation over, its next one a new group's first."""
+        self._settle()
         self.touched.add(group_id)
         self._close(group_id)
         if self._pending_kind.get(group_id) == _CONSUMER:
@@ -290,6 +297,7 @@ class AssignmentTracker:
 
     def consumer_epoch(self, group_id: str, epoch: int, offsets_partition: int, log_offset: int, at_ms, group) -> None:
         """A KIP-848 target assignment record; `group`: the group's fold (ModernGroup) after it."""
+        self._settle()
         self.touched.add(group_id)
         own, known_names, known = group.topic_names, self.names, self.known
         members = []
@@ -356,10 +364,12 @@ class AssignmentTracker:
         self._pending_kind[group_id] = _CLASSIC
 
     def end_batch(self) -> None:
-        """The batch fed is done: the audits waiting are done (a batch is thousands of records:
-        enough of them to share a flush's fixed cost), and the values of the generations still
-        open are taken out of it (it goes)."""
-        self._flush()
+        """The batch fed is done: the audits waiting are due (a batch is thousands of records:
+        enough of them to share a flush's fixed cost), done by the next call that reads or adds
+        audits (they keep the batch's values until then: one batch's), and the values of the
+        generations still open are taken out of it (it goes)."""
+        self._settle()
+        self._flush_due = bool(self._pending)
         values, self._batch_values = self._batch_values, None
         if values is None:
             return
@@ -368,6 +378,12 @@ class AssignmentTracker:
             kept = values.take(pa.array([o.row for o in keep], pa.int64()))
             for i, o in enumerate(keep):
                 o.values, o.row = kept, i
+
+    def _settle(self) -> None:
+        """The flush end_batch left due, before anything else touches the audits."""
+        if self._flush_due:
+            self._flush_due = False
+            self._flush()
 
     def _apply_newer(self) -> None:
         if self._newer:
@@ -572,6 +588,49 @@ class AssignmentTracker:
                 o.audited = states.get(g)  # None: none yet (nothing assigned), as before it
         return table
 
+    def _closed_and_opened(self, opened: list) -> bool:
+        """The flush due and the open generations `opened` audited in one batch of the kernels,
+        as the flush and then _audit_batch(opened, keep_previous=True) audit them; False, with
+        nothing done, where the flush would not audit its generations in one batch itself (KIP-848
+        epochs without classic generations, or one without a value there; a classic generation
+        raising a count an epoch reads) or a value breaks Kafka's schema."""
+        pending = self._pending
+        classic = [e for e in pending if e[0] != _CONSUMER]
+        epochs: list[Generation] = [gen for kind, _, gen in pending if kind == _CONSUMER]  # type: ignore[misc]
+        values = [epoch_value(gen) for gen in epochs] if classic else []
+        if epochs and not (values and all(v is not None for v in values)):
+            return False
+        self._apply_newer()
+        parts = [self._batch(classic)] if classic else []
+        if epochs:
+            parts.append(self._epoch_batch(values, epochs))
+        parts.append(self._batch(opened))
+        batch = GenerationBatch.concat(parts) if len(parts) > 1 else parts[0]
+        open_from = len(batch) - len(opened)
+        flags = [None] * (open_from - len(epochs)) + epochs + [None] * len(opened)
+        known = dict(self.known)
+        mine = pc.is_in(self._previous.table.column("group_id"), pc.unique(batch.group_id))
+        done = audit_closed_then_open(batch, Previous(self._previous.table.filter(mine)), self.known, open_from, flags)
+        if done is None:
+            return False
+        raised = {t for t, n in self.known.items() if known.get(t) != n}
+        if any(t in raised for gen in epochs for m in gen.members for t in m.topics):
+            # (the flush audits them in turn; counts the open generations raised count too)
+            self.known.clear()
+            self.known.update(known)
+            return False
+        closed, still_open, after_closed, after_both = done
+        self._pending, self._pending_kind, self._flush_due = [], {}, False
+        self._previous = Previous(pa.concat_tables([self._previous.table.filter(pc.invert(mine)), after_closed.table]))
+        self.outcome.add_closed(closed)
+        self.outcome.add_closed(audit_rows_table(self._consumer_rows))
+        groups = pa.array([g for _, g, _ in opened], pa.string())
+        states = Previous(after_both.table.filter(pc.is_in(after_both.table.column("group_id"), groups))).states()
+        for _, g, o in opened:
+            o.audited = states.get(g)  # None: none yet (nothing assigned), as before it
+        self.outcome.opened.append(still_open)
+        return True
+
     def _audited(
         self, batch: GenerationBatch, epochs: list | None = None, keep_previous: bool = False
     ) -> tuple[pa.Table, Previous]:
@@ -586,11 +645,13 @@ class AssignmentTracker:
     def finish(self) -> AuditOutcome:
         """What this run's records add: the rows of the generations over, and of those still
         open (audited once; their previous generation stays the one before them)."""
-        self._flush()
-        self._apply_newer()
-        self.outcome.add_closed(audit_rows_table(self._consumer_rows))
         opened = [(_CLASSIC, g, o) for g, o in self.open.items() if not o.carried]
-        self.outcome.opened.append(self._audit_batch(opened, keep_previous=True))
+        if not (self._flush_due and opened and self._closed_and_opened(opened)):
+            self._flush_due = False
+            self._flush()
+            self._apply_newer()
+            self.outcome.add_closed(audit_rows_table(self._consumer_rows))
+            self.outcome.opened.append(self._audit_batch(opened, keep_previous=True))
         touched = pa.array(sorted(self.touched), pa.string())
         mine = pc.is_in(self._previous.table.column("group_id"), touched)
         self._states = Previous(self._previous.table.filter(mine)).states()
