@@ -15,15 +15,29 @@ from lib.source.topic_log import TopicPartitionLog
 from schemas import tables as T
 
 
-def known_topics(warehouse: str, topic_logs: list[TopicPartitionLog]) -> tuple[dict[str, int], dict[str, str]]:
+def known_topics(
+    warehouse: str,
+    topic_logs: list[TopicPartitionLog],
+    from_tables: tuple[dict[str, int], dict[str, str]] | None = None,
+) -> tuple[dict[str, int], dict[str, str]]:
     """Partition counts known today, per topic (the log dir's partition folders and the largest
     partition with a committed offset), and topic id -> name (KIP-848 records name topics by id
-    only; v4 offset commits name both). Read with delta-rs from group_offsets and
-    expired_offsets, small tables: no Spark job."""
-    floors: dict[str, int] = {}
-    names: dict[str, str] = {}
+    only; v4 offset commits name both). `from_tables`: known_from_tables(warehouse), if read
+    already."""
+    floors, names = known_from_tables(warehouse) if from_tables is None else from_tables
+    floors = dict(floors)
     for log in topic_logs:  # (the log dir's partition folders)
         floors[log.topic] = max(floors.get(log.topic, 0), log.partition + 1)
+    return floors, dict(names)
+
+
+def known_from_tables(warehouse: str) -> tuple[dict[str, int], dict[str, str]]:
+    """known_topics' part read from group_offsets and expired_offsets, small tables, with
+    delta-rs (no Spark job): per topic the largest partition with a committed offset, plus one,
+    and topic id -> name. A run reads it while its log dir's consumed topics are listed (the
+    replay's tasks wait for both)."""
+    floors: dict[str, int] = {}
+    names: dict[str, str] = {}
     for table in (T.GROUP_OFFSETS, T.EXPIRED_OFFSETS):
         path = table_path(warehouse, table)
         if not table_exists(path):

@@ -146,6 +146,13 @@ def run_replay(
         t0 = time.monotonic()
         replacing = _replacing(warehouse, todo, prev, assignments)
         result.stage_seconds["plan"] = time.monotonic() - t0
+        # the audit's partition counts of the tables, read while the listing below ends (the
+        # replay's tasks wait for both)
+        known = None
+        if assignments and todo:
+            from lib.spark.assignment import known_from_tables
+
+            known = known_from_tables(warehouse)
         # the consumed topics' partitions beside the offsets partitions, listed once a run (7,500
         # folders of a busy log dir take a second); None for a live cluster
         topic_logs = topic_listing.result() if topic_listing is not None else _topic_logs(logs)
@@ -169,6 +176,7 @@ def run_replay(
             topic_logs,
             starting,
             preparing,
+            known,
         )
         if replayed is not None:
             replayed(result)
@@ -340,6 +348,7 @@ def _run_locked(
     topic_logs: list[TopicPartitionLog] | None = None,
     starting: threading.Thread | None = None,
     preparing: _LagPreparing | None = None,
+    known: tuple[dict[str, int], dict[str, str]] | None = None,
 ) -> None:
     """Each partition with anything to do is one Spark task (lib.lake.partition_task) that reads it
     once and writes its files; the driver then commits them table by table (delta-rs), the
@@ -367,7 +376,7 @@ def _run_locked(
     if audit:
         from lib.spark.assignment import known_topics
 
-        floors, names = known_topics(warehouse, topic_logs or [])
+        floors, names = known_topics(warehouse, topic_logs or [], known)
         audit_input = AuditInput(floors, {**_topic_names_of(topic_logs), **names})
     common = ReplayTask(
         partition=-1,
