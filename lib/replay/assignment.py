@@ -414,11 +414,9 @@ class AssignmentTracker:
             self.outcome.add_closed(self._audit_batch(pending))
             return
         known, previous = dict(self.known), self._previous
-        classic = [e for e in pending if e[0] != _CONSUMER]
-        epochs: list[Generation] = [gen for kind, _, gen in pending if kind == _CONSUMER]  # type: ignore[misc]
-        values = [epoch_value(gen) for gen in epochs] if classic else []
-        combined = bool(values) and all(v is not None for v in values)
-        if combined:
+        classic, epochs, values = _split(pending)
+        combined = values is not None
+        if values is not None:
             # the classic generations, then the epochs, in one batch of the kernels: as the two
             # batches below audit them (the kernels carry the known counts and the groups'
             # previous owners from row to row), for one batch's fixed cost instead of two (each
@@ -428,11 +426,7 @@ class AssignmentTracker:
             table, _ = self._audited(batch, [None] * len(classic_batch) + epochs)
         else:
             table = self._audit_batch(classic)
-        raised = {t for t, n in self.known.items() if known.get(t) != n}
-        # a KIP-848 epoch reads the known counts of its members' subscribed topics only
-        # (audit_generation): counts the classic batch raised elsewhere leave its row as it is in
-        # log order (and the epochs waiting raise none: consumer_epoch)
-        if not any(t in raised for gen in epochs for m in gen.members for t in m.topics):
+        if not _read_raised(epochs, known, self.known):
             self.outcome.add_closed(table)
             if not combined:
                 self._audit_epochs(epochs)
@@ -594,15 +588,12 @@ class AssignmentTracker:
         nothing done, where the flush would not audit its generations in one batch itself (KIP-848
         epochs without classic generations, or one without a value there; a classic generation
         raising a count an epoch reads) or a value breaks Kafka's schema."""
-        pending = self._pending
-        classic = [e for e in pending if e[0] != _CONSUMER]
-        epochs: list[Generation] = [gen for kind, _, gen in pending if kind == _CONSUMER]  # type: ignore[misc]
-        values = [epoch_value(gen) for gen in epochs] if classic else []
-        if epochs and not (values and all(v is not None for v in values)):
+        classic, epochs, values = _split(self._pending)
+        if epochs and values is None:
             return False
         self._apply_newer()
         parts = [self._batch(classic)] if classic else []
-        if epochs:
+        if values:
             parts.append(self._epoch_batch(values, epochs))
         parts.append(self._batch(opened))
         batch = GenerationBatch.concat(parts) if len(parts) > 1 else parts[0]
@@ -613,8 +604,7 @@ class AssignmentTracker:
         done = audit_closed_then_open(batch, Previous(self._previous.table.filter(mine)), self.known, open_from, flags)
         if done is None:
             return False
-        raised = {t for t, n in self.known.items() if known.get(t) != n}
-        if any(t in raised for gen in epochs for m in gen.members for t in m.topics):
+        if _read_raised(epochs, known, self.known):
             # (the flush audits them in turn; counts the open generations raised count too)
             self.known.clear()
             self.known.update(known)
@@ -656,6 +646,25 @@ class AssignmentTracker:
         mine = pc.is_in(self._previous.table.column("group_id"), touched)
         self._states = Previous(self._previous.table.filter(mine)).states()
         return self.outcome
+
+
+def _split(pending: list) -> tuple[list, list[Generation], list | None]:
+    """A flush's entries: the classic ones, the KIP-848 epochs, and the epochs' values where
+    the kernels audit them in one batch after the classic ones (None: not so; epochs without
+    classic generations, or one without a value there)."""
+    classic = [e for e in pending if e[0] != _CONSUMER]
+    epochs: list[Generation] = [gen for kind, _, gen in pending if kind == _CONSUMER]
+    values = [epoch_value(gen) for gen in epochs] if classic and epochs else []
+    return classic, epochs, values if values and all(v is not None for v in values) else None
+
+
+def _read_raised(epochs: list[Generation], before: Mapping[str, int], after: Mapping[str, int]) -> bool:
+    """Whether a count raised in a batch (`before` -> `after`) is one a KIP-848 epoch of it
+    reads: an epoch reads the known counts of its members' subscribed topics only
+    (audit_generation), so counts raised elsewhere leave its row as it is in log order (and the
+    epochs waiting raise none: consumer_epoch)."""
+    raised = {t for t, n in after.items() if before.get(t) != n}
+    return any(t in raised for gen in epochs for m in gen.members for t in m.topics)
 
 
 def _generation_of(group_id: str, state: dict) -> Generation:
