@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from lib import storage
 from lib.allocator import use_run_allocator
+from lib.blas import use_one_blas_thread
 from lib.cli import (
     EXIT_BUSY,
     add_conf_argument,
@@ -128,6 +129,7 @@ PANDAS_KEPT_OUT = KeptOut(("pandas",))  # (the run's driver: main)
 
 def main(argv=None) -> int:
     use_run_allocator()  # (before the pool, the JVM and their workers start: lib.allocator)
+    use_one_blas_thread()  # (before numpy is imported here and there: lib.blas)
     args = parse_args(argv)
     # pandas kept out while the run goes (lib.kept_out): no step uses it, and pyarrow imported it
     # (0.2-0.3 s of CPU) when deltalake first imported pyarrow.dataset and on its first
