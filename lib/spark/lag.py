@@ -51,7 +51,7 @@ from lib.lake.delta import (
 from lib.lake.lag_input import BUCKETS, bucket_of, manifest_files, read_index, remove_lag_input, runs_with_input
 from lib.lake.lag_plan import LAG_TAILS, earlier_rows, now_file_at
 from lib.lake.run_tags import run_tag
-from lib.lake.seams import LagTask, PartitionInput, WrittenFile
+from lib.lake.seams import LagTask, PartitionInput, PartitionInputs, WrittenFile, pickle_inputs
 from lib.lake.tasks import lag_task
 from lib.lake.worker_errors import raising_worker_errors
 from lib.source.topic_log import ScanStart, find_topic_partitions, scan_plan
@@ -146,6 +146,8 @@ class LagPreparation:
     prev_rows: dict[tuple[str, int], dict]
     inputs: dict[tuple[str, int], PartitionInput]  # of the topic partitions in prev_rows
     seconds: float  # its time (the stage's lag_prepare)
+    # bucket -> its inputs of `inputs`, in key order, and them pickled (PartitionInputs' parts)
+    pickled: dict[int, tuple[list[PartitionInput], bytes]] = field(default_factory=dict)
 
 
 def prepare_lag_stage(warehouse: str, full: bool, topic_logs: list) -> LagPreparation:
@@ -154,7 +156,12 @@ def prepare_lag_stage(warehouse: str, full: bool, topic_logs: list) -> LagPrepar
     prev_rows = _previous_checkpoints(warehouse, full)
     by_tp = {(t.topic, t.partition): t for t in topic_logs}
     inputs = {key: _log_input(key, prev, by_tp.get(key)) for key, prev in prev_rows.items() if key[0] != OFFSETS_TOPIC}
-    return LagPreparation(prev_rows, inputs, time.monotonic() - t0)
+    # (pickled here, while the replay's tasks run, not when the stage's tasks are handed out)
+    by_bucket: dict[int, list[PartitionInput]] = {}
+    for key in sorted(inputs):
+        by_bucket.setdefault(bucket_of(*key), []).append(inputs[key])
+    pickled = {b: (members, pickle_inputs(members)) for b, members in by_bucket.items()}
+    return LagPreparation(prev_rows, inputs, time.monotonic() - t0, pickled)
 
 
 def _log_input(key: tuple[str, int], prev: dict | None, log) -> PartitionInput:
@@ -285,7 +292,16 @@ def run_lag_stage(
     # 1. the tasks: end offsets and lag rows
     t0 = time.monotonic()
     tasks = _tasks(
-        spark, warehouse, run_id, now_ms, max(now_ms, sampled_at or now_ms), inputs, plan, full, offsets_files
+        spark,
+        warehouse,
+        run_id,
+        now_ms,
+        max(now_ms, sampled_at or now_ms),
+        inputs,
+        plan,
+        full,
+        offsets_files,
+        prepared.pickled if prepared is not None else {},
     )
     with raising_worker_errors():
         outcomes = spark.sparkContext.parallelize(tasks, len(tasks)).map(lag_task).collect() if tasks else []
@@ -356,15 +372,19 @@ def _tasks(
     plan: _Plan,
     full: bool,
     offsets_files: list[DataFile],
+    pickled: dict[int, tuple[list[PartitionInput], bytes]] | None = None,
 ) -> list[LagTask]:
     """The topic partitions split by bucket ranges into tasks of about equal work (commits to
     place, batches to read): one per core for a small stage (an incremental run's: there a
     task's own cost, its reads of the tables before, outweighs imbalance), else two, more when
-    there are many commits (a task holds its commits)."""
+    there are many commits (a task holds its commits). `pickled`: the preparation's pickled
+    buckets (LagPreparation), sent as they are where a bucket's inputs are those."""
     weight = dict(plan.bucket_rows)
+    by_bucket: dict[int, list[PartitionInput]] = {}
     for tp in inputs:
         b = bucket_of(tp.topic, tp.partition)
         weight[b] = weight.get(b, 0) + 1 + _scan_bytes(tp) // 200
+        by_bucket.setdefault(b, []).append(tp)
     if not weight:
         return []
     total = sum(weight.values())
@@ -374,9 +394,15 @@ def _tasks(
     live_files = tuple(f.absolute for f in offsets_files)
     history = table_files(table_path(warehouse, T.PARTITION_END_OFFSETS)) if not full else None
     history_files = tuple(f.absolute for f in history[1]) if history else ()
-    by_bucket: dict[int, list[PartitionInput]] = {}
-    for tp in inputs:
-        by_bucket.setdefault(bucket_of(tp.topic, tp.partition), []).append(tp)
+    pickled = pickled or {}
+
+    def part(bucket: int) -> tuple[list[PartitionInput], bytes | None]:
+        members = by_bucket.get(bucket, [])
+        ready = pickled.get(bucket)
+        if ready is None or len(ready[0]) != len(members) or any(a is not b for a, b in zip(ready[0], members)):
+            return members, None
+        return members, ready[1]
+
     tasks = []
     lo, acc = 0, 0
     share = total / count
@@ -386,7 +412,7 @@ def _tasks(
         last = i == len(ordered) - 1
         if acc >= share or last:
             hi = BUCKETS if last else b + 1
-            members = tuple(tp for bucket in range(lo, hi) for tp in by_bucket.get(bucket, ()))
+            members = PartitionInputs.of(part(bucket) for bucket in range(lo, hi) if bucket in by_bucket)
             tasks.append(
                 LagTask(
                     storage.absolute(warehouse),
