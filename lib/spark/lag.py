@@ -281,7 +281,9 @@ def run_lag_stage(
         changed |= tp.scan
         inputs.append(tp)
     offsets_rows = [r for (topic, _), r in plan.prev_rows.items() if topic == OFFSETS_TOPIC]
-    caught_up = bool(plan.watermarks) and plan.watermarks == _replayed_to(warehouse)
+    # (read once: under the lock nothing commits replay_checkpoints before this stage's commit point)
+    replayed_to = _replayed_to(warehouse)
+    caught_up = bool(plan.watermarks) and plan.watermarks == replayed_to
     result.stage_seconds["lag_plan"] = time.monotonic() - t0
     if caught_up and not changed and _judged_at(offsets_rows, now_ms):
         result.skipped = "nothing new since the last run at the same --now"
@@ -336,7 +338,7 @@ def run_lag_stage(
     _commit_group_lag(warehouse, run_id, now_ms, full, [f for o in outcomes for f in o.lag_files])
     crash_point("after_commit:group_lag")
     checkpoints = [c for o in outcomes for c in o.checkpoints]
-    tails = _commit_checkpoints(warehouse, run_id, now_ms, plan.prev_rows, checkpoints)
+    tails = _commit_checkpoints(warehouse, run_id, now_ms, plan.prev_rows, checkpoints, replayed_to)
     crash_point("after_commit:lag_checkpoints")
     _remove_unnamed_tails(warehouse, tails)
     result.stage_seconds["lag_commit"] = time.monotonic() - t0
@@ -490,11 +492,16 @@ def _remove_unnamed_tails(warehouse: str, named: set[str]) -> None:
 
 
 def _commit_checkpoints(
-    warehouse: str, run_id: str, now_ms: int, prev_rows: dict[tuple[str, int], dict], checkpoints: list[dict]
+    warehouse: str,
+    run_id: str,
+    now_ms: int,
+    prev_rows: dict[tuple[str, int], dict],
+    checkpoints: list[dict],
+    replayed_to: dict[int, int],
 ) -> set[str]:
     """lag_checkpoints, the stage's commit point: the topic partitions' rows from the tasks over
-    the previous ones, and every offsets partition's watermark from replay_checkpoints. Returns
-    the tail files its rows name."""
+    the previous ones, and every offsets partition's watermark from replay_checkpoints
+    (`replayed_to`). Returns the tail files its rows name."""
     import pyarrow as pa
 
     stamp = dict(zip(_SET_AT_COMMIT, (run_id, dt.datetime.now(dt.UTC))))
@@ -504,7 +511,7 @@ def _commit_checkpoints(
         # read changed): laid over the previous row
         key = (c["topic"], c["partition"])
         new_rows[key] = {**prev_rows.get(key, {}), **c, **stamp}
-    for p, nxt in _replayed_to(warehouse).items():
+    for p, nxt in replayed_to.items():
         new_rows[(OFFSETS_TOPIC, p)] = {
             "topic": OFFSETS_TOPIC,
             "partition": p,
