@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Container
 from dataclasses import dataclass, field
 from typing import Literal, overload
 
@@ -43,7 +44,7 @@ class PartitionState:
     load_seconds: float = 0.0
 
 
-def _read_partition(warehouse: str, table: T.Table, partition: int, completed: set[str]):
+def _read_partition(warehouse: str, table: T.Table, partition: int, completed: Container[str]):
     """The rows of one offsets partition of a table as the completed runs left it (delta-rs),
     as Arrow; None if absent."""
     return read_committed(table_path(warehouse, table), completed, partition)

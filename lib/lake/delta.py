@@ -15,12 +15,12 @@ import json
 import os
 import time
 import urllib.parse
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from dataclasses import dataclass
 
 from lib import storage
 from lib.lake.partition_task import PARTITIONS_KEY, row_group_partitions
-from lib.lake.run_tags import ROLLBACK_TAG, tagged_run
+from lib.lake.run_tags import ROLLBACK_TAG, run_started_ms, tagged_run
 from lib.lake.seams import WrittenFile
 from schemas.tables import Table
 
@@ -51,11 +51,39 @@ def table_exists(path: str) -> bool:
     return DeltaTable.is_deltatable(path, storage_options=storage.delta_options(path))
 
 
-def completed_runs(checkpoints_path: str) -> set[str]:
-    """Runs that reached their commit point: each commit of replay_checkpoints names one."""
+@dataclass(frozen=True)
+class CompletedRuns:
+    """The runs that reached their commit point (`run in completed`): each commit of the
+    checkpoints table names one. Where that table's history no longer starts at version 0,
+    also every run that started before the oldest commit kept: Delta's log clean-up (delta-rs,
+    at a checkpoint: every 100 commits) removes the commits older than the table's log
+    retention (30 days by default). Such a run either completed or was rolled back by a later
+    run (each run rolls back the dead ones first, under the lock), so its commit is a table's
+    newest only if it completed. Without this, a table no run had changed since (a quiet
+    cluster's pending_transactional_offsets, expired_offsets, quarantined_records) was taken
+    for a dead run's, once its run's checkpoint commit was cleaned up, and removed."""
+
+    runs: frozenset[str]
+    horizon_ms: int | None = None  # the oldest commit kept, where earlier ones are gone
+
+    def __contains__(self, run: object) -> bool:
+        if run in self.runs:
+            return True
+        if self.horizon_ms is None or not isinstance(run, str):
+            return False
+        started = run_started_ms(run)
+        return started is not None and started < self.horizon_ms
+
+
+def completed_runs(checkpoints_path: str) -> CompletedRuns:
+    """Runs that reached their commit point (CompletedRuns): from the checkpoints table's history."""
     if not table_exists(checkpoints_path):
-        return set()
-    return {r for _, meta in commit_history(checkpoints_path) if (r := tagged_run(meta)) is not None}
+        return CompletedRuns(frozenset())
+    history = open_delta(checkpoints_path).history()
+    runs = frozenset(r for h in history if (r := tagged_run(h.get("userMetadata"))) is not None)
+    oldest = min(history, key=lambda h: h["version"], default=None)
+    truncated = oldest is not None and oldest["version"] > 0 and oldest.get("timestamp") is not None
+    return CompletedRuns(runs, int(oldest["timestamp"]) if truncated and oldest is not None else None)
 
 
 def roll_back_incomplete_runs(warehouse: str, tables: Sequence[Table], checkpoints: Table) -> list[dict]:
@@ -317,7 +345,7 @@ def _write_small_file(path: str, table: Table, rows) -> WrittenFile:
     )
 
 
-def committed_version(path: str, completed: set[str]) -> int | None:
+def committed_version(path: str, completed: Container[str]) -> int | None:
     """The newest version of a table that no incomplete run wrote (a run that died between its
     table commits, not yet rolled back by the next run): what the completed runs left. None
     when every version is such a run's."""
@@ -331,7 +359,7 @@ def committed_version(path: str, completed: set[str]) -> int | None:
     return None
 
 
-def read_committed(path: str, completed: set[str], partition: int | None = None):
+def read_committed(path: str, completed: Container[str], partition: int | None = None):
     """A table's rows (of one offsets partition, when given) as Arrow, as the completed runs
     left them (committed_version); None when there is no such version. A reader outside a run
     (the coordinator) never sees a dead run's half."""

@@ -35,3 +35,15 @@ def tagged_run(user_metadata: str | None) -> str | None:
     if not user_metadata or not user_metadata.startswith(RUN_TAG):
         return None
     return user_metadata[len(RUN_TAG) :].split(" ", 1)[0]
+
+
+def run_started_ms(run_id: str) -> int | None:
+    """When a run started, from its id (lib.spark.pipeline.new_run_id: UTC, to the second, then
+    a random suffix), in epoch ms; None for an id of another shape."""
+    import datetime as dt
+
+    try:
+        started = dt.datetime.strptime(run_id.split("-", 1)[0], "%Y%m%dT%H%M%SZ")
+    except ValueError:
+        return None
+    return int(started.replace(tzinfo=dt.UTC).timestamp() * 1000)
