@@ -197,7 +197,9 @@ def _plan(warehouse: str, run_id: str, full: bool, prev_rows: dict[tuple[str, in
     if full:
         runs = [run_id] if run_id in inputs else []
     else:
-        completed = completed_runs(table_path(warehouse, T.REPLAY_CHECKPOINTS))
+        # the runs a commit names only: a dead run's lag input stays until a stage commits (no
+        # roll-back removes it), so a run before the log's oldest commit kept may be a dead one
+        completed = completed_runs(table_path(warehouse, T.REPLAY_CHECKPOINTS)).runs
         runs = sorted(r for r in inputs if r in completed)
     files: list[str] = []
     partitions: set[tuple[str, int]] = set()
