@@ -82,8 +82,9 @@ def completed_runs(checkpoints_path: str) -> CompletedRuns:
     history = open_delta(checkpoints_path).history()
     runs = frozenset(r for h in history if (r := tagged_run(h.get("userMetadata"))) is not None)
     oldest = min(history, key=lambda h: h["version"], default=None)
-    truncated = oldest is not None and oldest["version"] > 0 and oldest.get("timestamp") is not None
-    return CompletedRuns(runs, int(oldest["timestamp"]) if truncated and oldest is not None else None)
+    if oldest is None or oldest["version"] == 0 or oldest.get("timestamp") is None:
+        return CompletedRuns(runs)
+    return CompletedRuns(runs, int(oldest["timestamp"]))
 
 
 def roll_back_incomplete_runs(warehouse: str, tables: Sequence[Table], checkpoints: Table) -> list[dict]:

@@ -6,8 +6,11 @@ commit: `offsets-lake run <run id> rebuilt 0,7,12`."""
 
 from __future__ import annotations
 
+import datetime as dt
+
 RUN_TAG = "offsets-lake run "
 ROLLBACK_TAG = "offsets-lake rollback of run "
+RUN_ID_TIME = "%Y%m%dT%H%M%SZ"  # a run id starts with its start time, UTC (then a random suffix)
 
 
 def run_tag(run_id: str) -> str:
@@ -38,12 +41,9 @@ def tagged_run(user_metadata: str | None) -> str | None:
 
 
 def run_started_ms(run_id: str) -> int | None:
-    """When a run started, from its id (lib.spark.pipeline.new_run_id: UTC, to the second, then
-    a random suffix), in epoch ms; None for an id of another shape."""
-    import datetime as dt
-
+    """When a run started, from its id (RUN_ID_TIME), in epoch ms; None for an id of another shape."""
     try:
-        started = dt.datetime.strptime(run_id.split("-", 1)[0], "%Y%m%dT%H%M%SZ")
+        started = dt.datetime.strptime(run_id.split("-", 1)[0], RUN_ID_TIME)
     except ValueError:
         return None
     return int(started.replace(tzinfo=dt.UTC).timestamp() * 1000)

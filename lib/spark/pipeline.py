@@ -36,7 +36,7 @@ from lib.lake.delta import (
 )
 from lib.lake.lag_input import write_manifest
 from lib.lake.lock import WarehouseBusyError, WarehouseLock  # noqa: F401 - re-exported for jobs
-from lib.lake.run_tags import rebuilt_tag, run_tag
+from lib.lake.run_tags import RUN_ID_TIME, rebuilt_tag, run_tag
 from lib.lake.seams import AuditInput, ReplayTask, StateFile, TaskGroup, TaskResult
 from lib.lake.tasks import replay_task
 from lib.lake.worker_errors import ReplayError as ReplayError
@@ -97,7 +97,7 @@ def previous_run(spark: SparkSession | SparkJobs | None, warehouse: str, partiti
 
 
 def new_run_id() -> str:
-    return dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:8]
+    return dt.datetime.now(dt.UTC).strftime(RUN_ID_TIME) + "-" + uuid.uuid4().hex[:8]
 
 
 def run_replay(
