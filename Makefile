@@ -166,6 +166,12 @@ bench-endpoint: setup
 bench-scale: setup
 	$(PY) -m jobs.bench --records 50000000 --scale-only
 
+# A run's questions of the commit history on a warehouse a month old (8,640 checkpoint commits);
+# TREE=<a checkout> measures another revision's lib on the same warehouse (jobs/bench_history.py)
+.PHONY: bench-history
+bench-history: setup
+	$(PY) -m jobs.bench_history $(if $(TREE),--tree $(TREE))
+
 # The bench log's full replay on local Spark and on a two-worker standalone cluster, each from
 # local disk and from an S3 server to an S3 server (jobs/bench_cluster.py)
 .PHONY: bench-cluster

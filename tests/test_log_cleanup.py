@@ -12,6 +12,7 @@ import time
 import pyarrow as pa
 
 from lib.lake.delta import (
+    Commit,
     CompletedRuns,
     committed_version,
     completed_runs,
@@ -57,14 +58,89 @@ def test_run_ids_say_when_their_run_started():
     assert run_started_ms("not-a-run") is None
 
 
+def _history(commits: list[tuple[int, str, int]]):
+    """A checkpoints table's history as DeltaTable.history(limit) gives it, from (version, run,
+    commit timestamp) newest first; and the limits asked, in order."""
+    entries = [{"version": v, "timestamp": ts, "userMetadata": run_tag(run)} for v, run, ts in commits]
+    asked: list[int | None] = []
+
+    def history(limit: int | None) -> list[dict]:
+        asked.append(limit)
+        return entries if limit is None else entries[:limit]
+
+    return history, asked
+
+
 def test_completed_runs_past_the_oldest_commit_kept():
-    whole = CompletedRuns(frozenset({FIRST}))
+    history, _ = _history([(0, FIRST, run_started_ms(FIRST) + 1_000)])
+    whole = CompletedRuns(history)
     assert FIRST in whole and LATER.format(1, 1) not in whole
-    cut = CompletedRuns(frozenset({LATER.format(5, 5)}), horizon_ms=run_started_ms(LATER.format(3, 3)))
+    # the oldest commit kept is version 7, stamped when the run of 00:00:03 started
+    history, _ = _history([(7, LATER.format(5, 5), run_started_ms(LATER.format(3, 3)))])
+    cut = CompletedRuns(history)
     assert FIRST in cut  # started before the oldest commit kept: completed or rolled back since
     assert LATER.format(5, 5) in cut  # named by a commit
     assert LATER.format(4, 4) not in cut  # after the horizon and named by none: dead
     assert "not-a-run" not in cut and None not in cut
+    assert cut.named(LATER.format(5, 5)) and not cut.named(FIRST)
+
+
+FIVE_MINUTES = 300_000
+T0 = run_started_ms("20261101T000000Z-x")
+
+
+def _run(n: int) -> str:
+    """The n-th of runs five minutes apart from T0 (its checkpoint commit is version n)."""
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime((T0 + n * FIVE_MINUTES) / 1000)) + f"-run{n:05d}"
+
+
+def test_completed_runs_read_the_history_only_as_far_back_as_a_run_started():
+    # 300 runs, each committing its checkpoint 30 s after it started; run 283's host clock was
+    # 40 minutes ahead (its id says 40 minutes later than its commit's stamp)
+    commits = [(n, _run(n), T0 + n * FIVE_MINUTES + 30_000) for n in range(299, -1, -1)]
+    ahead = 299 - 283
+    commits[ahead] = (283, f"{_run(283 + 8).split('-')[0]}-run00283", T0 + 283 * FIVE_MINUTES + 30_000)
+
+    history, asked = _history(commits)
+    completed = CompletedRuns(history)
+    assert _run(299) in completed and _run(284) in completed
+    assert asked == [16]  # the newest 16 commits: versions 299 to 284
+    dead = _run(300)  # started after the newest commit, committed none
+    assert dead not in completed and not completed.named(dead)
+    assert asked == [16]  # the oldest commit read (284) is over an hour older than it
+    # 283's id says 00:00 + 291 * 5 min: the commits read reach back only 35 minutes before that
+    assert completed.named(commits[ahead][1])
+    assert asked == [16, 256]
+    assert _run(100) in completed and asked == [16, 256]
+    assert _run(10) in completed and asked == [16, 256, None]  # the whole log, from version 0
+    assert "not-a-run" not in completed
+
+    history, asked = _history(commits)
+    assert "not-a-run" not in CompletedRuns(history)
+    assert asked == [16, 256, None]  # an id without a time: only the whole history answers
+
+
+def test_a_commit_stamped_before_the_newest_checkpoint_commit_is_sound():
+    # a checkpoint commit every five minutes, 30 s after its run started
+    commits = [(n, _run(n), T0 + n * FIVE_MINUTES + 30_000) for n in range(299, -1, -1)]
+    history, asked = _history(commits)
+    completed = CompletedRuns(history)
+    assert completed.made(Commit(4, None, None))  # not a run's (a roll-back's RESTORE)
+    assert asked == []
+    # a quiet table's newest commit, by run 12 (1,435 minutes before the newest checkpoint
+    # commit): sound without reading back to run 12's checkpoint commit
+    assert completed.made(Commit(3, _run(12), T0 + 12 * FIVE_MINUTES + 20_000))
+    assert asked == [16]
+    # a run that started after the newest checkpoint commit and died: not sound
+    assert not completed.made(Commit(5, _run(300), T0 + 300 * FIVE_MINUTES + 20_000))
+    assert asked == [16]
+    # stamped 30 minutes before the newest checkpoint commit (within the clock margin) by a
+    # run no commit names: judged by the history back to an hour before its start
+    early = T0 + 299 * FIVE_MINUTES - 30 * 60_000
+    run = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(early / 1000)) + "-early000"
+    assert not completed.made(Commit(6, run, early + 20_000))
+    assert asked == [16, 256]
+    assert completed.made(Commit(7, _run(280), early + 20_000))  # (named: in the pages read)
 
 
 def test_a_table_untouched_since_a_cleaned_up_run_stays(tmp_path):
@@ -84,7 +160,7 @@ def test_a_table_untouched_since_a_cleaned_up_run_stays(tmp_path):
     kept = [h["version"] for h in open_delta(checkpoints).history()]
     assert min(kept) == 99  # (the scenario: the first run's checkpoint commit is gone)
     completed = completed_runs(checkpoints)
-    assert FIRST not in completed.runs and FIRST in completed
+    assert not completed.named(FIRST) and FIRST in completed
 
     assert roll_back_incomplete_runs(wh, T.REPLAY_TABLES, T.REPLAY_CHECKPOINTS) == []
     assert read_small_table(pending).to_pylist() == _pending("g").to_pylist()

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Container
 from dataclasses import dataclass, field
 from typing import Literal, overload
 
-from lib.lake.delta import completed_runs, read_committed, table_path
+from lib.lake.delta import CompletedRuns, completed_runs, read_committed, table_path
 from lib.replay.groups import GroupFold
 from lib.replay.offsets import PartitionOffsets
 from lib.replay.partitioning import partition_for
@@ -44,7 +43,7 @@ class PartitionState:
     load_seconds: float = 0.0
 
 
-def _read_partition(warehouse: str, table: T.Table, partition: int, completed: Container[str]):
+def _read_partition(warehouse: str, table: T.Table, partition: int, completed: CompletedRuns):
     """The rows of one offsets partition of a table as the completed runs left it (delta-rs),
     as Arrow; None if absent."""
     return read_committed(table_path(warehouse, table), completed, partition)

@@ -15,7 +15,7 @@ import json
 import os
 import time
 import urllib.parse
-from collections.abc import Container, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from lib import storage
@@ -30,6 +30,22 @@ def commit_history(path: str, limit: int | None = None) -> list[tuple[int, str |
 
     history = open_delta(path).history(limit)
     return sorted(((h["version"], h.get("userMetadata")) for h in history), reverse=True)
+
+
+@dataclass(frozen=True)
+class Commit:
+    """A table's commit as the roll-back and the readers outside a run judge it."""
+
+    version: int
+    run: str | None  # the run its userMetadata names (None: not a run's)
+    at_ms: int | None  # its timestamp
+
+
+def commits(path: str, limit: int | None = None) -> list[Commit]:
+    """The table's commits (or the newest `limit`), newest first."""
+    history = open_delta(path).history(limit)
+    found = [Commit(h["version"], tagged_run(h.get("userMetadata")), h.get("timestamp")) for h in history]
+    return sorted(found, key=lambda c: c.version, reverse=True)
 
 
 def table_path(warehouse: str, table: Table | str) -> str:
@@ -51,7 +67,14 @@ def table_exists(path: str) -> bool:
     return DeltaTable.is_deltatable(path, storage_options=storage.delta_options(path))
 
 
-@dataclass(frozen=True)
+# How far before a run's start its checkpoint commit may be stamped: a run makes its id from
+# its start time and stamps its commits later, on the same host's clock, so only a clock stepped
+# back (or runs on hosts whose clocks disagree) makes it earlier. An hour covers both.
+CLOCK_MARGIN_MS = 3_600_000
+# the history pages CompletedRuns reads, newest first (None: the whole log)
+HISTORY_PAGES: tuple[int | None, ...] = (16, 256, None)
+
+
 class CompletedRuns:
     """The runs that reached their commit point (`run in completed`): each commit of the
     checkpoints table names one. Where that table's history no longer starts at version 0,
@@ -61,30 +84,97 @@ class CompletedRuns:
     run (each run rolls back the dead ones first, under the lock), so its commit is a table's
     newest only if it completed. Without this, a table no run had changed since (a quiet
     cluster's pending_transactional_offsets, expired_offsets, quarantined_records) was taken
-    for a dead run's, once its run's checkpoint commit was cleaned up, and removed."""
+    for a dead run's, once its run's checkpoint commit was cleaned up, and removed.
 
-    runs: frozenset[str]
-    horizon_ms: int | None = None  # the oldest commit kept, where earlier ones are gone
+    A table's commit is judged by `made` (a completed run's, or no run's): also sound is any
+    commit stamped before the newest checkpoint commit (CLOCK_MARGIN_MS). Runs hold the lock
+    one after another, so its run held it before that checkpoint's run took it, and that run
+    rolled back whatever a dead run had left before it committed anything. A quiet table's
+    newest commit, weeks old, is judged so without reading weeks of history.
 
-    def __contains__(self, run: object) -> bool:
-        if run in self.runs:
+    The history is read newest first, a page at a time (`history(limit)`: the newest `limit`
+    commits, as delta-rs's DeltaTable.history gives them), and only as far back as a question
+    needs: a run's checkpoint commit is newer than its start (CLOCK_MARGIN_MS), so reading stops
+    at a commit older than that. The questions a run asks are of its recent predecessors, so
+    its cost stays that of a few commits however long the log is (the whole log, at a run every
+    5 minutes, is 8,640 commits)."""
+
+    def __init__(self, history: Callable[[int | None], list[dict]]):
+        self._history = history
+        self._names: set[str] = set()
+        self._oldest_ms: int | None = None  # the oldest commit's timestamp read so far
+        self._whole = False  # read to the oldest commit kept
+        self._horizon_ms: int | None = None  # that commit's timestamp, where older ones are gone
+        self._newest_ms: int | None = None  # the newest commit's timestamp
+        self._pages = iter(HISTORY_PAGES)
+        self._read = False
+
+    def made(self, commit: Commit) -> bool:
+        """Whether a table's commit is sound: no run's, a completed run's, or made before the
+        newest checkpoint commit (see the class)."""
+        if commit.run is None or commit.run in self._names:
             return True
-        if self.horizon_ms is None or not isinstance(run, str):
+        if not self._read:
+            self._read_page()
+        if (
+            commit.at_ms is not None
+            and self._newest_ms is not None
+            and commit.at_ms < self._newest_ms - CLOCK_MARGIN_MS
+        ):
+            return True
+        return commit.run in self
+
+    def named(self, run: object) -> bool:
+        """Whether a commit kept names the run (exactly: the horizon aside)."""
+        if not isinstance(run, str):
             return False
         started = run_started_ms(run)
-        return started is not None and started < self.horizon_ms
+        while run not in self._names and not self._whole and not self._read_past(started):
+            self._read_page()
+        return run in self._names
+
+    def __contains__(self, run: object) -> bool:
+        if self.named(run):
+            return True
+        started = run_started_ms(run) if isinstance(run, str) else None
+        # (named stopped before the oldest commit kept only at a commit older than the run)
+        return self._whole and self._horizon_ms is not None and started is not None and started < self._horizon_ms
+
+    def _read_past(self, started_ms: int | None) -> bool:
+        """Whether the commits read reach back before a run started at `started_ms` (None: an
+        id without a time, which only the whole history answers)."""
+        return started_ms is not None and self._oldest_ms is not None and self._oldest_ms < started_ms - CLOCK_MARGIN_MS
+
+    def _read_page(self) -> None:
+        limit = next(self._pages)
+        history = self._history(limit)
+        self._read = True
+        self._names.update(r for h in history if (r := tagged_run(h.get("userMetadata"))) is not None)
+        newest = max(history, key=lambda h: h["version"], default=None)
+        self._newest_ms = None if newest is None else newest.get("timestamp")
+        oldest = min(history, key=lambda h: h["version"], default=None)
+        self._oldest_ms = None if oldest is None else oldest.get("timestamp")
+        if limit is not None and len(history) >= limit:
+            return
+        self._whole = True
+        if oldest is not None and oldest["version"] != 0 and oldest.get("timestamp") is not None:
+            self._horizon_ms = int(oldest["timestamp"])
 
 
 def completed_runs(checkpoints_path: str) -> CompletedRuns:
-    """Runs that reached their commit point (CompletedRuns): from the checkpoints table's history."""
+    """Runs that reached their commit point (CompletedRuns): from the checkpoints table's history,
+    read as far as the questions asked of it need."""
     if not table_exists(checkpoints_path):
-        return CompletedRuns(frozenset())
-    history = open_delta(checkpoints_path).history()
-    runs = frozenset(r for h in history if (r := tagged_run(h.get("userMetadata"))) is not None)
-    oldest = min(history, key=lambda h: h["version"], default=None)
-    if oldest is None or oldest["version"] == 0 or oldest.get("timestamp") is None:
-        return CompletedRuns(runs)
-    return CompletedRuns(runs, int(oldest["timestamp"]))
+        return CompletedRuns(lambda limit: [])
+    table = None
+
+    def history(limit: int | None) -> list[dict]:
+        nonlocal table
+        if table is None:
+            table = open_delta(checkpoints_path)  # one version for every page
+        return table.history(limit)
+
+    return CompletedRuns(history)
 
 
 def roll_back_incomplete_runs(warehouse: str, tables: Sequence[Table], checkpoints: Table) -> list[dict]:
@@ -102,15 +192,14 @@ def roll_back_incomplete_runs(warehouse: str, tables: Sequence[Table], checkpoin
         if not table_exists(path):
             continue
         # the usual case, a table whose newest commit is sound, needs no more than that commit
-        ((_, newest),) = commit_history(path, limit=1)
-        if tagged_run(newest) is None or tagged_run(newest) in completed:
+        (newest,) = commits(path, limit=1)
+        if completed.made(newest):
             continue
-        streak = []
-        for version, meta in commit_history(path):
-            run = tagged_run(meta)
-            if run is None or run in completed:
+        streak: list[tuple[int, str]] = []
+        for commit in commits(path):
+            if commit.run is None or completed.made(commit):
                 break
-            streak.append((version, run))
+            streak.append((commit.version, commit.run))
         if not streak:
             continue
         first_version, run = streak[-1]
@@ -346,21 +435,20 @@ def _write_small_file(path: str, table: Table, rows) -> WrittenFile:
     )
 
 
-def committed_version(path: str, completed: Container[str]) -> int | None:
+def committed_version(path: str, completed: CompletedRuns) -> int | None:
     """The newest version of a table that no incomplete run wrote (a run that died between its
     table commits, not yet rolled back by the next run): what the completed runs left. None
     when every version is such a run's."""
-    ((newest, meta),) = commit_history(path, limit=1)
-    if tagged_run(meta) is None or tagged_run(meta) in completed:
-        return newest
-    for version, meta in commit_history(path):
-        run = tagged_run(meta)
-        if run is None or run in completed:
-            return version
+    (newest,) = commits(path, limit=1)
+    if completed.made(newest):
+        return newest.version
+    for commit in commits(path):
+        if completed.made(commit):
+            return commit.version
     return None
 
 
-def read_committed(path: str, completed: Container[str], partition: int | None = None):
+def read_committed(path: str, completed: CompletedRuns, partition: int | None = None):
     """A table's rows (of one offsets partition, when given) as Arrow, as the completed runs
     left them (committed_version); None when there is no such version. A reader outside a run
     (the coordinator) never sees a dead run's half."""

@@ -199,8 +199,8 @@ def _plan(warehouse: str, run_id: str, full: bool, prev_rows: dict[tuple[str, in
     else:
         # the runs a commit names only: a dead run's lag input stays until a stage commits (no
         # roll-back removes it), so a run before the log's oldest commit kept may be a dead one
-        completed = completed_runs(table_path(warehouse, T.REPLAY_CHECKPOINTS)).runs
-        runs = sorted(r for r in inputs if r in completed)
+        completed = completed_runs(table_path(warehouse, T.REPLAY_CHECKPOINTS))
+        runs = sorted(r for r in inputs if completed.named(r))
     files: list[str] = []
     partitions: set[tuple[str, int]] = set()
     bucket_rows: dict[int, int] = {}
