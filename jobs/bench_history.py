@@ -6,11 +6,12 @@ run every 5 minutes keeps 30 days of them (Delta's log retention), 8,640 in repl
 
 Builds build/bench-history/wh (again when its shape differs): replay_checkpoints with a
 checkpoint commit every `--every` seconds up to a minute ago, `--commits` of them, each naming
-its run (an id 30 s older than the commit); group_offsets last committed by the newest run (a
-busy table) and pending_transactional_offsets by the run of 20 days ago (a quiet cluster's).
-The commits past the first are written as Delta log files directly, one data file each (hard
-links of the first): delta-rs takes some 0.1 s a commit on such a log. A delta-rs checkpoint at
-the newest commit, as delta-rs makes one every 100. Then, each in its own process, `--rounds`
+its run (an id 30 s older than the commit); group_offsets committed by every run (a busy table,
+as long a log) and pending_transactional_offsets last by the run of 20 days ago (a quiet
+cluster's).
+The commits past a table's first are written as Delta log files directly, one data file each
+(hard links of the first): delta-rs takes some 0.1 s a commit on such a log. A delta-rs
+checkpoint at the newest commit, as delta-rs makes one every 100. Then, each in its own process, `--rounds`
 times, every question as a run or the coordinator asks it:
 
 - roll_back: roll_back_incomplete_runs over the two tables (each run's first step, for its
@@ -51,7 +52,7 @@ def main(argv=None) -> int:
     if args.ask:
         print(json.dumps(_ask(wh, args.ask, args.rounds)))
         return 0
-    shape = {"commits": args.commits, "every": args.every}
+    shape = {"commits": args.commits, "every": args.every, "layout": 2}
     shape_file = os.path.join(args.dir, "shape.json")
     if not os.path.exists(shape_file) or json.load(open(shape_file)) != shape:
         import shutil
@@ -95,27 +96,46 @@ def _run_id(t_s: float, n: int) -> str:
 def _build(wh: str, commits: int, every: int) -> None:
     import pyarrow as pa
 
-    from lib.lake.delta import open_delta, overwrite_small_table, table_path
-    from lib.lake.run_tags import run_tag
+    from lib.lake.delta import table_path
     from schemas import tables as T
 
     newest = int(time.time()) - 60
-    at = [newest - (commits - 1 - k) * every for k in range(commits)]  # each commit's time, s
-    checkpoints = table_path(wh, T.REPLAY_CHECKPOINTS)
+    at = [newest - (commits - 1 - k) * every for k in range(commits)]  # each checkpoint commit's time, s
     schema = T.REPLAY_CHECKPOINTS.arrow_schema
     row: dict[str, object] = {f.name: None for f in schema}
     row.update(offsets_partition=0, next_log_offset=1, records_read=1, trailing_bytes=0, run_id=_run_id(at[0], 0))
     row["finished_at"] = dt.datetime.fromtimestamp(at[0], dt.UTC)
-    rows = pa.Table.from_pylist([row], schema=schema)
-    overwrite_small_table(checkpoints, T.REPLAY_CHECKPOINTS, rows, run_tag(_run_id(at[0], 0)))
-    _restamp(checkpoints, 0, at[0] * 1000)
-    log = os.path.join(checkpoints, "_delta_log")
+    _history(table_path(wh, T.REPLAY_CHECKPOINTS), T.REPLAY_CHECKPOINTS, pa.Table.from_pylist([row], schema=schema), at)
+    # each run commits the busy table 10 s before its checkpoint; the quiet one was last
+    # committed 20 days ago
+    busy = [t - 10 for t in at]
+    _history(table_path(wh, T.GROUP_OFFSETS), T.GROUP_OFFSETS, T.GROUP_OFFSETS.arrow_schema.empty_table(), busy)
+    quiet = max(commits - 1 - QUIET_DAYS * 86_400 // every, 0)
+    quiet_table = T.PENDING_TRANSACTIONAL_OFFSETS
+    _history(
+        table_path(wh, quiet_table), quiet_table, quiet_table.arrow_schema.empty_table(), busy[quiet : quiet + 1], quiet
+    )
+
+
+def _history(path: str, table, rows, at: list[int], first_run: int = 0) -> None:
+    """A table overwritten with `rows` at each time of `at` (s), by runs first_run, first_run + 1,
+    ...: the first commit by delta-rs, the others as Delta log files, then a checkpoint."""
+    from lib.lake.delta import open_delta, overwrite_small_table
+    from lib.lake.run_tags import run_tag
+
+    # (a run's id: 30 s before its checkpoint commit, as for the busy table's commit 10 s before it)
+    def run(k: int) -> str:
+        return _run_id(at[k] + (10 if table.name != "replay_checkpoints" else 0), first_run + k)
+
+    overwrite_small_table(path, table, rows, run_tag(run(0)))
+    _restamp(path, 0, at[0] * 1000)
+    log = os.path.join(path, "_delta_log")
     with open(os.path.join(log, f"{0:020d}.json")) as f:
         first = next(a["add"] for a in map(json.loads, f) if "add" in a)
     previous = first["path"]
-    for k in range(1, commits):
+    for k in range(1, len(at)):
         name = f"part-{k:08d}.snappy.parquet"
-        os.link(os.path.join(checkpoints, first["path"]), os.path.join(checkpoints, name))
+        os.link(os.path.join(path, first["path"]), os.path.join(path, name))
         ms = at[k] * 1000
         actions = [
             {
@@ -123,7 +143,7 @@ def _build(wh: str, commits: int, every: int) -> None:
                     "timestamp": ms,
                     "operation": "WRITE",
                     "operationParameters": {"mode": "Overwrite", "partitionBy": "[]"},
-                    "userMetadata": run_tag(_run_id(at[k], k)),
+                    "userMetadata": run_tag(run(k)),
                 }
             },
             {"add": {**first, "path": name, "modificationTime": ms}},
@@ -141,12 +161,8 @@ def _build(wh: str, commits: int, every: int) -> None:
         with open(os.path.join(log, f"{k:020d}.json"), "w") as f:
             f.write("".join(json.dumps(a) + "\n" for a in actions))
         previous = name
-    open_delta(checkpoints).create_checkpoint()
-    quiet = commits - 1 - QUIET_DAYS * 86_400 // every
-    for table, k in ((T.GROUP_OFFSETS, commits - 1), (T.PENDING_TRANSACTIONAL_OFFSETS, max(quiet, 0))):
-        path = table_path(wh, table)
-        overwrite_small_table(path, table, table.arrow_schema.empty_table(), run_tag(_run_id(at[k], k)))
-        _restamp(path, 0, at[k] * 1000 - 10_000)  # its run's table commit, before its checkpoint commit
+    if len(at) > 1:
+        open_delta(path).create_checkpoint()
 
 
 def _restamp(path: str, version: int, ms: int) -> None:
@@ -170,6 +186,7 @@ def _ask(wh: str, question: str, rounds: int) -> list[float]:
     tables = [T.GROUP_OFFSETS, T.PENDING_TRANSACTIONAL_OFFSETS]
     ((_, meta),) = commit_history(checkpoints, limit=1)
     newest_run = tagged_run(meta)
+    newest_versions = [commit_history(table_path(wh, t), limit=1)[0][0] for t in tables]
     times = []
     for _ in range(rounds):
         t0 = time.perf_counter()
@@ -177,7 +194,7 @@ def _ask(wh: str, question: str, rounds: int) -> list[float]:
             assert roll_back_incomplete_runs(wh, tables, T.REPLAY_CHECKPOINTS) == []
         elif question == "coordinator":
             completed = completed_runs(checkpoints)
-            assert [committed_version(table_path(wh, t), completed) for t in tables] == [0, 0]
+            assert [committed_version(table_path(wh, t), completed) for t in tables] == newest_versions
         else:
             completed = completed_runs(checkpoints)
             # (a tree older than CompletedRuns.named: the set of every run named)
