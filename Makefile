@@ -32,6 +32,7 @@ help:
 	@echo "make bench-endpoint - one canned audit through the endpoint against a cold jobs.audit"
 	@echo "make bench-scale - the full replay's rate on a 50M-record log"
 	@echo "make bench-cluster - the full replay locally and on a two-worker Spark cluster, from disk and from S3"
+	@echo "make bench-history - a run's questions of the commit history on a warehouse a month old (TREE=<checkout>: another revision)"
 	@echo "make soak   - set up, run the property tests (tests/test_fuzz.py) with SOAK_SCALE x more examples"
 	@echo "make setup  - virtualenv at $(VENV) and JVM jars in $(JARS)/ (idempotent)"
 	@echo "make airflow-venv - Airflow 3 in its own virtualenv at .venv-airflow (idempotent)"
