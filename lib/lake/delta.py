@@ -87,10 +87,11 @@ class CompletedRuns:
     for a dead run's, once its run's checkpoint commit was cleaned up, and removed.
 
     A table's commit is judged by `made` (a completed run's, or no run's): also sound is any
-    commit stamped before the newest checkpoint commit (CLOCK_MARGIN_MS). Runs hold the lock
-    one after another, so its run held it before that checkpoint's run took it, and that run
-    rolled back whatever a dead run had left before it committed anything. A quiet table's
-    newest commit, weeks old, is judged so without reading weeks of history.
+    commit stamped before the newest checkpoint commit (CLOCK_MARGIN_MS). Whoever commits to a
+    checkpoints table (a run, or jobs.maintenance's OPTIMIZE) holds the warehouse's lock and
+    has rolled back what dead runs left before committing anything; the commit's run held the
+    lock before that, so it completed or was rolled back. A quiet table's newest commit, weeks
+    old, is judged so without reading weeks of history.
 
     The history is read newest first, a page at a time (`history(limit)`: the newest `limit`
     commits, as delta-rs's DeltaTable.history gives them), and only as far back as a question
