@@ -4,15 +4,18 @@ report's helpers over assignment_audit."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import Column
-from pyspark.sql import functions as F
 
 from lib.assignors.audit import why_flagged  # noqa: F401 - the report's
 from lib.lake.delta import open_delta, table_exists, table_path
 from lib.source.topic_log import TopicPartitionLog
 from schemas import tables as T
+
+if TYPE_CHECKING:  # (the run's driver reads the known counts here without pyspark)
+    from pyspark.sql import Column
 
 
 def known_topics(
@@ -52,6 +55,8 @@ def known_from_tables(warehouse: str) -> tuple[dict[str, int], dict[str, str]]:
 
 def partitions_in(col: str) -> Column:
     """How many partitions a topic-partitions list column (unassigned, assigned_twice) holds."""
+    from pyspark.sql import functions as F
+
     return F.aggregate(F.col(col), F.lit(0), lambda acc, t: acc + F.size(t["partitions"]))
 
 
@@ -63,6 +68,7 @@ WHAT_IF_INPUT = ("group_type", "group_id", "generation", "assignor", "members", 
 def previous_members() -> Column:
     """The members of the group's previous row of assignment_audit (what_if's previous)."""
     from pyspark.sql import Window
+    from pyspark.sql import functions as F
 
     return F.lag("members").over(Window.partitionBy("group_id").orderBy("offsets_partition", "log_offset"))
 
@@ -70,6 +76,8 @@ def previous_members() -> Column:
 def what_if(previous: Column) -> Column:
     """assignment_audit's `what_if` for the rows it is taken on (the column where the table has
     it); `previous`: previous_members()."""
+    from pyspark.sql import functions as F
+
     return F.coalesce(F.col("what_if"), F.call_function(WHAT_IF_FUNCTION, F.struct(*WHAT_IF_INPUT), previous))
 
 

@@ -32,9 +32,9 @@ import re
 import sys
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
-from pyspark.sql import SparkSession
 
 from lib import storage
 from lib.lake.behind import SUMMARY_ROWS, furthest_behind
@@ -57,6 +57,9 @@ from lib.lake.worker_errors import raising_worker_errors
 from lib.source.topic_log import ScanStart, find_topic_partitions, scan_plan
 from lib.spark.session import SparkJobs
 from schemas import tables as T
+
+if TYPE_CHECKING:  # (the default command's driver imports no pyspark: 0.1 s a run)
+    from pyspark.sql import SparkSession
 
 OFFSETS_TOPIC = "__consumer_offsets"
 

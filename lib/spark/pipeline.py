@@ -19,8 +19,7 @@ import uuid
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-
-from pyspark.sql import SparkSession
+from typing import TYPE_CHECKING
 
 from lib import storage
 from lib.lake.crash_points import crash_point
@@ -47,6 +46,9 @@ from lib.source.topic_log import TopicPartitionLog
 from lib.spark.lag import LagPreparation, LagResult, prepare_lag_stage
 from lib.spark.session import SparkJobs
 from schemas import tables as T
+
+if TYPE_CHECKING:  # (the default command's driver imports no pyspark: 0.1 s a run)
+    from pyspark.sql import SparkSession
 
 
 @dataclass
