@@ -296,7 +296,8 @@ def test_a_run_that_ends_before_its_pool_stops_the_fork_server_started_ahead(tmp
 
 def test_the_driver_runs_without_pandas_and_lets_it_in_for_the_checks(tmp_path):
     """pandas is kept out of the job's driver while the run goes (lib.kept_out: no step uses it;
-    pyarrow imported it for nothing), and is importable again for --check's suites."""
+    pyarrow imported it for nothing), and is importable again for --check's suites; the local
+    pool's run imports no pyspark either."""
     (b0, b1), steps = phases()
     _write_phase((b0, b1), steps[0], tmp_path / "logdir")
     args = ["--input", str(tmp_path / "logdir"), "--now", str(NOW), "--conf", "spark.master=local[2]", "--quiet"]
@@ -306,6 +307,7 @@ def test_the_driver_runs_without_pandas_and_lets_it_in_for_the_checks(tmp_path):
         f"args = {args!r}\n"
         f"first = replay_offsets.main([*args, '--warehouse', {str(tmp_path / 'wh')!r}])\n"
         "print('pandas after the run:', 'pandas' in sys.modules)\n"
+        "print('pyspark after the run:', 'pyspark' in sys.modules)\n"
         f"checked = replay_offsets.main([*args, '--warehouse', {str(tmp_path / 'wh2')!r}, '--check'])\n"
         "print('pandas after the checks:', 'pandas' in sys.modules)\n"
         "print('exit codes:', first, checked)\n"
@@ -317,6 +319,7 @@ def test_the_driver_runs_without_pandas_and_lets_it_in_for_the_checks(tmp_path):
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert "pandas after the run: False" in lines
+    assert "pyspark after the run: False" in lines  # (its import: 0.25 s of a no-op's CPU)
     assert "quality checks:" in lines
     assert "pandas after the checks: True" in lines
     # (the suites ran: this log's groups sit in partitions 0 and 1, where 50 partitions would
