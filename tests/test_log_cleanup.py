@@ -14,8 +14,10 @@ import pyarrow as pa
 from lib.lake.delta import (
     Commit,
     CompletedRuns,
+    commits,
     committed_version,
     completed_runs,
+    newest_commit,
     open_delta,
     overwrite_small_table,
     read_small_table,
@@ -141,6 +143,25 @@ def test_a_commit_stamped_before_the_newest_checkpoint_commit_is_sound():
     assert not completed.made(Commit(6, run, early + 20_000))
     assert asked == [16, 256]
     assert completed.made(Commit(7, _run(280), early + 20_000))  # (named: in the pages read)
+
+
+def test_the_newest_commit_is_its_versions_log_file(tmp_path):
+    from deltalake import CommitProperties
+
+    path = str(tmp_path / "pending")
+    assert newest_commit(path) is None
+    os.makedirs(os.path.join(path, "_delta_log"))
+    assert newest_commit(path) is None  # a folder, no table
+    overwrite_small_table(path, T.PENDING_TRANSACTIONAL_OFFSETS, _pending("g"), run_tag(FIRST))
+    first = newest_commit(path)
+    assert first is not None and (first.version, first.run) == (0, FIRST)
+    assert first == commits(path, limit=1)[0]  # (delta-rs's history says the same)
+    overwrite_small_table(path, T.PENDING_TRANSACTIONAL_OFFSETS, _pending("h"), run_tag(LATER.format(1, 1)))
+    open_delta(path).restore(0, commit_properties=CommitProperties(custom_metadata={"userMetadata": "not a run"}))
+    restored = newest_commit(path)
+    assert restored is not None and (restored.version, restored.run) == (2, None)
+    assert restored == commits(path, limit=1)[0]
+    assert restored.at_ms is not None and abs(restored.at_ms - time.time() * 1000) < 600_000
 
 
 def test_a_table_untouched_since_a_cleaned_up_run_stays(tmp_path):

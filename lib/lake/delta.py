@@ -48,6 +48,25 @@ def commits(path: str, limit: int | None = None) -> list[Commit]:
     return sorted(found, key=lambda c: c.version, reverse=True)
 
 
+def newest_commit(path: str) -> Commit | None:
+    """A table's newest commit (None: no table there): its version's log file, as the Delta
+    protocol names it (`_delta_log/<version>.json`), read after delta-rs opens the table.
+    history(1) lists the whole log first: 9 ms a table at 8,640 commits, and a run asks
+    this of each of its 11 tables."""
+    from deltalake.exceptions import TableNotFoundError
+
+    if not storage.is_remote(path) and not os.path.isdir(os.path.join(path, "_delta_log")):
+        return None
+    try:
+        version = open_delta(path).version()
+    except TableNotFoundError:
+        return None
+    text = storage.read_text(storage.join(path, "_delta_log", f"{version:020d}.json"))
+    actions = (json.loads(line) for line in text.splitlines() if line.strip())
+    info: dict = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
+    return Commit(version, tagged_run(info.get("userMetadata")), info.get("timestamp"))
+
+
 def table_path(warehouse: str, table: Table | str) -> str:
     return storage.join(warehouse, table if isinstance(table, str) else table.name)
 
@@ -190,11 +209,9 @@ def roll_back_incomplete_runs(warehouse: str, tables: Sequence[Table], checkpoin
         if table is checkpoints:
             continue
         path = table_path(warehouse, table)
-        if not table_exists(path):
-            continue
         # the usual case, a table whose newest commit is sound, needs no more than that commit
-        (newest,) = commits(path, limit=1)
-        if completed.made(newest):
+        newest = newest_commit(path)
+        if newest is None or completed.made(newest):
             continue
         streak: list[tuple[int, str]] = []
         for commit in commits(path):
@@ -439,8 +456,10 @@ def _write_small_file(path: str, table: Table, rows) -> WrittenFile:
 def committed_version(path: str, completed: CompletedRuns) -> int | None:
     """The newest version of a table that no incomplete run wrote (a run that died between its
     table commits, not yet rolled back by the next run): what the completed runs left. None
-    when every version is such a run's."""
-    (newest,) = commits(path, limit=1)
+    when there is no table, or every version is such a run's."""
+    newest = newest_commit(path)
+    if newest is None:
+        return None
     if completed.made(newest):
         return newest.version
     for commit in commits(path):
@@ -455,8 +474,6 @@ def read_committed(path: str, completed: CompletedRuns, partition: int | None = 
     (the coordinator) never sees a dead run's half."""
     import pyarrow as pa
 
-    if not table_exists(path):
-        return None
     version = committed_version(path, completed)
     if version is None:
         return None
