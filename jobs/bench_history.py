@@ -52,7 +52,7 @@ def main(argv=None) -> int:
     if args.ask:
         print(json.dumps(_ask(wh, args.ask, args.rounds)))
         return 0
-    shape = {"commits": args.commits, "every": args.every, "layout": 2}
+    shape = {"commits": args.commits, "every": args.every, "layout": 3}
     shape_file = os.path.join(args.dir, "shape.json")
     if not os.path.exists(shape_file) or json.load(open(shape_file)) != shape:
         import shutil
@@ -105,29 +105,25 @@ def _build(wh: str, commits: int, every: int) -> None:
     row: dict[str, object] = {f.name: None for f in schema}
     row.update(offsets_partition=0, next_log_offset=1, records_read=1, trailing_bytes=0, run_id=_run_id(at[0], 0))
     row["finished_at"] = dt.datetime.fromtimestamp(at[0], dt.UTC)
-    _history(table_path(wh, T.REPLAY_CHECKPOINTS), T.REPLAY_CHECKPOINTS, pa.Table.from_pylist([row], schema=schema), at)
+    runs = [_run_id(t, k) for k, t in enumerate(at)]  # (30 s before its checkpoint commit)
+    checkpoint_rows = pa.Table.from_pylist([row], schema=schema)
+    _history(table_path(wh, T.REPLAY_CHECKPOINTS), T.REPLAY_CHECKPOINTS, checkpoint_rows, at, runs)
     # each run commits the busy table 10 s before its checkpoint; the quiet one was last
     # committed 20 days ago
     busy = [t - 10 for t in at]
-    _history(table_path(wh, T.GROUP_OFFSETS), T.GROUP_OFFSETS, T.GROUP_OFFSETS.arrow_schema.empty_table(), busy)
-    quiet = max(commits - 1 - QUIET_DAYS * 86_400 // every, 0)
-    quiet_table = T.PENDING_TRANSACTIONAL_OFFSETS
-    _history(
-        table_path(wh, quiet_table), quiet_table, quiet_table.arrow_schema.empty_table(), busy[quiet : quiet + 1], quiet
-    )
+    _history(table_path(wh, T.GROUP_OFFSETS), T.GROUP_OFFSETS, T.GROUP_OFFSETS.arrow_schema.empty_table(), busy, runs)
+    q = max(commits - 1 - QUIET_DAYS * 86_400 // every, 0)
+    quiet = T.PENDING_TRANSACTIONAL_OFFSETS
+    _history(table_path(wh, quiet), quiet, quiet.arrow_schema.empty_table(), busy[q : q + 1], runs[q : q + 1])
 
 
-def _history(path: str, table, rows, at: list[int], first_run: int = 0) -> None:
-    """A table overwritten with `rows` at each time of `at` (s), by runs first_run, first_run + 1,
-    ...: the first commit by delta-rs, the others as Delta log files, then a checkpoint."""
+def _history(path: str, table, rows, at: list[int], runs: list[str]) -> None:
+    """A table overwritten with `rows` at each time of `at` (s), by the runs `runs` (one a
+    commit): the first commit by delta-rs, the others as Delta log files, then a checkpoint."""
     from lib.lake.delta import open_delta, overwrite_small_table
     from lib.lake.run_tags import run_tag
 
-    # (a run's id: 30 s before its checkpoint commit, as for the busy table's commit 10 s before it)
-    def run(k: int) -> str:
-        return _run_id(at[k] + (10 if table.name != "replay_checkpoints" else 0), first_run + k)
-
-    overwrite_small_table(path, table, rows, run_tag(run(0)))
+    overwrite_small_table(path, table, rows, run_tag(runs[0]))
     _restamp(path, 0, at[0] * 1000)
     log = os.path.join(path, "_delta_log")
     with open(os.path.join(log, f"{0:020d}.json")) as f:
@@ -143,7 +139,7 @@ def _history(path: str, table, rows, at: list[int], first_run: int = 0) -> None:
                     "timestamp": ms,
                     "operation": "WRITE",
                     "operationParameters": {"mode": "Overwrite", "partitionBy": "[]"},
-                    "userMetadata": run_tag(run(k)),
+                    "userMetadata": run_tag(runs[k]),
                 }
             },
             {"add": {**first, "path": name, "modificationTime": ms}},

@@ -53,14 +53,10 @@ def newest_commit(path: str) -> Commit | None:
     protocol names it (`_delta_log/<version>.json`), read after delta-rs opens the table.
     history(1) lists the whole log first: 9 ms a table at 8,640 commits, and a run asks
     this of each of its 11 tables."""
-    from deltalake.exceptions import TableNotFoundError
-
-    if not storage.is_remote(path) and not os.path.isdir(os.path.join(path, "_delta_log")):
+    table = _open_table(path)
+    if table is None:
         return None
-    try:
-        version = open_delta(path).version()
-    except TableNotFoundError:
-        return None
+    version = table.version()
     text = storage.read_text(storage.join(path, "_delta_log", f"{version:020d}.json"))
     actions = (json.loads(line) for line in text.splitlines() if line.strip())
     info: dict = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
@@ -76,6 +72,19 @@ def open_delta(path: str, version: int | None = None):
     from deltalake import DeltaTable
 
     return DeltaTable(path, version=version, storage_options=storage.delta_options(path))
+
+
+def _open_table(path: str):
+    """delta-rs's table at `path`, or None where there is none: told by the open itself
+    (is_deltatable first reads the log once more)."""
+    from deltalake.exceptions import TableNotFoundError
+
+    if not storage.is_remote(path) and not os.path.isdir(os.path.join(path, "_delta_log")):
+        return None
+    try:
+        return open_delta(path)
+    except TableNotFoundError:
+        return None
 
 
 def table_exists(path: str) -> bool:
@@ -182,19 +191,10 @@ class CompletedRuns:
 
 
 def completed_runs(checkpoints_path: str) -> CompletedRuns:
-    """Runs that reached their commit point (CompletedRuns): from the checkpoints table's history,
-    read as far as the questions asked of it need."""
-    if not table_exists(checkpoints_path):
-        return CompletedRuns(lambda limit: [])
-    table = None
-
-    def history(limit: int | None) -> list[dict]:
-        nonlocal table
-        if table is None:
-            table = open_delta(checkpoints_path)  # one version for every page
-        return table.history(limit)
-
-    return CompletedRuns(history)
+    """Runs that reached their commit point (CompletedRuns): from the checkpoints table's history
+    (one version of it for every page), read as far as the questions asked of it need."""
+    table = _open_table(checkpoints_path)
+    return CompletedRuns(table.history if table is not None else lambda limit: [])
 
 
 def roll_back_incomplete_runs(warehouse: str, tables: Sequence[Table], checkpoints: Table) -> list[dict]:
