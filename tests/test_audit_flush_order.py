@@ -258,3 +258,93 @@ def test_the_last_flush_and_the_open_generations_in_one_batch_audit_as_in_two(mo
     # and epoch together, then again in turn: the epoch first in log order, alone, in Python;
     # the classic ones after it) and the open generations' own
     assert calls == ({"merged": 1, "two": 0} if epoch != "raised" else {"merged": 1, "two": 3})
+
+
+@pytest.mark.parametrize("case", ["joined", "raised", "shared group", "other counts"])
+def test_partitions_finished_together_audit_as_each_alone(monkeypatch, case):
+    """finish_together (a replay task's small partitions, their finish in one batch of the
+    kernels) gives each tracker the rows, in the same order, the owners kept for the next run
+    and the counts its own finish gives. It joins trackers only where that holds: not where a
+    generation of the batch raises a count (the rows of partitions after it would read it), a
+    group is in two trackers, or the trackers know different counts; those finish alone."""
+    import lib.replay.assignment as tracking
+
+    values = [
+        classic_value(1, "x", [0, 1]),  # gen 1: over at gen 2
+        classic_value(2, "x", [1]),  # gen 2: open
+        classic_value(4, "y", [0]),  # gen 4: over at gen 5
+        classic_value(5, "y", [0, 1]),  # gen 5: open
+        classic_value(3, "x", [0, 4] if case == "raised" else [0]),  # gen 3: over at its tombstone
+    ]
+    array = pa.array(values, GROUP_METADATA_TYPE)
+    calls = {"together": 0, "alone": 0}
+
+    def feed(tracker: AssignmentTracker, p: int) -> None:
+        a, b, d = (f"A{p}", f"B{p}", f"D{p}") if not (case == "shared group" and p == 2) else ("A1", "B2", "D2")
+        tracker.load(a, {"previous": {"members": [{"member_id": "c-1", "instance": None, "assignment": [["x", 0]]}]}})
+        if case == "other counts" and p == 2:
+            tracker.known["y"] = 3
+        tracker.classic(a, 1, p, 10, 1000, array, 0)
+        tracker.classic(b, 4, p, 11, 1001, array, 2)
+        if p == 2:
+            tracker.consumer_epoch(f"K{p}", 9, p, 12, 1002, consumer_fold())
+        tracker.classic(a, 2, p, 13, 1003, array, 1)
+        tracker.classic(d, 3, p, 14, 1004, array, 4)
+        tracker.classic(b, 5, p, 15, 1005, array, 3)
+        tracker.group_deleted(d)
+        tracker.end_batch()
+
+    def results(tracker: AssignmentTracker, p: int):
+        done = tracker.finish()
+        closed = [comparable(r) for t in done.closed for r in t.to_pylist()]
+        opened = [comparable(r) for t in done.opened for r in t.to_pylist()]
+        states = {g: tracker.state(g) for g in (f"A{p}", f"B{p}", f"D{p}", f"K{p}", "A1")}
+        return closed, opened, states, dict(tracker.known)
+
+    def run(together: bool):
+        trackers = [AssignmentTracker(FLOORS) for _ in range(3)]
+        for p, tracker in enumerate(trackers, start=1):
+            feed(tracker, p)
+        if together:
+            tracking.finish_together(trackers)
+        return [results(tracker, p) for p, tracker in enumerate(trackers, start=1)]
+
+    for name, key in (("audit_closed_then_open_rows", "together"), ("audit_closed_then_open", "alone")):
+        kernels = getattr(tracking, name)
+
+        def counted(*args, _kernels=kernels, _key=key, **kwargs):
+            calls[_key] += 1
+            return _kernels(*args, **kwargs)
+
+        monkeypatch.setattr(tracking, name, counted)
+    alone = run(together=False)
+    assert calls == {"together": 0, "alone": 3}
+    calls.update(together=0, alone=0)
+    together = run(together=True)
+    assert together == alone
+    # the rows: each partition's generations over, then its open ones
+    for p, (closed, opened, _, _) in enumerate(together, start=1):
+        assert [(r["group_id"], r["generation"]) for r in closed] == [
+            *([("A1" if case == "shared group" and p == 2 else f"A{p}", 1)]),
+            (f"B{p}", 4),
+            (f"D{p}", 3),
+            *([(f"K{p}", 9)] if p == 2 else []),  # (an epoch after the classic generations, as alone)
+        ]
+        assert [r["offsets_partition"] for r in closed + opened] == [p] * len(closed + opened)
+    closed, opened, states, known = together[0]
+    assert (closed[0]["moved"], opened[0]["moved"]) == (0, 1)  # against the loaded owners, then gen 1's
+    assert states["A1"]["previous"]["members"][0]["assignment"] == [["x", 0], ["x", 1]]
+    assert states["A1"]["open"]["owners"]["members"][0]["assignment"] == [["x", 1]]
+    assert states["D1"] is None
+    assert known == ({"x": 5, "y": 2} if case == "raised" else FLOORS)
+    # one batch of the kernels for the three partitions; else each its own (raised: the joint
+    # batch tried first, and nothing of it kept)
+    assert (
+        calls
+        == {
+            "joined": {"together": 1, "alone": 0},
+            "raised": {"together": 1, "alone": 3},
+            "shared group": {"together": 0, "alone": 3},
+            "other counts": {"together": 0, "alone": 3},
+        }[case]
+    )

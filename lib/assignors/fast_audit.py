@@ -1587,6 +1587,23 @@ def audit_closed_then_open(
     `epochs` as audit_classic_batch's (KIP-848 epochs, in the first part only). One batch of
     the kernels instead of two: an incremental run audits each of its partitions' generations
     so (a batch's fixed cost, some 2 ms, twice a partition)."""
+    done = audit_closed_then_open_rows(batch, previous, known, open_from, epochs)
+    if done is None:
+        return None
+    table, audited, after_closed, after_both = done
+    split = int(np.searchsorted(audited, open_from))
+    return table.slice(0, split), table.slice(split), after_closed, after_both
+
+
+def audit_closed_then_open_rows(
+    batch: GenerationBatch,
+    previous: Previous,
+    known: dict[str, int],
+    open_from: int,
+    epochs: Sequence[Generation | None] | None = None,
+) -> tuple[pa.Table, np.ndarray, Previous, Previous] | None:
+    """audit_closed_then_open's work with its rows whole: the table, the batch row each of its
+    rows audits (ascending), the Previous after the first part and after both."""
     if not len(batch):
         return None
     flat = _flatten(batch, previous)
@@ -1599,8 +1616,7 @@ def audit_closed_then_open(
     opened = np.arange(open_from, len(batch))
     opened = opened[flat.rows.state[opened] == AUDIT]
     flat.group_ref[flat.rows.group[opened]] = first.prev_ref[opened]
-    split = int(np.searchsorted(audited, open_from))
-    return table.slice(0, split), table.slice(split), _previous_after(previous, flat, first), after_both
+    return table, audited, _previous_after(previous, flat, first), after_both
 
 
 def _audit_flat(

@@ -13,12 +13,14 @@ No pyspark here: the same function runs without Spark (tests, the coordinator)."
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -32,6 +34,9 @@ from lib.lake.audit_digest import DIGEST_KEY, AuditDigest
 from lib.lake.seams import PartitionSummary, ReplayTask, StateFile, TaskGroup, TaskResult, WrittenFile
 from lib.lake.worker_errors import WorkerError
 from schemas import tables as T
+
+if TYPE_CHECKING:
+    from lib.replay.engine import PartitionReplay
 
 OFFSETS_LOG_FILE_ROWS = 4_000_000  # roll the offsets_log file past this many rows
 STATE_TABLES = (
@@ -543,7 +548,19 @@ def replay_group(group: TaskGroup) -> TaskResult:
     state = TaskState(group.warehouse, group.run_id, group.state_files, group.flat)
     # the commits that took effect, for the lag stage (lib.lake.lag_input)
     events = EventWriter(group.warehouse, group.run_id) if group.lag_input else None
-    done = [replay_partition(task, state, events) for task in group.tasks]
+    done: list[tuple[PartitionSummary, dict[str, list[WrittenFile]]]] = []
+    waiting: list[_Replayed] = []
+    for task in group.tasks:
+        replayed = _read_partition(task, state, events)
+        if replayed.small:
+            waiting.append(replayed)
+            if sum(r.size for r in waiting) <= WAIT_SIZE:
+                continue
+        done.extend(_finish_partitions(waiting, state))
+        if not replayed.small:
+            done.append(_finish_partition(replayed, state))
+        waiting = []
+    done.extend(_finish_partitions(waiting, state))
     t = time.thread_time()
     lag_input = events.close() if events is not None else None
     events_seconds = time.thread_time() - t
@@ -564,25 +581,71 @@ def replay_group(group: TaskGroup) -> TaskResult:
     )
 
 
+# A partition whose replay (records read, and offsets it holds) is at most this is finished with
+# the task's next ones, their assignment audits in one batch of the kernels
+# (lib.replay.assignment.finish_together); those waiting hold at most this much together
+WAIT_SIZE = 100_000
+
+
+class _Clock:
+    """A partition's CPU seconds by step: each lap() adds the time since the last to a step."""
+
+    def __init__(self):
+        self.seconds = {
+            "read_state": 0.0,
+            "decode": 0.0,
+            "replay": 0.0,
+            "write_log": 0.0,
+            "finish": 0.0,
+            "lag_input": 0.0,
+        }
+        self._t = time.thread_time()
+
+    def lap(self, what: str) -> None:
+        now = time.thread_time()
+        self.seconds[what] += now - self._t
+        self._t = now
+
+    def restart(self) -> None:
+        self._t = time.thread_time()
+
+
+@dataclass
+class _Replayed:
+    """A partition read and replayed, not finished yet (replay_partition's two halves)."""
+
+    task: ReplayTask
+    engine: PartitionReplay
+    log_files: list[WrittenFile]
+    quarantine: list[dict] | None
+    progress: ReadProgress
+    record_types: dict[tuple[int, bool, bool], int]
+    clock: _Clock
+
+    @property
+    def size(self) -> int:
+        return self.progress.records + self.engine.keys.count
+
+    @property
+    def small(self) -> bool:
+        return self.engine.audit is not None and self.size <= WAIT_SIZE
+
+
 def replay_partition(
     task: ReplayTask, state: TaskState, events=None
 ) -> tuple[PartitionSummary, dict[str, list[WrittenFile]]]:
     """One partition. Its previous state comes from `state`, and its new state goes there.
     Returns the partition's summary and the offsets_log (and quarantine) files it wrote."""
+    return _finish_partition(_read_partition(task, state, events), state)
+
+
+def _read_partition(task: ReplayTask, state: TaskState, events=None) -> _Replayed:
+    """replay_partition's first half: the partition's state loaded, its log read and replayed,
+    its offsets_log rows written."""
     from lib.replay.engine import PartitionReplay
-    from lib.replay.groups import GroupReplayError
 
     p = task.partition
-    warehouse, run_id = task.warehouse, task.run_id
-    clock = {"read_state": 0.0, "decode": 0.0, "replay": 0.0, "write_log": 0.0, "finish": 0.0, "lag_input": 0.0}
-    t = time.thread_time()
-
-    def lap(what):
-        nonlocal t
-        now = time.thread_time()
-        clock[what] += now - t
-        t = now
-
+    clock = _Clock()
     engine = PartitionReplay(p)
     engine.emit_commit_events = events is not None
     audit = task.audit
@@ -603,11 +666,11 @@ def replay_partition(
             state.read(T.GROUP_FOLD_STATE, p),
             pa.concat_tables(groups) if groups else None,
         )
-    lap("read_state")
+    clock.lap("read_state")
     log_writer = _LogWriter(
-        warehouse,
+        task.warehouse,
         p,
-        run_id,
+        task.run_id,
         flat=state.flat.get(T.OFFSETS_LOG.name, True),
         small=lambda rows, drop: state.write(T.OFFSETS_LOG, p, rows, drop),
     )
@@ -618,17 +681,17 @@ def replay_partition(
 
     def consume(batches):
         for batch in batches:
-            lap("decode")
+            clock.lap("decode")
             _count_types(batch, record_types)
             log_writer.write(batch, getattr(batches, "batch_parts", None))  # (a live fetch has none)
-            lap("write_log")
+            clock.lap("write_log")
             engine.feed(batch, getattr(batches, "batch_group_metadata", None))
-            lap("replay")
+            clock.lap("replay")
             if events is not None:
                 events.write(engine.take_commit_events())
-                lap("lag_input")
+                clock.lap("lag_input")
 
-    try:
+    with _worker_errors(p):
         if task.bootstrap:
             _fetch(task, progress, quarantine, consume)
         else:
@@ -636,8 +699,76 @@ def replay_partition(
                 task.partition, task.start_offset, task.segments, task.start_position, progress, quarantine, consume
             )
         log_writer.close()
-        lap("write_log")
+        clock.lap("write_log")
+    return _Replayed(task, engine, log_writer.files, quarantine, progress, record_types, clock)
+
+
+def _finish_partitions(
+    waiting: list[_Replayed], state: TaskState
+) -> list[tuple[PartitionSummary, dict[str, list[WrittenFile]]]]:
+    """Partitions replayed, finished in order, their assignment audits in one batch where they
+    can be (finish_together)."""
+    if len(waiting) > 1:
+        from lib.replay.assignment import finish_together
+
+        t = time.thread_time()
+        with _worker_errors(waiting[0].task.partition):
+            finish_together([r.engine.audit for r in waiting if r.engine.audit is not None])
+        share = (time.thread_time() - t) / len(waiting)
+        for r in waiting:
+            r.clock.seconds["finish"] += share
+    return [_finish_partition(r, state) for r in waiting]
+
+
+def _finish_partition(replayed: _Replayed, state: TaskState) -> tuple[PartitionSummary, dict[str, list[WrittenFile]]]:
+    """replay_partition's second half: the partition's state judged and written."""
+    task, engine, clock, progress, quarantine = (
+        replayed.task,
+        replayed.engine,
+        replayed.clock,
+        replayed.progress,
+        replayed.quarantine,
+    )
+    p = task.partition
+    clock.restart()  # (other partitions' work since its first half is theirs)
+    with _worker_errors(p):
         result = engine.finish(task.now_ms, task.retention_ms, dict(task.topic_names))
+    files: dict[str, list[WrittenFile]] = {T.OFFSETS_LOG.name: replayed.log_files}
+    for table in STATE_TABLES:
+        state.write(table, p, result[table.name])
+    audit_rows = _write_audit(state, p, result) if task.audit is not None else 0
+    if quarantine:
+        w = FileWriter(task.warehouse, T.QUARANTINED_RECORDS, p, task.run_id)
+        rows = [{**r, "run_id": task.run_id} for r in quarantine]
+        w.write(pa.Table.from_pylist(rows, schema=T.QUARANTINED_RECORDS.arrow_schema))
+        w.close()
+        files[T.QUARANTINED_RECORDS.name] = w.files
+    clock.lap("finish")
+    summary = PartitionSummary(
+        partition=p,
+        records=progress.records,
+        record_types=tuple((t, c, b, n) for (t, c, b), n in replayed.record_types.items()),
+        audit_rows=audit_rows,
+        next_offset=progress.next_offset,
+        trailing_bytes=progress.trailing_bytes,
+        end_position=progress.end_position,
+        fetches=progress.fetches,
+        quarantined=len(quarantine or ()),
+        expiry_changes_at=result["expiry_changes_at"],
+        topic_names=dict(engine.topic_names),
+        unresolved_topic_ids=tuple(result["unresolved_topic_ids"]),
+        seconds=clock.seconds,
+    )
+    return summary, files
+
+
+@contextlib.contextmanager
+def _worker_errors(p: int):
+    """The replay's errors as the WorkerErrors the driver reports (file, partition, offset)."""
+    from lib.replay.groups import GroupReplayError
+
+    try:
+        yield
     except DecodeError as e:
         raise WorkerError(
             type(e).__name__, e.message, file=e.file, partition=e.partition, offset=e.offset, position=e.position
@@ -660,33 +791,6 @@ def replay_partition(
             partition=getattr(e, "partition", p),
             offset=getattr(e, "offset", None),
         ).exception() from None
-    files: dict[str, list[WrittenFile]] = {T.OFFSETS_LOG.name: log_writer.files}
-    for table in STATE_TABLES:
-        state.write(table, p, result[table.name])
-    audit_rows = _write_audit(state, p, result) if audit is not None else 0
-    if quarantine:
-        w = FileWriter(warehouse, T.QUARANTINED_RECORDS, p, run_id)
-        rows = [{**r, "run_id": run_id} for r in quarantine]
-        w.write(pa.Table.from_pylist(rows, schema=T.QUARANTINED_RECORDS.arrow_schema))
-        w.close()
-        files[T.QUARANTINED_RECORDS.name] = w.files
-    lap("finish")
-    summary = PartitionSummary(
-        partition=p,
-        records=progress.records,
-        record_types=tuple((t, c, b, n) for (t, c, b), n in record_types.items()),
-        audit_rows=audit_rows,
-        next_offset=progress.next_offset,
-        trailing_bytes=progress.trailing_bytes,
-        end_position=progress.end_position,
-        fetches=progress.fetches,
-        quarantined=len(quarantine or ()),
-        expiry_changes_at=result["expiry_changes_at"],
-        topic_names=dict(engine.topic_names),
-        unresolved_topic_ids=tuple(result["unresolved_topic_ids"]),
-        seconds=clock,
-    )
-    return summary, files
 
 
 def _write_audit(state: TaskState, p: int, result: dict) -> int:
