@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -610,7 +611,7 @@ class AssignmentTracker:
         self._finish_apply(mine, closed, still_open, after_closed, opened, states)
         return True
 
-    def _finish_parts(self, opened: list) -> tuple[GenerationBatch, list, int, list[Generation]] | None:
+    def _finish_parts(self, opened: list) -> _FinishBatch | None:
         """finish's one batch of the kernels: the flush due (its classic generations, then its
         KIP-848 epochs), then the open generations `opened`; with each row's epoch (None: a
         classic generation), the row the open generations start at and the epochs. None where
@@ -627,7 +628,7 @@ class AssignmentTracker:
         batch = GenerationBatch.concat(parts) if len(parts) > 1 else parts[0]
         open_from = len(batch) - len(opened)
         flags = [None] * (open_from - len(epochs)) + epochs + [None] * len(opened)
-        return batch, flags, open_from, epochs
+        return _FinishBatch(batch, flags, open_from, epochs)
 
     def _finish_apply(
         self, mine: pa.Array, closed: pa.Table, still_open: pa.Table, after_closed: Previous, opened: list, states: dict
@@ -700,14 +701,14 @@ def finish_together(trackers: Sequence[AssignmentTracker]) -> None:
     if len(joined) < 2:
         return
     known = joined[0][0].known
-    groups = [pc.unique(parts[0].group_id) for _, _, parts in joined]
+    groups = [pc.unique(parts.batch.group_id) for _, _, parts in joined]
     if any(t.known != known for t, _, _ in joined) or sum(map(len, groups)) != len(pc.unique(pa.concat_arrays(groups))):
         return
-    closed = [parts[0].slice(0, parts[2]) for _, _, parts in joined]
-    still = [parts[0].slice(parts[2], len(parts[0])) for _, _, parts in joined]
+    closed = [parts.batch.slice(0, parts.open_from) for _, _, parts in joined]
+    still = [parts.batch.slice(parts.open_from, len(parts.batch)) for _, _, parts in joined]
     batch = GenerationBatch.concat(closed + still)
-    flags = [f for _, _, parts in joined for f in parts[1][: parts[2]]] + [
-        f for _, _, parts in joined for f in parts[1][parts[2] :]
+    flags = [f for _, _, parts in joined for f in parts.flags[: parts.open_from]] + [
+        f for _, _, parts in joined for f in parts.flags[parts.open_from :]
     ]
     open_from = sum(len(b) for b in closed)
     mines = [pc.is_in(t._previous.table.column("group_id"), g) for (t, _, _), g in zip(joined, groups)]
@@ -738,6 +739,15 @@ def finish_together(trackers: Sequence[AssignmentTracker]) -> None:
     for (tracker, _, _), rows in zip(joined, touched):
         tracker._states = {g: all_states[g] for g in rows.column("group_id").to_pylist()}
         tracker._finished = True
+
+
+class _FinishBatch(NamedTuple):
+    """finish's one batch of the kernels (AssignmentTracker._finish_parts)."""
+
+    batch: GenerationBatch  # the flush due (classic generations, then KIP-848 epochs), then the open ones
+    flags: list  # per row, its KIP-848 epoch (None: a classic generation)
+    open_from: int  # the row the open generations start at
+    epochs: list[Generation]
 
 
 def _split(pending: list) -> tuple[list, list[Generation], list | None]:
