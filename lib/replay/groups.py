@@ -369,9 +369,12 @@ class GroupFold:
         # names learnt now are kept in the state, so later runs still resolve these topic ids
         if topic_names:
             ids = topic_ids_of(g)
-            for tid, name in topic_names.items():
-                if tid in ids and tid not in g.topic_names:  # the group's own records win
-                    g.topic_names[tid] = name
+            # (in topic_names' order, as they are kept; most groups' records named theirs: a
+            # partition names hundreds of topics, a group a few)
+            if any(tid in topic_names and tid not in g.topic_names for tid in ids):
+                for tid, name in topic_names.items():
+                    if tid in ids and tid not in g.topic_names:  # the group's own records win
+                        g.topic_names[tid] = name
         return {**base, **_modern_row(g, dict(g.topic_names))}
 
 
