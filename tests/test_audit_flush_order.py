@@ -8,6 +8,7 @@ audited as one batch of the kernels: the same rows, previous owners and counts a
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from types import SimpleNamespace
 
@@ -15,7 +16,7 @@ import pyarrow as pa
 import pytest
 
 from lib.assignors.audit import CONSUMER, AuditMember, Generation, audit_generation, classic_generation
-from lib.assignors.fast_audit import GROUP_METADATA_TYPE, audit_rows_table
+from lib.assignors.fast_audit import GROUP_METADATA_TYPE, audit_rows_table, audit_view, epoch_value, epoch_values
 from lib.replay.assignment import AssignmentTracker
 
 FLOORS = {"x": 2, "y": 2}
@@ -348,3 +349,27 @@ def test_partitions_finished_together_audit_as_each_alone(monkeypatch, case):
             "other counts": {"together": 0, "alone": 3},
         }[case]
     )
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_epoch_values_are_epoch_value_as_arrow(seed):
+    """epoch_values (the epochs' values built as columns) equals epoch_value's dicts made Arrow and
+    put in audit_view, as the flush built them before: every field, null or not, and None where
+    one epoch has no value there (no members; an empty instance or rack id)."""
+    rng = random.Random(seed)
+    epochs = random_epochs(rng, 30)
+    expected = audit_view(pa.array([epoch_value(gen) for gen in epochs], GROUP_METADATA_TYPE))
+    got = epoch_values(epochs)
+    assert got is not None and got.type == expected.type
+    assert got.equals(expected)
+    assert got.to_pylist() == expected.to_pylist()
+    assert epoch_values(epochs[:1]).equals(expected.slice(0, 1))
+    member = epochs[0].members[0]
+    for odd in (
+        dataclasses.replace(epochs[1], members=()),
+        dataclasses.replace(epochs[1], members=(dataclasses.replace(member, group_instance_id=""),)),
+        dataclasses.replace(epochs[1], members=(dataclasses.replace(member, rack_id=""),)),
+    ):
+        assert epoch_value(odd) is None
+        assert epoch_values([epochs[0], odd]) is None
+    assert epoch_values([]) is None

@@ -37,7 +37,7 @@ from lib.assignors.fast_audit import (
     audit_closed_then_open,
     audit_closed_then_open_rows,
     audit_rows_table,
-    epoch_value,
+    epoch_values,
 )
 
 
@@ -452,8 +452,8 @@ class AssignmentTracker:
         """KIP-848 epochs that raise no known count, in log order: in one batch of the kernels
         (lib.assignors.fast_audit, as audit_generation audits them) when there are enough to pay
         for its fixed cost and each has a value there, else one by one."""
-        values = [epoch_value(gen) for gen in epochs] if len(epochs) >= EPOCH_BATCH else []
-        if not values or any(v is None for v in values):
+        values = epoch_values(epochs) if len(epochs) >= EPOCH_BATCH else None
+        if values is None:
             for gen in epochs:
                 self._audit_consumer(gen)
             return
@@ -462,8 +462,8 @@ class AssignmentTracker:
         self.outcome.add_closed(table)
 
     @staticmethod
-    def _epoch_batch(values: list, epochs: list[Generation]) -> GenerationBatch:
-        """KIP-848 epochs as the kernels audit them (their values: epoch_value's)."""
+    def _epoch_batch(values: pa.StructArray, epochs: list[Generation]) -> GenerationBatch:
+        """KIP-848 epochs as the kernels audit them (their values: epoch_values')."""
         return GenerationBatch.of(
             values,
             [gen.group_id for gen in epochs],
@@ -622,7 +622,7 @@ class AssignmentTracker:
             return None
         self._apply_newer()
         parts = [self._batch(classic)] if classic else []
-        if values:
+        if values is not None:
             parts.append(self._epoch_batch(values, epochs))
         parts.append(self._batch(opened))
         batch = GenerationBatch.concat(parts) if len(parts) > 1 else parts[0]
@@ -750,14 +750,13 @@ class _FinishBatch(NamedTuple):
     epochs: list[Generation]
 
 
-def _split(pending: list) -> tuple[list, list[Generation], list | None]:
+def _split(pending: list) -> tuple[list, list[Generation], pa.StructArray | None]:
     """A flush's entries: the classic ones, the KIP-848 epochs, and the epochs' values where
     the kernels audit them in one batch after the classic ones (None: not so; epochs without
     classic generations, or one without a value there)."""
     classic = [e for e in pending if e[0] != _CONSUMER]
     epochs: list[Generation] = [gen for kind, _, gen in pending if kind == _CONSUMER]
-    values = [epoch_value(gen) for gen in epochs] if classic and epochs else []
-    return classic, epochs, values if values and all(v is not None for v in values) else None
+    return classic, epochs, epoch_values(epochs) if classic and epochs else None
 
 
 def _read_raised(epochs: list[Generation], before: Mapping[str, int], after: Mapping[str, int]) -> bool:
