@@ -1447,9 +1447,11 @@ def epoch_value(gen: Generation) -> dict | None:
 
 
 def epoch_values(gens: Sequence[Generation]) -> pa.StructArray | None:
-    """epoch_value of each epoch, as the kernels take them (in audit_view), built as columns:
-    a busy log's 14,000 epochs as dicts, then Arrow, cost 30 µs each, most of a KIP-848 epoch's
-    audit outside the kernels. None where one has no value there (epoch_value's None)."""
+    """The epochs' values (epoch_value's, in audit_view) built as columns: made as dicts, then
+    Arrow, they cost some 30 µs an epoch (a busy log's 14,000). None where one has no value
+    there (epoch_value's None), or there are none."""
+    if not gens:
+        return None
     member_offsets, entry_offsets, part_offsets, topic_offsets = [0], [0], [0], [0]
     member_id: list[str] = []
     instance: list[str | None] = []
@@ -1482,8 +1484,6 @@ def epoch_values(gens: Sequence[Generation]) -> pa.StructArray | None:
                 part_offsets.append(len(partitions))
             entry_offsets.append(len(entry_topic))
         member_offsets.append(len(member_id))
-    if not gens:
-        return None
     n = len(member_id)
 
     def field_type(name: str) -> pa.DataType:
@@ -1494,9 +1494,7 @@ def epoch_values(gens: Sequence[Generation]) -> pa.StructArray | None:
     entries = pa.StructArray.from_arrays(
         [
             pa.array(entry_topic, pa.string()),
-            pa.ListArray.from_arrays(
-                pa.array(part_offsets, pa.int32()), pa.array(partitions, pa.int32()), type=entry_type.field(1).type
-            ),
+            _lists(np.array(part_offsets), pa.array(partitions, pa.int32()), entry_type.field(1).type),
         ],
         fields=list(entry_type),
     )
@@ -1505,10 +1503,10 @@ def epoch_values(gens: Sequence[Generation]) -> pa.StructArray | None:
         "group_instance_id": pa.array(instance, pa.string()),
         "client_id": pa.array(client, pa.string()),
         "rack_id": pa.array(rack, pa.string()),
-        "subscribed_topics": pa.ListArray.from_arrays(
-            pa.array(topic_offsets, pa.int32()), pa.array(topics, pa.string()), type=field_type("subscribed_topics")
+        "subscribed_topics": _lists(
+            np.array(topic_offsets), pa.array(topics, pa.string()), field_type("subscribed_topics")
         ),
-        "assignment": pa.ListArray.from_arrays(pa.array(entry_offsets, pa.int32()), entries, type=assignment_type),
+        "assignment": _lists(np.array(entry_offsets), entries, assignment_type),
         "assignment_bytes": pa.array([b"\x01"] * n, pa.binary()),  # (a member with an assignment: epoch_value's)
     }
     members = pa.StructArray.from_arrays(
@@ -1520,9 +1518,7 @@ def epoch_values(gens: Sequence[Generation]) -> pa.StructArray | None:
         "generation": pa.array([gen.generation for gen in gens], pa.int32()),
         "protocol": pa.array([gen.assignor for gen in gens], pa.string()),
         "leader": pa.nulls(len(gens), pa.string()),
-        "members": pa.ListArray.from_arrays(
-            pa.array(member_offsets, pa.int32()), members, type=AUDIT_VALUE_TYPE.field("members").type
-        ),
+        "members": _lists(np.array(member_offsets), members, AUDIT_VALUE_TYPE.field("members").type),
     }
     return pa.StructArray.from_arrays([values[f.name] for f in AUDIT_VALUE_TYPE], fields=list(AUDIT_VALUE_TYPE))
 
