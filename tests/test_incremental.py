@@ -347,20 +347,78 @@ def test_a_run_that_skips_the_assignment_audit_leaves_its_generations_unaudited(
 
 def test_tasks_are_packed_by_their_bytes_and_a_cost_per_partition():
     """Largest first into the lightest task, each partition weighing its bytes and
-    PARTITION_COST_BYTES (256 KiB): by bytes alone, the 3 MiB partition's task would get none of
+    PARTITION_COST_BYTES (2 MiB): by bytes alone, the 3 MiB partition's task would get none of
     the twelve 256 KiB ones (12 x 256 KiB = 3 MiB), and its worker would wait for the other's."""
     from lib.spark.pipeline import _pack
 
     mib = 1 << 20
     tasks = [(3 * mib, "big")] + [(mib // 4, f"s{i}") for i in range(12)]
-    # costs 3.25 MiB and 0.5 MiB each: seven small ones reach 3.5, then they alternate
+    # costs 5 MiB and 2.25 MiB each: three small ones pass the big one, then they alternate
+    # (16.25 MiB against 15.75)
     assert _pack(tasks, 2) == [
-        ["big", "s7", "s9", "s11"],
-        ["s0", "s1", "s2", "s3", "s4", "s5", "s6", "s8", "s10"],
+        ["big", "s3", "s5", "s7", "s9", "s11"],
+        ["s0", "s1", "s2", "s4", "s6", "s8", "s10"],
     ]
     # a full run's: a task per TASK_BYTES (256 MiB; seven for 8 x 200 MiB), at least two per core
     assert [len(t) for t in _pack([(200 * mib, f"p{i}") for i in range(8)], 2)] == [2, 1, 1, 1, 1, 1, 1]
     assert [len(t) for t in _pack([(10 * mib, f"p{i}") for i in range(30)], 2)] == [8, 8, 7, 7]
+
+
+class _Task:
+    """A replay task as _pack reads it: its partition."""
+
+    def __init__(self, partition: int):
+        self.partition = partition
+
+    def __repr__(self) -> str:
+        return f"p{self.partition}"
+
+
+def _data_file(name: str, partitions=None, lo=None, hi=None, partition_value=None):
+    from lib.lake.delta import DataFile
+
+    return DataFile(
+        name, "/t/" + name, 1, partition_value, lo, hi, None if partitions is None else frozenset(partitions)
+    )
+
+
+def test_partitions_sharing_a_state_file_are_joined():
+    """An incremental run's replayed partitions are joined where one flat state file of the
+    previous run holds rows of several (through any table's files, transitively); a file of a
+    partition folder joins nothing, one whose partitions are unknown (no list, no min/max)
+    joins every partition."""
+    from lib.spark.pipeline import _sharing_a_file
+
+    removed = {
+        "group_offsets": [_data_file("a", {0, 2, 5}), _data_file("b", {1, 3}), _data_file("c", lo=8, hi=9)],
+        "consumer_groups": [_data_file("d", {2, 7}), _data_file("e", partition_value=4)],
+    }
+    assert _sharing_a_file([0, 1, 2, 3, 4, 7, 8, 9, 11], removed) == [[0, 2, 7], [1, 3], [4], [8, 9], [11]]
+    unknown = {"group_fold_state": [_data_file("f")]}
+    assert _sharing_a_file([0, 1, 2], unknown) == [[0, 1, 2]]
+
+
+def test_tasks_keep_a_state_file_s_partitions_together_when_that_stays_balanced():
+    """With `units`, partitions that share a state file go to one task, if that leaves no task
+    empty and the heaviest task at most ALIGNED_SLACK (1.15) times the heaviest without them."""
+    from lib.spark.pipeline import _pack
+
+    mib = 1 << 20
+    tasks = [(mib, _Task(p)) for p in range(8)]  # 3 MiB each with its cost
+
+    def parts(packed):
+        return [[t.partition for t in members] for members in packed]
+
+    # by weight alone: the partitions alternate (largest first, equal: in their order)
+    assert parts(_pack(tasks, 2)) == [[0, 2, 4, 6], [1, 3, 5, 7]]
+    # two files of four partitions each: a task each (12 MiB against 12)
+    assert parts(_pack(tasks, 2, [[0, 1, 5, 6], [2, 3, 4, 7]])) == [[0, 1, 5, 6], [2, 3, 4, 7]]
+    # 5 + 3 partitions: 15 MiB against the 12 of the plain packing, 1.25 times: not taken
+    assert parts(_pack(tasks, 2, [[0, 1, 2, 3, 4], [5, 6, 7]])) == [[0, 2, 4, 6], [1, 3, 5, 7]]
+    # one file holding every partition: one task would hold them all: not taken
+    assert parts(_pack(tasks, 2, [list(range(8))])) == [[0, 2, 4, 6], [1, 3, 5, 7]]
+    # three units into two tasks: 4 + 2 | 2 -> 12 MiB against 12; each task's in partition order
+    assert parts(_pack(tasks, 2, [[0, 7], [1, 2, 3, 4], [5, 6]])) == [[1, 2, 3, 4], [0, 5, 6, 7]]
 
 
 # --- a run with nothing to do starts no JVM ---------------------------------------------------------

@@ -396,7 +396,10 @@ def _run_locked(
     sized_tasks = [
         _replay_task(common, pl, start_offsets[pl.partition], prev, end_offsets, fetch_max_bytes) for pl in todo
     ]
-    packed = _pack(sized_tasks, spark.sparkContext.defaultParallelism)
+    # an incremental run's partitions that share a state file go to one task: each file is then
+    # read by one task, not by every task holding one of its partitions
+    units = _sharing_a_file(todo_ids, removed) if prev is not None else None
+    packed = _pack(sized_tasks, spark.sparkContext.defaultParallelism, units)
     # a full run starts every partition from nothing; an incremental one from its last state
     groups = _group_tasks(
         packed, warehouse, run_id, todo_ids, layouts, removed, previous_state=prev is not None, lag_input=lag_input
@@ -656,31 +659,86 @@ def _group_tasks(
 TASK_BYTES = 256 << 20  # a Spark task's share of segment bytes, when partitions are small
 # a partition's own cost (its state read and written, its files), as bytes read: an incremental
 # run's partitions hold a few KB to MB each, and packed by their bytes alone one task got 38 of
-# 50 partitions and the other 12 (0.64 s against 0.39 s of CPU, measured on make bench's log)
-PARTITION_COST_BYTES = 256 << 10
+# 50 partitions and the other 12 (0.64 s against 0.39 s of CPU, measured on make bench's log).
+# Measured partition by partition in make bench's 1% incremental run: some 18 ms of CPU each,
+# and 10 ms a MB read (a partition of 487 bytes 23 ms, of 2.2 MB 43 ms): 2 MB's worth
+PARTITION_COST_BYTES = 2 << 20
 
 
-def _pack(sized_tasks: list[tuple[int, ReplayTask]], parallelism: int) -> list[list[ReplayTask]]:
+# how much heavier than the plain packing's heaviest task the heaviest of a packing that keeps
+# the partitions of a state file together may be and be taken: in make bench's 1% incremental
+# run, each of the two tasks read all six state files of the full run (three times its
+# partitions' rows); kept together, each reads three
+ALIGNED_SLACK = 1.15
+
+
+def _pack(
+    sized_tasks: list[tuple[int, ReplayTask]], parallelism: int, units: list[list[int]] | None = None
+) -> list[list[ReplayTask]]:
     """Partitions into Spark tasks: a task costs tens of milliseconds to schedule, so small
     partitions share one (each still read whole, in log order, by one worker). One task per
     TASK_BYTES of input and at least two per core (one per core for an input under
     TASK_BYTES, as an incremental run's: there a task's own cost outweighs imbalance), at most
     one per partition; largest first into the lightest task, so the tasks end together (a
-    partition weighs its bytes and PARTITION_COST_BYTES)."""
+    partition weighs its bytes and PARTITION_COST_BYTES). `units`: partitions that had better
+    share a task (_sharing_a_file); packed as units where that leaves no task empty and the
+    heaviest at most ALIGNED_SLACK times the heaviest of the packing without them."""
     if not sized_tasks:
         return []
     total = sum(size for size, _ in sized_tasks)
     per_core = 2 if total > TASK_BYTES else 1
     n = min(len(sized_tasks), max(per_core * max(parallelism, 1), -(-total // TASK_BYTES)))
-    bins: list[tuple[int, int, list]] = [(0, i, []) for i in range(n)]
+    plain = _fill(n, [(size + PARTITION_COST_BYTES, [task]) for size, task in sized_tasks])
+    if not units:
+        return [members for _, members in plain]
+    by_partition = {task.partition: (size, task) for size, task in sized_tasks}
+    grouped = [
+        (sum(by_partition[p][0] + PARTITION_COST_BYTES for p in unit), [by_partition[p][1] for p in unit])
+        for unit in units
+    ]
+    aligned = _fill(n, grouped)
+    if len(aligned) == len(plain) and aligned[0][0] <= plain[0][0] * ALIGNED_SLACK:
+        return [sorted(members, key=lambda t: t.partition) for _, members in aligned]
+    return [members for _, members in plain]
+
+
+def _fill(n: int, items: list[tuple[int, list]]) -> list[tuple[int, list]]:
+    """Weighed items (weight, members) into at most n bins, heaviest first into the lightest
+    bin: the bins that got any, heaviest first, with their loads."""
     import heapq
 
+    bins: list[tuple[int, int, list]] = [(0, i, []) for i in range(n)]
     heapq.heapify(bins)
-    for size, task in sorted(sized_tasks, key=lambda st: -st[0]):
-        load, i, members = heapq.heappop(bins)
-        members.append(task)
-        heapq.heappush(bins, (load + size + PARTITION_COST_BYTES, i, members))
-    return [members for _, _, members in sorted(bins, key=lambda b: -b[0]) if members]
+    for weight, members in sorted(items, key=lambda item: -item[0]):
+        load, i, held = heapq.heappop(bins)
+        held.extend(members)
+        heapq.heappush(bins, (load + weight, i, held))
+    return [(load, held) for load, _, held in sorted(bins, key=lambda b: -b[0]) if held]
+
+
+def _sharing_a_file(partitions: list[int], removed: dict[str, list[DataFile]]) -> list[list[int]]:
+    """The replayed `partitions` (sorted) joined where a state file of the previous run (a flat
+    file `removed` lists) holds rows of several: a task reads a flat file's row groups whole,
+    so a file shared by two tasks is read twice."""
+    root = {p: p for p in partitions}
+
+    def find(p: int) -> int:
+        while root[p] != p:
+            root[p] = root[root[p]]
+            p = root[p]
+        return p
+
+    for files in removed.values():
+        for f in files:
+            if f.partition_value is not None:
+                continue
+            held = [p for p in partitions if f.may_hold([p])]
+            for p in held[1:]:
+                root[find(p)] = find(held[0])
+    units: dict[int, list[int]] = {}
+    for p in partitions:
+        units.setdefault(find(p), []).append(p)
+    return list(units.values())
 
 
 def _commit_checkpoints(path: str, rows: list[dict], prev: PreviousRun | None, tag: str) -> None:
