@@ -665,9 +665,9 @@ TASK_BYTES = 256 << 20  # a Spark task's share of segment bytes, when partitions
 PARTITION_COST_BYTES = 2 << 20
 
 
-# how much heavier than the plain packing's heaviest task the heaviest of a packing that keeps
-# the partitions of a state file together may be and be taken: in make bench's 1% incremental
-# run, each of the two tasks read all six state files of the full run (three times its
+# a packing that keeps each state file's partitions together is taken while its heaviest task
+# weighs at most this times the plain packing's heaviest: in make bench's 1% incremental run,
+# packed plain, each of the two tasks read all six state files of the full run (three times its
 # partitions' rows); kept together, each reads three
 ALIGNED_SLACK = 1.15
 
