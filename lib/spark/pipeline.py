@@ -728,11 +728,15 @@ def _sharing_a_file(partitions: list[int], removed: dict[str, list[DataFile]]) -
             p = root[p]
         return p
 
+    seen: set[tuple[int, ...]] = set()  # (the state tables' files hold the same partitions: joined once)
     for files in removed.values():
         for f in files:
             if f.partition_value is not None:
                 continue
-            held = [p for p in partitions if f.may_hold([p])]
+            held = tuple(p for p in partitions if f.may_hold([p]))
+            if held in seen:
+                continue
+            seen.add(held)
             for p in held[1:]:
                 root[find(p)] = find(held[0])
     units: dict[int, list[int]] = {}
